@@ -1,0 +1,83 @@
+"""pytest-agentv: AgentV eval files as pytest tests, and LLM-judged assertions for unit tests.
+
+The public API is re-exported here lazily, so that loading the pytest plugin in a project
+without eval files does not import pydantic, YAML or litellm.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .errors import (
+        AgentvDeprecationWarning,
+        AgentvError,
+        AgentvWarning,
+        ConfigError,
+        EvalFileError,
+        JudgeNotConfiguredError,
+        NotGradedError,
+        ReplayMissError,
+    )
+    from .evaluators.base import (
+        EVALUATOR_KINDS,
+        CaseEvaluation,
+        EvaluationContext,
+        EvaluationScore,
+        Evaluator,
+        EvaluatorResult,
+        PreparedCase,
+        build_evaluator_registry,
+        is_evaluator_kind,
+        run_evaluators_for_case,
+    )
+    from .evaluators.code_judge import CodeEvaluator
+    from .evaluators.llm_judge import LlmJudgeEvaluator
+    from .judge import JudgeClient
+    from .models import EvalCase, EvalSuite, EvaluatorConfig, RubricItem
+    from .verdicts import score_to_verdict
+
+_EXPORTS = {
+    "AgentvDeprecationWarning": "errors",
+    "AgentvError": "errors",
+    "AgentvWarning": "errors",
+    "ConfigError": "errors",
+    "EvalFileError": "errors",
+    "JudgeNotConfiguredError": "errors",
+    "NotGradedError": "errors",
+    "ReplayMissError": "errors",
+    "EVALUATOR_KINDS": "evaluators.base",
+    "CaseEvaluation": "evaluators.base",
+    "EvaluationContext": "evaluators.base",
+    "EvaluationScore": "evaluators.base",
+    "Evaluator": "evaluators.base",
+    "EvaluatorResult": "evaluators.base",
+    "PreparedCase": "evaluators.base",
+    "build_evaluator_registry": "evaluators.base",
+    "is_evaluator_kind": "evaluators.base",
+    "run_evaluators_for_case": "evaluators.base",
+    "CodeEvaluator": "evaluators.code_judge",
+    "LlmJudgeEvaluator": "evaluators.llm_judge",
+    "JudgeClient": "judge",
+    "EvalCase": "models",
+    "EvalSuite": "models",
+    "EvaluatorConfig": "models",
+    "RubricItem": "models",
+    "score_to_verdict": "verdicts",
+}
+
+__all__ = [*sorted(_EXPORTS), "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("pytest-agentv")
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_agentv' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

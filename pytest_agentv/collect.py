@@ -1,0 +1,156 @@
+"""Eval files as pytest collectors, eval cases as pytest items.
+
+``EvalItem`` is a ``pytest.Function`` so that fixtures (autouse ones, conftest overrides, the
+``agentv_target`` fixture) apply to eval cases exactly as to Python tests. The case runs during
+setup: a case that cannot be graded is then an *error*, a case that needs a judge nobody
+configured is a *skip*, and only a graded case reaches the call phase, where its verdict becomes
+passed, xfailed or failed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .errors import AgentvError
+from .evaluators.base import EVALUATOR_KINDS, Evaluator
+from .loader import display_path, load_eval_file
+from .models import KIND_ALIASES
+from .redaction import redact
+from .reporting import record_properties, result_key
+from .runner import CaseSpec, effective_evaluators, get_run
+from .targets import FixtureTarget
+from .verdicts import borderline_reason, outcome_for, report_text, summary_line
+
+def fixture_target_scopes(config: pytest.Config) -> list[Path | None]:
+    """Folders whose conftest.py defines ``agentv_target`` (None: a plugin defines it everywhere).
+
+    Cases under them are answered at item time by the fixture, so they are not started early.
+    """
+    scopes: list[Path | None] = []
+    for plugin in config.pluginmanager.get_plugins():
+        if getattr(plugin, "agentv_target", None) is None:
+            continue
+        if getattr(plugin, "__name__", "") == "pytest_agentv.plugin":
+            continue
+        file = getattr(plugin, "__file__", None)
+        scopes.append(Path(file).parent if file and Path(file).name == "conftest.py" else None)
+    return scopes
+
+
+class EvalFailed(AssertionError):
+    """A graded case whose verdict is fail; its message is the evaluator report."""
+
+
+def _run_case(agentv_target: Any) -> None:
+    """Declares the fixtures every eval item requests; the work happens in ``EvalItem``."""
+
+
+class EvalFile(pytest.File):
+    def collect(self) -> Iterable[pytest.Item]:
+        run = get_run(self.config)
+        evaluators: dict[str, Evaluator | None] = {}
+
+        def evaluator_for(kind: str) -> Evaluator | None:
+            if kind not in evaluators:
+                evaluators[kind] = self.ihook.pytest_agentv_make_evaluator(
+                    config=self.config, kind=kind
+                )
+            return evaluators[kind]
+
+        def known_kinds() -> list[str]:
+            found = {kind for kind, evaluator in evaluators.items() if evaluator is not None}
+            return sorted(found | set(EVALUATOR_KINDS) | set(KIND_ALIASES))
+
+        try:
+            loaded = load_eval_file(
+                self.path,
+                display_path(self.path, run.rootdir),
+                lambda kind: evaluator_for(kind) is not None,
+                known_kinds,
+            )
+        except AgentvError as exc:
+            raise self.CollectError(str(exc)) from None
+        for warning in loaded.warnings:
+            warnings.warn_explicit(warning.message, warning.category, str(self.path), warning.line)
+        for index, case in enumerate(loaded.suite.evalcases):
+            entries = effective_evaluators(case, loaded.suite)
+            registry = {entry.type: evaluator_for(entry.type) for entry in entries}
+            spec = CaseSpec(
+                loaded=loaded,
+                index=index,
+                evaluators=entries,
+                registry={kind: e for kind, e in registry.items() if e is not None},
+            )
+            item = EvalItem.from_parent(self, name=case.id, callobj=_run_case, spec=spec)
+            item.add_marker("agentv")
+            yield item
+
+
+class EvalItem(pytest.Function):
+    def __init__(self, *, spec: CaseSpec, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+
+    def setup(self) -> None:
+        super().setup()
+        run = get_run(self.config)
+        value = self.funcargs.get("agentv_target")
+        if value is not None and not callable(value):
+            pytest.fail(
+                f"the agentv_target fixture must return a callable (or None), "
+                f"got {type(value).__name__}",
+                pytrace=False,
+            )
+        fixture = FixtureTarget(value) if value is not None else None
+        if fixture is None and run.scheduler.planned(self.nodeid):
+            result = run.scheduler.result(self.nodeid)
+        else:
+            result = run.run_now(self.spec, fixture)
+        self.stash[result_key] = result
+        data = result.to_dict()
+        record_properties(self, data)
+        where = f"{self.spec.loaded.display}:{self.spec.line + 1}"
+        if result.status == "skipped":
+            if run.settings.require_judge:
+                pytest.fail(
+                    f"{where}: eval '{self.name}' needs a judge: {result.error} "
+                    "(--agentv-require-judge is set)",
+                    pytrace=False,
+                )
+            self._skip(f"eval '{self.name}' skipped: {result.error}")
+        if result.status == "error":
+            message = f"eval '{self.name}' was not graded: {result.error}"
+            if run.settings.fail_on_error:
+                pytest.fail(f"{where}: {message}", pytrace=False)
+            self._skip(message)
+
+    def _skip(self, reason: str) -> None:
+        """Skip so that ``-rs`` shows the case's line in its eval file, not our source."""
+        raiser = compile("\n" * self.spec.line + "raise skipped", str(self.path), "exec")
+        try:
+            pytest.skip(reason)
+        except pytest.skip.Exception as skipped:
+            exec(raiser, {"skipped": skipped.with_traceback(None)})
+
+    def runtest(self) -> None:
+        data = self.stash[result_key].to_dict()
+        outcome = outcome_for(str(data["verdict"]), get_run(self.config).settings.borderline)
+        if outcome == "xfailed":
+            pytest.xfail(borderline_reason(data))
+            return
+        if outcome == "failed":
+            where = f"{self.spec.loaded.display}:{self.spec.line + 1}"
+            raise EvalFailed(report_text(data, f"{where}: eval '{self.name}' failed: {summary_line(data)}"))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
+        if isinstance(excinfo.value, (EvalFailed, AgentvError)):
+            return redact(str(excinfo.value))
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, self.spec.line, f"eval: {self.name}"

@@ -1,0 +1,206 @@
+"""``code_judge``: any script that reads the case as JSON on stdin and prints a grade as JSON.
+
+The wire format is AgentV's: snake_case envelope keys on stdin (user data passed as is), and
+``{score, hits, misses, reasoning, details}`` on stdout (``{pass, score, reason, checks}`` and
+``assertions`` are accepted too). Every way a script can fail — exit code, signal, timeout,
+output flood, output that is not a JSON object, a score out of range — gives score 0 with the
+cause in ``misses``: never a silent zero, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..loader import resolve_reference
+from ..processes import run_process, scrubbed_env
+from ..verdicts import score_to_verdict
+from .base import EvaluationContext, EvaluationScore
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+
+
+def judge_payload(context: EvaluationContext) -> dict[str, Any]:
+    """The stdin object of a code judge (and of an executable prompt template)."""
+    case = context.eval_case
+    entry = context.evaluator
+    options = entry.options if entry is not None else {}
+    return {
+        "question": case.question,
+        "expected_outcome": case.expected_outcome,
+        "expected_messages": list(case.expected_messages),
+        "reference_answer": case.reference_answer,
+        "candidate_answer": context.candidate,
+        "output_messages": list(context.output_messages)
+        if context.output_messages is not None
+        else None,
+        "input_messages": list(case.authored_input),
+        "input_files": list(case.input_files),
+        "guideline_files": [],
+        "trace_summary": context.trace_summary,
+        "config": options or None,
+    }
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _strings(value: Any, key: str) -> tuple[list[str], str | None]:
+    if value is None:
+        return [], None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return [], f"code judge '{key}' must be a list of strings"
+    return [v for v in value if v.strip()], None
+
+
+def _checks(value: Any, key: str) -> tuple[list[tuple[bool, str]], str | None]:
+    if value is None:
+        return [], None
+    if not isinstance(value, list):
+        return [], f"code judge '{key}' must be a list of objects"
+    checks: list[tuple[bool, str]] = []
+    for item in value:
+        if not isinstance(item, dict):
+            return [], f"code judge '{key}' must be a list of objects"
+        passed = item.get("pass", item.get("passed"))
+        if not isinstance(passed, bool):
+            return [], f"each of the code judge's '{key}' needs a boolean 'pass'"
+        label = str(item.get("text") or item.get("id") or "check")
+        reason = item.get("reason") or item.get("evidence")
+        checks.append((passed, f"{label}: {reason}" if reason else label))
+    return checks, None
+
+
+def parse_judge_output(stdout: bytes) -> EvaluationScore:
+    """Turn a code judge's stdout into a score, or score 0 with the problem as a miss."""
+
+    def bad(problem: str) -> EvaluationScore:
+        return EvaluationScore.graded(0.0, misses=(problem,))
+
+    try:
+        text = stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        return bad("code judge output is not UTF-8 text")
+    if not text.strip():
+        return bad('code judge printed nothing on stdout; expected a JSON object like {"score": 1}')
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        preview = " ".join(text.split())[:120]
+        return bad(f"code judge output is not valid JSON ({exc}): {preview}")
+    if not isinstance(data, dict):
+        kind = "an array" if isinstance(data, list) else type(data).__name__
+        return bad(f"code judge output must be a JSON object, got {kind}")
+
+    hits, problem = _strings(data.get("hits"), "hits")
+    misses, problem2 = _strings(data.get("misses"), "misses")
+    checks, problem3 = _checks(data.get("checks"), "checks")
+    assertions, problem4 = _checks(data.get("assertions"), "assertions")
+    for found in (problem, problem2, problem3, problem4):
+        if found:
+            return bad(found)
+    checks += assertions
+    hits += [label for passed, label in checks if passed]
+    misses += [label for passed, label in checks if not passed]
+
+    passed = data.get("pass")
+    if passed is not None and not isinstance(passed, bool):
+        return bad("code judge 'pass' must be true or false")
+    score = data.get("score")
+    if score is None:
+        if checks:
+            score = sum(1 for ok, _ in checks if ok) / len(checks)
+        elif passed is not None:
+            score = 1.0 if passed else 0.0
+        else:
+            return bad("code judge output needs a 'score' (0 to 1), 'pass' or 'checks'")
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
+        return bad(f"code judge 'score' must be a number between 0 and 1 (got {score!r})")
+    if not math.isfinite(score) or not 0 <= score <= 1:
+        return bad(f"code judge 'score' must be between 0 and 1 (got {score!r})")
+
+    reasoning = data.get("reasoning", data.get("reason"))
+    if reasoning is not None and not isinstance(reasoning, str):
+        return bad("code judge 'reasoning' must be a string")
+    details = data.get("details")
+    if details is not None and not isinstance(details, dict):
+        return bad("code judge 'details' must be an object")
+    verdict = score_to_verdict(float(score))
+    if passed is False:
+        verdict = "fail"
+    return EvaluationScore(
+        score=float(score),
+        hits=tuple(hits),
+        misses=tuple(misses),
+        expected_aspect_count=len(hits) + len(misses),
+        reasoning=reasoning,
+        verdict=verdict,
+        details=details,
+    )
+
+
+class CodeEvaluator:
+    """Run a script judge (REQ-EVAL-003). Options given here are defaults for YAML entries."""
+
+    kind = "code_judge"
+
+    def __init__(
+        self,
+        script: Sequence[str] | str | None = None,
+        cwd: str | Path | None = None,
+        timeout_seconds: float | None = None,
+        *,
+        default_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        env_passthrough: Sequence[str] = (),
+    ) -> None:
+        self.script = script
+        self.cwd = cwd
+        self.timeout_seconds = timeout_seconds
+        self.default_timeout = default_timeout
+        self.env_passthrough = tuple(env_passthrough)
+
+    async def evaluate(self, context: EvaluationContext) -> EvaluationScore:
+        entry = context.evaluator
+        script = entry.script if entry is not None and entry.script is not None else self.script
+        if script is None:
+            return EvaluationScore.graded(0.0, misses=("code judge has no 'script' to run",))
+        case = context.eval_case
+        cwd_ref = entry.cwd if entry is not None and entry.cwd is not None else self.cwd
+        cwd = (
+            resolve_reference(str(cwd_ref), start=case.folder, rootdir=case.rootdir, what="cwd")
+            if cwd_ref is not None
+            else case.folder
+        )
+        timeout = (
+            (entry.timeout_seconds if entry is not None else None)
+            or self.timeout_seconds
+            or self.default_timeout
+        )
+        argv: list[str] | str = script if isinstance(script, str) else list(script)
+        request = {"script": argv, "cwd": str(cwd_ref) if cwd_ref is not None else "."}
+        payload = json.dumps(judge_payload(context), ensure_ascii=False).encode("utf-8")
+        result = await run_process(
+            argv,
+            stdin=payload,
+            cwd=cwd,
+            env=scrubbed_env(self.env_passthrough),
+            timeout=timeout,
+        )
+        failure = result.failure("code judge", timeout)
+        if failure:
+            return EvaluationScore.graded(0.0, misses=(failure,), evaluator_raw_request=request)
+        parsed = parse_judge_output(result.stdout)
+        return EvaluationScore(
+            score=parsed.score,
+            hits=parsed.hits,
+            misses=parsed.misses,
+            expected_aspect_count=parsed.expected_aspect_count,
+            reasoning=parsed.reasoning,
+            verdict=parsed.verdict,
+            details=parsed.details,
+            evaluator_raw_request=request,
+        )

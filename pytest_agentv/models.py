@@ -1,0 +1,460 @@
+"""Pydantic schemas of AgentV eval files (classic v2 format) and targets files.
+
+Legacy spellings are aliases (``outcome``, ``input``, ``expected_output``, ``description`` on
+rubric items, ``grader_target``). Unknown keys are kept (``extra="allow"``) so that the loader can
+warn about them with a line number instead of rejecting real-world files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+#: Evaluator ``type`` spellings that map onto a built-in kind.
+KIND_ALIASES: dict[str, str] = {"code": "code_judge", "rubric": "llm_judge"}
+
+
+def canonical_kind(kind: str) -> str:
+    return KIND_ALIASES.get(kind, kind)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="allow", frozen=True, populate_by_name=True, ser_json_inf_nan="null"
+    )
+
+
+def _finite_weight(value: float) -> float:
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"weight must be a finite number >= 0 (got {value})")
+    return value
+
+
+class ContentSegment(_Model):
+    """A piece of message content: inline text, a file reference, or a JSON object."""
+
+    type: Literal["text", "file", "json"]
+    value: Any
+
+    @model_validator(mode="after")
+    def _check_value(self) -> ContentSegment:
+        if self.type in ("text", "file") and not isinstance(self.value, str):
+            raise ValueError(f"a '{self.type}' segment needs a string 'value'")
+        if self.type == "file" and not self.value.strip():
+            raise ValueError("a 'file' segment needs a non-empty path in 'value'")
+        return self
+
+
+def _normalize_content(value: Any) -> Any:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [{"type": "text", "value": value}]
+    if isinstance(value, dict):
+        if set(value) == {"type", "value"} and value.get("type") in ("text", "file"):
+            return [value]
+        return [{"type": "json", "value": value}]
+    if isinstance(value, list):
+        return [{"type": "text", "value": item} if isinstance(item, str) else item for item in value]
+    raise ValueError(
+        "content must be a string, a mapping, or a list of {type: text|file, value: ...} segments"
+    )
+
+
+class Message(_Model):
+    role: Role
+    content: list[ContentSegment] = Field(default_factory=list)
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _content(cls, value: Any) -> Any:
+        return _normalize_content(value)
+
+    def authored_content(self) -> Any:
+        """The content in the shape it was written: text, an object, or a segment list."""
+        if len(self.content) == 1 and self.content[0].type in ("text", "json"):
+            return self.content[0].value
+        return [segment.model_dump() for segment in self.content]
+
+
+def _messages(value: Any, default_role: str) -> Any:
+    if isinstance(value, str):
+        return [{"role": default_role, "content": value}]
+    if isinstance(value, dict):
+        if "role" in value:
+            return [value]
+        return [{"role": default_role, "content": value}]
+    return value
+
+
+class ScoreRange(_Model):
+    score_range: tuple[int, int]
+    expected_outcome: str = Field(
+        validation_alias=AliasChoices("expected_outcome", "description", "outcome")
+    )
+
+
+def _score_ranges(raw: Any, rubric: str) -> list[dict[str, Any]]:
+    """Validate ``score_ranges`` (list or shorthand map) and return them as a sorted list.
+
+    The messages name the rule that was broken: entry shape, bounds, overlap or coverage.
+    """
+    if isinstance(raw, dict):
+        keys: list[tuple[int, str]] = []
+        for key, text in raw.items():
+            if isinstance(key, bool) or not isinstance(key, (int, str)):
+                raise ValueError(f"score_ranges shorthand keys must be integers 0-10 (got {key!r})")
+            try:
+                lower = int(key)
+            except ValueError:
+                raise ValueError(
+                    f"score_ranges shorthand keys must be integers 0-10 (got {key!r})"
+                ) from None
+            if not 0 <= lower <= 10:
+                raise ValueError(
+                    f"score_ranges values must be 0-10 in rubric '{rubric}' (got {lower})"
+                )
+            keys.append((lower, text))
+        keys.sort()
+        if not keys or keys[0][0] != 0:
+            first = keys[0][0] if keys else None
+            raise ValueError(f"score_ranges shorthand map must start at 0 (got {first})")
+        entries: list[Any] = []
+        for index, (lower, text) in enumerate(keys):
+            upper = keys[index + 1][0] - 1 if index + 1 < len(keys) else 10
+            entries.append({"score_range": [lower, upper], "expected_outcome": text})
+        raw = entries
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(
+            f"Invalid score_ranges in rubric '{rubric}': must be a non-empty list or a shorthand map"
+        )
+    ranges: list[tuple[int, int, str]] = []
+    for index, entry in enumerate(raw):
+        where = f"score_range entry at index {index} for rubric '{rubric}'"
+        if not isinstance(entry, dict):
+            raise ValueError(f"Invalid {where}: expected object")
+        bounds = entry.get("score_range")
+        if not (
+            isinstance(bounds, (list, tuple))
+            and len(bounds) == 2
+            and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+        ):
+            raise ValueError(f"Invalid {where}: must be [min, max] array of two numbers")
+        low, high = bounds
+        if low != int(low) or high != int(high):
+            raise ValueError(f"Invalid {where}: values must be integers (got [{low}, {high}])")
+        low, high = int(low), int(high)
+        if not (0 <= low <= 10 and 0 <= high <= 10):
+            raise ValueError(f"Invalid {where}: values must be 0-10 (got [{low}, {high}])")
+        if low > high:
+            raise ValueError(f"Invalid {where}: min must be <= max (got [{low}, {high}])")
+        text = entry.get("expected_outcome", entry.get("description", entry.get("outcome")))
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(
+                f"Missing expected_outcome for score_range [{low}, {high}] in rubric '{rubric}'"
+            )
+        ranges.append((low, high, text))
+    ranges.sort()
+    for previous, current in zip(ranges, ranges[1:]):
+        if current[0] <= previous[1]:
+            raise ValueError(
+                f"Overlapping score_ranges in rubric '{rubric}': "
+                f"[{previous[0]}, {previous[1]}] overlaps with [{current[0]}, {current[1]}]"
+            )
+    covered = {score for low, high, _ in ranges for score in range(low, high + 1)}
+    missing = [score for score in range(11) if score not in covered]
+    if missing:
+        raise ValueError(
+            f"Incomplete score_ranges coverage in rubric '{rubric}': missing coverage for scores: "
+            f"{', '.join(map(str, missing))}. Ranges must cover all integers 0-10."
+        )
+    return [{"score_range": [low, high], "expected_outcome": text} for low, high, text in ranges]
+
+
+class RubricItem(_Model):
+    """One rubric criterion: a checklist item, or an item graded 0-10 against score ranges."""
+
+    id: str
+    expected_outcome: str = Field(
+        "", validation_alias=AliasChoices("expected_outcome", "description", "outcome")
+    )
+    weight: float = 1.0
+    required: bool | None = None
+    required_min_score: int | None = None
+    score_ranges: list[ScoreRange] | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("weight")
+    @classmethod
+    def _weight(cls, value: float) -> float:
+        return _finite_weight(value)
+
+    @field_validator("required_min_score", mode="before")
+    @classmethod
+    def _min_score(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return None
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or value != int(value)
+            or not 0 <= value <= 10
+        ):
+            rubric = info.data.get("id", "?")
+            raise ValueError(
+                f"Invalid required_min_score for rubric '{rubric}': "
+                f"must be an integer 0-10 (got {value!r})"
+            )
+        return int(value)
+
+    @field_validator("score_ranges", mode="before")
+    @classmethod
+    def _ranges(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return None
+        return _score_ranges(value, str(info.data.get("id", "?")))
+
+    @property
+    def is_checklist(self) -> bool:
+        return not self.score_ranges
+
+    @property
+    def is_required(self) -> bool:
+        """Checklist items are required unless they say otherwise (AgentV's default)."""
+        return True if self.required is None and self.is_checklist else bool(self.required)
+
+    @property
+    def min_score(self) -> int | None:
+        """The 0-10 gate of a score-range item: ``required_min_score``, or 10 if ``required``."""
+        if self.required_min_score is not None:
+            return self.required_min_score
+        return 10 if self.required else None
+
+
+def _rubric_list(value: Any) -> Any:
+    if not isinstance(value, list):
+        return value
+    items: list[Any] = []
+    for index, item in enumerate(value):
+        if isinstance(item, str):
+            item = {"expected_outcome": item}
+        if isinstance(item, dict) and item.get("id") in (None, ""):
+            item = {**item, "id": f"rubric-{index + 1}"}
+        items.append(item)
+    return items
+
+
+def rubric_items(items: Any) -> list[RubricItem]:
+    """Rubrics given in Python (strings, dicts or ``RubricItem``), with AgentV's default ids."""
+    return [
+        item if isinstance(item, RubricItem) else RubricItem.model_validate(item)
+        for item in _rubric_list(list(items))
+    ]
+
+
+class PromptScript(_Model):
+    """An executable prompt template: a script that prints the judge's user prompt."""
+
+    script: list[str] | str
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvaluatorConfig(_Model):
+    """An entry of an ``evaluators`` list. Keys we do not know become its ``config``."""
+
+    name: str
+    type: str
+    weight: float = 1.0
+    script: list[str] | str | None = None
+    cwd: str | None = None
+    timeout_seconds: float | None = Field(None, gt=0)
+    prompt: str | PromptScript | None = None
+    model: str | None = None
+    rubrics: list[RubricItem] | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("weight")
+    @classmethod
+    def _weight(cls, value: float) -> float:
+        return _finite_weight(value)
+
+    @field_validator("rubrics", mode="before")
+    @classmethod
+    def _rubrics(cls, value: Any) -> Any:
+        return _rubric_list(value)
+
+    @field_validator("script")
+    @classmethod
+    def _script(cls, value: list[str] | str | None) -> list[str] | str | None:
+        if value is not None and not (value.strip() if isinstance(value, str) else value):
+            raise ValueError("script must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> EvaluatorConfig:
+        if self.kind == "code_judge" and self.script is None:
+            raise ValueError(
+                f"code_judge evaluator '{self.name}' needs a 'script' "
+                "(an argv list, or a string run through the shell)"
+            )
+        if self.type == "rubric" and not self.rubrics:
+            raise ValueError(f"rubric evaluator '{self.name}' needs a non-empty 'rubrics' list")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return canonical_kind(self.type)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The evaluator's ``config``: the explicit mapping plus every unknown key."""
+        return {**self.config, **(self.model_extra or {})}
+
+
+def _evaluator_names_unique(value: list[EvaluatorConfig] | None) -> list[EvaluatorConfig] | None:
+    seen: set[str] = set()
+    for entry in value or ():
+        if entry.name in seen:
+            raise ValueError(f"evaluator name '{entry.name}' is used twice; names must be unique")
+        seen.add(entry.name)
+    return value
+
+
+class Execution(_Model):
+    target: str | None = None
+    evaluators: list[EvaluatorConfig] | None = None
+
+    _unique = field_validator("evaluators")(_evaluator_names_unique)
+
+
+class EvalCase(_Model):
+    """One eval case as written in the file."""
+
+    id: str
+    description: str | None = None
+    expected_outcome: str = Field(
+        "", validation_alias=AliasChoices("expected_outcome", "outcome")
+    )
+    input_messages: list[Message] = Field(
+        validation_alias=AliasChoices("input_messages", "input"), min_length=1
+    )
+    expected_messages: list[Message] = Field(
+        default_factory=list, validation_alias=AliasChoices("expected_messages", "expected_output")
+    )
+    conversation_id: str | None = None
+    evaluators: list[EvaluatorConfig] | None = None
+    execution: Execution | None = None
+    rubrics: list[RubricItem] | None = None
+    evaluator: str | None = None
+    grader: str | None = None
+
+    @field_validator("id", "conversation_id", mode="before")
+    @classmethod
+    def _ids(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("id")
+    @classmethod
+    def _id_chars(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("case id must not be empty")
+        bad = [c for c in ("::", "/", "\\", "[", "]") if c in value]
+        if bad or any(ord(c) < 32 for c in value):
+            shown = ", ".join(repr(c) for c in bad) or "a control character"
+            raise ValueError(f"case id {value!r} must not contain {shown} (it names a pytest test)")
+        return value
+
+    @field_validator("input_messages", mode="before")
+    @classmethod
+    def _input(cls, value: Any) -> Any:
+        return _messages(value, "user")
+
+    @field_validator("expected_messages", mode="before")
+    @classmethod
+    def _expected(cls, value: Any) -> Any:
+        return [] if value is None else _messages(value, "assistant")
+
+    @field_validator("rubrics", mode="before")
+    @classmethod
+    def _rubrics(cls, value: Any) -> Any:
+        return _rubric_list(value)
+
+    _unique = field_validator("evaluators")(_evaluator_names_unique)
+
+
+class EvalSuite(_Model):
+    """A whole eval file."""
+
+    schema_: str | None = Field(None, alias="$schema")
+    description: str | None = None
+    dataset: str | None = None
+    execution: Execution | None = None
+    target: str | None = None
+    evaluator: str | None = None
+    grader: str | None = None
+    evalcases: list[EvalCase] = Field(min_length=1)
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _dataset(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+class TargetConfig(_Model):
+    """A target entry of ``.agentv/targets.yaml``; provider settings are extra keys."""
+
+    name: str
+    provider: str
+    judge_target: str | None = Field(
+        None, validation_alias=AliasChoices("judge_target", "grader_target")
+    )
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class TargetsFile(_Model):
+    schema_: str | None = Field(None, alias="$schema")
+    targets: list[TargetConfig]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_list(cls, value: Any) -> Any:
+        return {"targets": value} if isinstance(value, list) else value
+
+    @field_validator("targets")
+    @classmethod
+    def _unique_names(cls, value: list[TargetConfig]) -> list[TargetConfig]:
+        seen: set[str] = set()
+        for target in value:
+            if target.name in seen:
+                raise ValueError(f"target name '{target.name}' is defined twice")
+            seen.add(target.name)
+        return value
+
+
+def render_content(value: Any) -> str:
+    """Objects in message content are shown to models and judges as pretty JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)

@@ -1,0 +1,149 @@
+"""pytest hooks and fixtures of pytest-agentv; each delegates to the module that owns the concern.
+
+Importing this module must stay cheap: pytest loads it in every session of every project that
+has pytest-agentv installed. Eval-file machinery (pydantic, YAML) is imported when the first eval
+file is collected, litellm when the first model call is made.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .reporting import AgentvReporter, attach
+from .settings import Settings, add_options
+
+if TYPE_CHECKING:
+    from .evaluators.base import Evaluator
+    from .runner import AgentvRun
+
+settings_key = pytest.StashKey[Settings]()
+reporter_key = pytest.StashKey[AgentvReporter]()
+_EVALCASES = re.compile(rb"^evalcases\s*:", re.MULTILINE)
+
+
+def _run(config: pytest.Config) -> AgentvRun:
+    from .runner import AgentvRun, run_key
+
+    run = config.stash.get(run_key, None)
+    if run is None:
+        run = config.stash[run_key] = AgentvRun(config, config.stash[settings_key])
+    return run
+
+
+def _existing_run(config: pytest.Config) -> AgentvRun | None:
+    from .runner import run_key
+
+    return config.stash.get(run_key, None)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "agentv: an eval case collected from an AgentV eval file (added automatically)"
+    )
+    settings = config.stash[settings_key] = Settings.from_config(config)
+    if not hasattr(config, "workerinput"):
+        reporter = config.stash[reporter_key] = AgentvReporter(settings)
+        config.pluginmanager.register(reporter, "agentv-reporter")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    reporter = config.stash.get(reporter_key, None)
+    if reporter is not None:
+        reporter.close()
+        config.pluginmanager.unregister(reporter)
+        del config.stash[reporter_key]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return config.stash[settings_key].header()
+
+
+def _is_eval_file(file_path: Path, parent: pytest.Collector) -> bool:
+    patterns = parent.config.stash[settings_key].eval_patterns
+    if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
+        return True
+    if file_path.suffix in (".yaml", ".yml") and parent.session.isinitpath(file_path):
+        try:
+            with file_path.open("rb") as stream:
+                return _EVALCASES.search(stream.read(1 << 20)) is not None
+        except OSError:
+            return False
+    return False
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if not _is_eval_file(file_path, parent):
+        return None
+    _run(parent.config)
+    from .collect import EvalFile
+
+    return EvalFile.from_parent(parent, path=file_path)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_agentv_make_evaluator(config: pytest.Config, kind: str) -> Evaluator | None:
+    return _run(config).builtin_evaluator(kind)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    run = _existing_run(session.config)
+    if run is not None and not session.config.option.collectonly:
+        if not hasattr(session.config, "workerinput"):
+            run.plan(session.items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    run = _existing_run(item.config)
+    if run is not None and hasattr(item.config, "workerinput"):
+        from .scheduler import xdist_upcoming
+
+        run.plan([item, *xdist_upcoming(item.session)])
+    try:
+        return (yield)
+    finally:
+        if run is not None and (item.session.shouldfail or item.session.shouldstop):
+            run.scheduler.halt()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    attach(item, report)
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    run = _existing_run(session.config)
+    if run is not None:
+        run.close()
+
+
+@pytest.fixture
+def agentv_target() -> Any:
+    """Override in a conftest.py to answer eval cases from Python.
+
+    Return a callable (sync or async) that takes the prepared case (``case.question``,
+    ``case.input_messages``, ``case.id``...) and returns the answer: text, a list of messages,
+    or ``{"text": ...}`` / ``{"output_messages": [...], ...}``. It wins over the targets file
+    for the folders its conftest covers; returning None falls back to the targets file.
+    """
+    return None

@@ -1,0 +1,142 @@
+"""JUnit properties, the results file and the terminal summary.
+
+Per-case data travels on the report as ``report.agentv`` (plain builtins, so pytest-xdist can
+carry it to the controller). ``AgentvReporter`` is created on the controller only, like pytest's
+own junitxml plugin: it writes the results file and the summary from the reports it receives.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import pytest
+
+from .verdicts import fmt
+
+if TYPE_CHECKING:
+    from .runner import CaseResult
+    from .settings import Settings
+
+result_key = pytest.StashKey["CaseResult"]()
+#: Results of ``assert_judged`` calls made by a test, and the model usage they caused.
+judged_key = pytest.StashKey[list[dict[str, Any]]]()
+
+_JSON = {"ensure_ascii": False, "separators": (",", ":")}
+
+
+def properties_for(data: Mapping[str, Any], prefix: str = "agentv") -> list[tuple[str, str]]:
+    """JUnit ``<property>`` pairs for one graded (or ungraded) evaluation."""
+    props: list[tuple[str, str]] = [
+        (f"{prefix}.status", str(data.get("status", "graded"))),
+        (f"{prefix}.score", f"{float(data.get('score') or 0):.4f}"),
+        (f"{prefix}.verdict", str(data.get("verdict"))),
+    ]
+    for entry in data.get("evaluator_results") or ():
+        props.append((f"{prefix}.evaluator.{entry['name']}.score", f"{float(entry['score']):.4f}"))
+        props.append((f"{prefix}.evaluator.{entry['name']}.verdict", str(entry["verdict"])))
+    props.append((f"{prefix}.hits", json.dumps(data.get("hits") or [], **_JSON)))  # type: ignore[arg-type]
+    props.append((f"{prefix}.misses", json.dumps(data.get("misses") or [], **_JSON)))  # type: ignore[arg-type]
+    usage = data.get("usage") or {}
+    if usage.get("calls") or usage.get("reused"):
+        props.append((f"{prefix}.tokens", str(usage.get("tokens", 0))))
+        props.append((f"{prefix}.cost_usd", f"{float(usage.get('cost_usd') or 0):.6f}"))
+    if data.get("error"):
+        props.append((f"{prefix}.error", str(data["error"])))
+    return props
+
+
+def record_properties(item: pytest.Item, data: Mapping[str, Any], prefix: str = "agentv") -> None:
+    # Appended to the item, not the report: junitxml writes them from the teardown report.
+    item.user_properties.extend(properties_for(data, prefix))
+
+
+def attach(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Put the case result (or a test's ``assert_judged`` results) on the report that ends it."""
+    result = item.stash.get(result_key, None)
+    if result is not None:
+        ends_here = report.when == ("call" if result.status == "graded" else "setup")
+        if ends_here:
+            report.agentv = {"case": result.to_dict()}  # type: ignore[attr-defined]
+        return
+    judged = item.stash.get(judged_key, None)
+    if judged and report.when == "call":
+        report.agentv = {"judged": list(judged)}  # type: ignore[attr-defined]
+
+
+class AgentvReporter:
+    """Controller-side plugin object: results file and terminal summary."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.cases: list[dict[str, Any]] = []
+        self.usage = {"calls": 0, "reused": 0, "tokens": 0, "cost_usd": 0.0}
+        self._results: IO[str] | None = None
+        if settings.results is not None:
+            path = Path(settings.results)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._results = path.open("w", encoding="utf-8")
+
+    def _add_usage(self, usage: Mapping[str, Any] | None) -> None:
+        for key in self.usage:
+            self.usage[key] += (usage or {}).get(key) or 0
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "agentv", None)
+        if not isinstance(data, dict):
+            return
+        case = data.get("case")
+        if isinstance(case, dict):
+            self.cases.append(case)
+            self._add_usage(case.get("usage"))
+            if self._results is not None:
+                from .runner import results_row
+
+                self._results.write(json.dumps(results_row(case), **_JSON) + "\n")  # type: ignore[arg-type]
+                self._results.flush()
+        for judged in data.get("judged") or ():
+            self._add_usage(judged.get("usage"))
+
+    @pytest.hookimpl
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.cases and not (self.usage["calls"] or self.usage["reused"]):
+            return
+        terminalreporter.section("agentv summary")
+        if self.cases:
+            counts: dict[str, int] = {}
+            for case in self.cases:
+                key = case["verdict"] if case["status"] == "graded" else case["status"]
+                counts[key] = counts.get(key, 0) + 1
+            graded = [c["score"] for c in self.cases if c["status"] == "graded"]
+            parts = [
+                f"{counts.get('pass', 0)} pass",
+                f"{counts.get('borderline', 0)} borderline",
+                f"{counts.get('fail', 0)} fail",
+                f"{counts.get('error', 0)} not graded",
+                f"{counts.get('skipped', 0)} skipped (no judge)",
+            ]
+            mean = f"; mean score {fmt(sum(graded) / len(graded))}" if graded else ""
+            terminalreporter.write_line(f"{len(self.cases)} eval cases: {', '.join(parts)}{mean}")
+            if counts.get("skipped"):
+                terminalreporter.write_line(
+                    "  skipped cases need an LLM judge: set AGENTV_JUDGE_MODEL and the "
+                    "provider's API key (--agentv-require-judge turns these skips into errors)"
+                )
+            for case in self.cases:
+                if case["status"] == "error":
+                    terminalreporter.write_line(
+                        f"  not graded: {case['file']}::{case['eval_id']}: {case['error']}"
+                    )
+        u = self.usage
+        terminalreporter.write_line(
+            f"agentv: {u['calls']} model calls made, {u['reused']} replies reused from the store, "
+            f"{u['tokens']:,} tokens, ${u['cost_usd']:.4f}"
+        )
+
+    def close(self) -> None:
+        if self._results is not None:
+            self._results.close()
+            self._results = None

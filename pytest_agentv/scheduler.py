@@ -1,0 +1,208 @@
+"""Runs case work ahead of time on one background event loop, bounded and in item order.
+
+pytest runs items one at a time; an eval suite mostly waits on models. Once collection is final,
+the scheduler starts the target and evaluator work of upcoming items — at most ``concurrency`` at
+once, never more than a few windows ahead of the item pytest is running — and each item then
+waits only for its own result. Outcomes and reports stay exactly those of a sequential run.
+
+On a 429 the effective concurrency halves (at most once per cooldown) and grows back by one after
+as many successes as the current limit (AIMD), so a rate-limited run slows down instead of failing.
+
+The event loop lives in a daemon thread shared by every session of the process, because litellm
+caches HTTP clients per loop; a session that ends cancels its own pending work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+Work = Callable[[], Coroutine[Any, Any, Any]]
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def shared_loop() -> asyncio.AbstractEventLoop:
+    """The plugin's event loop, started in a daemon thread on first use."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def run() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            threading.Thread(target=run, name="agentv-loop", daemon=True).start()
+            ready.wait()
+            _loop = loop
+        return _loop
+
+
+class AdaptiveLimit:
+    """Additive increase, multiplicative decrease of the number of cases in flight."""
+
+    def __init__(self, maximum: int, cooldown: float = 2.0) -> None:
+        self.maximum = maximum
+        self.current = maximum
+        self.cooldown = cooldown
+        self._successes = 0
+        self._last_decrease = float("-inf")
+
+    def on_rate_limit(self) -> None:
+        now = time.monotonic()
+        if now - self._last_decrease >= self.cooldown:
+            self.current = max(1, self.current // 2)
+            self._last_decrease = now
+            self._successes = 0
+
+    def on_success(self) -> None:
+        if self.current >= self.maximum:
+            return
+        self._successes += 1
+        if self._successes >= self.current:
+            self.current += 1
+            self._successes = 0
+
+
+class Scheduler:
+    def __init__(self, concurrency: int) -> None:
+        self.limit = AdaptiveLimit(concurrency)
+        self.lookahead = max(1, concurrency) * 4
+        self._plan: list[tuple[Hashable, Work]] = []
+        self._index: dict[Hashable, int] = {}
+        self._futures: dict[Hashable, concurrent.futures.Future[Any]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._cursor = 0
+        self._position = 0
+        self._in_flight = 0
+        self._halted = False
+        self.peak_in_flight = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.limit.maximum > 1
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run item-time work on the plugin loop and wait for it (from pytest's thread)."""
+        return asyncio.run_coroutine_threadsafe(self._track(coro), shared_loop()).result()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(self._track(coro), shared_loop())
+
+    async def _track(self, coro: Coroutine[Any, Any, T]) -> T:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        try:
+            return await task
+        finally:
+            self._tasks.discard(task)
+
+    def plan(self, work: Sequence[tuple[Hashable, Work]]) -> None:
+        """Register work that may start early, in the order its items will run.
+
+        May be called again with more work (under xdist a worker learns its share piece by
+        piece); keys already planned are ignored.
+        """
+        if not self.enabled or self._halted:
+            return
+        added = False
+        for key, factory in work:
+            if key in self._index:
+                continue
+            self._index[key] = len(self._plan)
+            self._plan.append((key, factory))
+            self._futures[key] = concurrent.futures.Future()
+            added = True
+        if added:
+            shared_loop().call_soon_threadsafe(self._pump)
+
+    def planned(self, key: Hashable) -> bool:
+        return key in self._futures
+
+    def result(self, key: Hashable) -> Any:
+        """Wait for the early work of ``key`` (starting it now if it has not started yet)."""
+        index = self._index[key]
+        self._position = max(self._position, index)
+        shared_loop().call_soon_threadsafe(self._pump, index)
+        return self._futures[key].result()
+
+    def halt(self) -> None:
+        """Start no more early work (``-x``, ``--maxfail``); running work finishes or is cancelled."""
+        self._halted = True
+
+    def close(self) -> None:
+        """Cancel everything still pending or running, and wait for it to clean up."""
+        self._halted = True
+        if _loop is None:
+            return
+        for future in self._futures.values():
+            future.cancel()
+        asyncio.run_coroutine_threadsafe(self._cancel_all(), _loop).result(timeout=30)
+
+    async def _cancel_all(self) -> None:
+        tasks = [task for task in self._tasks if not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=10)
+
+    def _pump(self, required: int = -1) -> None:
+        """Start work in order while the limit allows; work up to ``required`` starts regardless."""
+        while self._cursor < len(self._plan) and (
+            self._cursor <= required
+            or (
+                not self._halted
+                and self._in_flight < self.limit.current
+                and self._cursor <= self._position + self.lookahead
+            )
+        ):
+            key, work = self._plan[self._cursor]
+            self._cursor += 1
+            future = self._futures[key]
+            if not future.set_running_or_notify_cancel():
+                continue
+            self._in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+            task = asyncio.ensure_future(work())
+            self._tasks.add(task)
+            task.add_done_callback(lambda t, f=future: self._finished(t, f))
+
+    def _finished(self, task: asyncio.Task[Any], future: concurrent.futures.Future[Any]) -> None:
+        self._tasks.discard(task)
+        self._in_flight -= 1
+        if future.done():
+            pass
+        elif task.cancelled():
+            future.set_exception(concurrent.futures.CancelledError())
+        elif (exc := task.exception()) is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(task.result())
+        self._pump()
+
+
+def xdist_upcoming(session: Any) -> Iterable[Any]:
+    """Items a pytest-xdist worker has been given but not yet run, in the order it will run them.
+
+    Read from xdist's worker queue when it can be found; without it a worker only plans the item
+    it is running, which is always correct, just slower.
+    """
+    for plugin in session.config.pluginmanager.get_plugins():
+        queue = getattr(plugin, "torun", None)
+        if type(plugin).__name__ == "WorkerInteractor" and hasattr(queue, "lock"):
+            try:
+                with queue.lock() as pending:
+                    indices = [i for i in pending if isinstance(i, int)]
+            except Exception:
+                return []
+            return [session.items[i] for i in indices if 0 <= i < len(session.items)]
+    return []

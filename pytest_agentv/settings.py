@@ -1,0 +1,207 @@
+"""Every option, declared once: ``--agentv-x`` on the command line, ``agentv_x`` in ini, ``AGENTV_X``
+in the environment. The command line wins over ini, ini over the environment.
+
+Resolved once per process into a frozen ``Settings``; bad values are a ``pytest.UsageError``
+naming the option, where it came from and what would be valid.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+BorderlineMode = Literal["xfail", "fail", "pass"]
+CacheMode = Literal["readwrite", "replay", "refresh", "off"]
+
+DEFAULT_EVAL_PATTERNS = ("*.eval.yaml", "*.eval.yml")
+
+
+@dataclass(frozen=True)
+class _Option:
+    name: str
+    help: str
+    kind: Literal["str", "int", "float", "bool", "choice", "list", "path"]
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--agentv-" + self.name.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        return "agentv_" + self.name
+
+    @property
+    def env(self) -> str:
+        return "AGENTV_" + self.name.upper()
+
+
+OPTIONS: tuple[_Option, ...] = (
+    _Option("target", "Target to run every case against, overriding the eval files", "str",
+            metavar="NAME"),
+    _Option("targets", "Targets file to use instead of the nearest .agentv/targets.yaml", "path",
+            metavar="PATH"),
+    _Option("borderline", "Outcome of a borderline verdict (score 0.6-0.8)", "choice", "xfail",
+            ("xfail", "fail", "pass")),
+    _Option("results", "Write one JSON line per eval case (AgentV result fields) to PATH", "path",
+            metavar="PATH"),
+    _Option("eval_patterns", "File name patterns collected as eval files", "list",
+            DEFAULT_EVAL_PATTERNS, metavar="GLOB,..."),
+    _Option("code_judge_timeout", "Default code judge timeout in seconds", "float", 60.0,
+            metavar="SECONDS"),
+    _Option("code_judge_env", "Extra environment variables passed to code judges", "list", (),
+            metavar="NAME,..."),
+    _Option("judge_model", "litellm model string of the LLM judge, e.g. openai/gpt-4o-mini",
+            "str", metavar="MODEL"),
+    _Option("judge_api_base", "Base URL of an OpenAI-compatible judge server", "str",
+            metavar="URL"),
+    _Option("judge_timeout", "Deadline in seconds for one judge call, retries included", "float",
+            120.0, metavar="SECONDS"),
+    _Option("judge_retries", "Retries of a judge or LLM target call after a transient error",
+            "int", 4, metavar="N"),
+    _Option("judge_backoff", "Base delay in seconds of the judge retry backoff (doubles per retry)",
+            "float", 0.5, metavar="SECONDS"),
+    _Option("require_judge", "Error instead of skip when a case needs an unconfigured judge",
+            "bool", False),
+    _Option("cache_mode", "Judge record/replay store mode", "choice", "readwrite",
+            ("readwrite", "replay", "refresh", "off")),
+    _Option("cache_dir", "Folder of the judge record/replay store", "path",
+            metavar="PATH"),
+    _Option("concurrency", "Eval cases whose target and judge work may run at once", "int", 8,
+            metavar="N"),
+    _Option("fail_on_error", "Report cases that could not be graded as errors (no: as skips)",
+            "bool", True),
+)
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agentv", "AgentV eval files (pytest-agentv)")
+    for option in OPTIONS:
+        default = option.default
+        if isinstance(default, tuple):
+            default = ",".join(default) or "none"
+        described = f"{option.help} (ini: {option.ini}, env: {option.env}, default: {default})"
+        if option.kind == "bool":
+            group.addoption(
+                option.flag, dest=option.ini, nargs="?", const="true", default=None,
+                metavar="yes|no", help=described,
+            )
+        else:
+            group.addoption(
+                option.flag, dest=option.ini, default=None,
+                metavar=option.metavar or "|".join(option.choices), help=described,
+            )
+        parser.addini(option.ini, described, type="string", default="")
+
+
+@dataclass(frozen=True)
+class Settings:
+    target: str | None
+    targets: Path | None
+    borderline: BorderlineMode
+    results: Path | None
+    eval_patterns: tuple[str, ...]
+    code_judge_timeout: float
+    code_judge_env: tuple[str, ...]
+    judge_model: str | None
+    judge_api_base: str | None
+    judge_timeout: float
+    judge_retries: int
+    judge_backoff: float
+    require_judge: bool
+    cache_mode: CacheMode
+    cache_dir: Path
+    concurrency: int
+    fail_on_error: bool
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> Settings:
+        values: dict[str, Any] = {}
+        for option in OPTIONS:
+            values[option.name] = _resolve(config, option)
+        if values["cache_dir"] is None:
+            values["cache_dir"] = config.rootpath / ".agentv" / "cache"
+        return cls(**values)
+
+    def header(self) -> str:
+        judge = self.judge_model or "not configured"
+        if self.judge_model and self.judge_api_base:
+            judge += f" at {self.judge_api_base}"
+        return (
+            f"agentv: judge={judge}, cache={self.cache_mode}, concurrency={self.concurrency}, "
+            f"borderline={self.borderline}"
+        )
+
+
+def _resolve(config: pytest.Config, option: _Option) -> Any:
+    cli = config.getoption(option.ini)
+    if cli is not None:
+        return _parse(option, str(cli), f"{option.flag}={cli}", config.invocation_params.dir)
+    ini = config.getini(option.ini)
+    if ini not in ("", None):
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return _parse(option, str(ini), f"{option.ini} = {ini} (ini)", base)
+    env = os.environ.get(option.env)
+    if env not in (None, ""):
+        return _parse(option, env, f"{option.env}={env}", config.invocation_params.dir)
+    return option.default
+
+
+def _parse(option: _Option, raw: str, source: str, base: Path) -> Any:
+    text = raw.strip()
+    parsers: dict[str, Callable[[], Any]] = {
+        "str": lambda: text or None,
+        "path": lambda: (base / os.path.expanduser(text)) if text else None,
+        "list": lambda: tuple(part for part in text.replace(",", " ").split() if part),
+        "int": lambda: _number(int, text, option, source, minimum=0 if option.name != "concurrency" else 1),
+        "float": lambda: _number(float, text, option, source, minimum=0, exclusive=True),
+        "bool": lambda: _boolean(text, source),
+        "choice": lambda: _choice(text, option, source),
+    }
+    return parsers[option.kind]()
+
+
+def _number(
+    kind: Callable[[str], float | int], text: str, option: _Option, source: str,
+    *, minimum: float, exclusive: bool = False,
+) -> float | int:
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if (
+        value is None
+        or (isinstance(value, float) and not math.isfinite(value))
+        or value < minimum
+        or (exclusive and value == minimum)
+    ):
+        bound = f"> {minimum}" if exclusive else f">= {minimum}"
+        noun = "an integer" if kind is int else "a number"
+        raise pytest.UsageError(f"{source} is invalid: {option.flag} must be {noun} {bound}")
+    return value
+
+
+def _boolean(text: str, source: str) -> bool:
+    lowered = text.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise pytest.UsageError(f"{source} is invalid; use yes or no")
+
+
+def _choice(text: str, option: _Option, source: str) -> str:
+    if text not in option.choices:
+        raise pytest.UsageError(f"{source} is invalid; choose one of: {', '.join(option.choices)}")
+    return text

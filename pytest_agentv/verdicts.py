@@ -1,0 +1,134 @@
+"""Score → verdict → pytest outcome, and the failure text shared by eval items and assert_judged.
+
+Everything here works on plain builtins (the result dicts that travel on reports), so the same
+text appears whether a YAML case or an ``assert_judged`` call failed, with or without xdist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+Verdict = Literal["pass", "borderline", "fail"]
+Outcome = Literal["passed", "xfailed", "failed"]
+
+PASS_THRESHOLD = 0.8
+BORDERLINE_THRESHOLD = 0.6
+
+
+def score_to_verdict(score: float, *, gate_failed: bool = False) -> Verdict:
+    """The one verdict function: ≥ 0.8 pass, ≥ 0.6 borderline, else fail; a failed gate fails."""
+    if gate_failed:
+        return "fail"
+    if score >= PASS_THRESHOLD:
+        return "pass"
+    if score >= BORDERLINE_THRESHOLD:
+        return "borderline"
+    return "fail"
+
+
+def outcome_for(verdict: str, borderline: str) -> Outcome:
+    if verdict == "pass":
+        return "passed"
+    if verdict == "borderline":
+        return {"xfail": "xfailed", "pass": "passed"}.get(borderline, "failed")  # type: ignore[return-value]
+    return "failed"
+
+
+def fmt(score: float | None) -> str:
+    return "-" if score is None else f"{score:.2f}"
+
+
+def _table(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        lines.append("  " + "  ".join(cells).rstrip())
+    return lines
+
+
+def _gate_note(result: Mapping[str, Any]) -> str:
+    score = result.get("score")
+    if result.get("verdict") == "fail" and isinstance(score, (int, float)):
+        if score_to_verdict(float(score)) != "fail":
+            return " (a required rubric item was not met)"
+    return ""
+
+
+def summary_line(result: Mapping[str, Any]) -> str:
+    return f"score {fmt(result.get('score'))} ({result.get('verdict')}){_gate_note(result)}"
+
+
+def _rubric_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = []
+    for row in rows:
+        if "raw_score" in row:
+            mark = "✓" if row.get("passed") else "✗"
+            grade = f"{row['raw_score']}/10"
+            if row.get("min_score") is not None:
+                grade += f", needs {row['min_score']}"
+        else:
+            mark = "✓" if row.get("satisfied") else "✗"
+            grade = "required" if row.get("required") else "optional"
+        weight = f"weight {row.get('weight', 1):g}"
+        reasoning = str(row.get("reasoning") or "").strip()
+        text = f"    {mark} [{row.get('id')}] ({grade}, {weight}) {row.get('outcome', '')}".rstrip()
+        lines.append(text + (f" — {reasoning}" if reasoning else ""))
+    return lines
+
+
+def evaluator_details(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per evaluator: rubric rows (or hits and misses), errors and reasoning."""
+    lines: list[str] = []
+    for entry in results:
+        lines.append(f"{entry.get('name')} ({entry.get('type')}): {summary_line(entry)}")
+        if entry.get("error"):
+            lines.append(f"    ! {entry['error']}")
+        rubric = (entry.get("details") or {}).get("rubric")
+        if rubric:
+            lines.extend(_rubric_lines(rubric))
+        else:
+            lines.extend(f"    ✓ {hit}" for hit in entry.get("hits") or ())
+            lines.extend(f"    ✗ {miss}" for miss in entry.get("misses") or ())
+        reasoning = str(entry.get("reasoning") or "").strip()
+        if reasoning:
+            lines.append(f"    reasoning: {reasoning}")
+    return lines
+
+
+def report_text(result: Mapping[str, Any], headline: str) -> str:
+    """The failure report: headline, evaluator table, then each evaluator's details."""
+    lines = [headline]
+    if result.get("target"):
+        lines.append(f"target: {result['target']}")
+    evaluators: Sequence[Mapping[str, Any]] = result.get("evaluator_results") or []
+    if evaluators:
+        rows = [("evaluator", "type", "weight", "score", "verdict")]
+        rows += [
+            (
+                str(e.get("name")),
+                str(e.get("type")),
+                f"{float(e.get('weight', 1)):g}",
+                fmt(e.get("score")),
+                str(e.get("verdict")),
+            )
+            for e in evaluators
+        ]
+        lines += ["", *_table(rows, right={2, 3}), ""]
+        lines += evaluator_details(evaluators)
+    else:
+        lines.extend(f"  ✓ {hit}" for hit in result.get("hits") or ())
+        lines.extend(f"  ✗ {miss}" for miss in result.get("misses") or ())
+        if result.get("reasoning"):
+            lines.append(f"reasoning: {result['reasoning']}")
+    return "\n".join(lines)
+
+
+def borderline_reason(result: Mapping[str, Any]) -> str:
+    misses = "; ".join(str(m) for m in (result.get("misses") or ())[:4])
+    reason = f"borderline: score {fmt(result.get('score'))}"
+    return f"{reason}; misses: {misses}" if misses else reason
