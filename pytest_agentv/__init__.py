@@ -67,7 +67,35 @@ _EXPORTS = {
     "score_to_verdict": "verdicts",
 }
 
-__all__ = [*sorted(_EXPORTS), "__version__"]
+__all__ = [
+    "EVALUATOR_KINDS",
+    "AgentvDeprecationWarning",
+    "AgentvError",
+    "AgentvWarning",
+    "CaseEvaluation",
+    "CodeEvaluator",
+    "ConfigError",
+    "EvalCase",
+    "EvalFileError",
+    "EvalSuite",
+    "EvaluationContext",
+    "EvaluationScore",
+    "Evaluator",
+    "EvaluatorConfig",
+    "EvaluatorResult",
+    "JudgeClient",
+    "JudgeNotConfiguredError",
+    "LlmJudgeEvaluator",
+    "NotGradedError",
+    "PreparedCase",
+    "ReplayMissError",
+    "RubricItem",
+    "__version__",
+    "build_evaluator_registry",
+    "is_evaluator_kind",
+    "run_evaluators_for_case",
+    "score_to_verdict",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -26,6 +26,7 @@ from .runner import CaseSpec, effective_evaluators, get_run
 from .targets import FixtureTarget
 from .verdicts import borderline_reason, outcome_for, report_text, summary_line
 
+
 def fixture_target_scopes(config: pytest.Config) -> list[Path | None]:
     """Folders whose conftest.py defines ``agentv_target`` (None: a plugin defines it everywhere).
 
@@ -141,11 +142,13 @@ class EvalItem(pytest.Function):
         data = self.stash[result_key].to_dict()
         outcome = outcome_for(str(data["verdict"]), get_run(self.config).settings.borderline)
         if outcome == "xfailed":
+            # Last statement of its branch: with --runxfail, pytest.xfail does nothing.
             pytest.xfail(borderline_reason(data))
-            return
-        if outcome == "failed":
+        elif outcome == "failed":
             where = f"{self.spec.loaded.display}:{self.spec.line + 1}"
-            raise EvalFailed(report_text(data, f"{where}: eval '{self.name}' failed: {summary_line(data)}"))
+            raise EvalFailed(
+                report_text(data, f"{where}: eval '{self.name}' failed: {summary_line(data)}")
+            )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         if isinstance(excinfo.value, (EvalFailed, AgentvError)):

@@ -124,7 +124,7 @@ class RetryPolicy:
     def delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return retry_after + random.uniform(0, min(0.25, self.backoff))
-        base = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
+        base: float = min(self.max_backoff, self.backoff * 2.0 ** (attempt - 1))
         return base * (0.5 + random.random() / 2)
 
 
@@ -149,7 +149,9 @@ class Failure:
 
 def _header(exc: BaseException, name: str) -> str | None:
     for source in (getattr(exc, "response", None), exc):
-        headers = getattr(source, "headers", None) or getattr(source, "litellm_response_headers", None)
+        headers = getattr(source, "headers", None) or getattr(
+            source, "litellm_response_headers", None
+        )
         if headers is not None:
             try:
                 value = headers.get(name)
@@ -192,10 +194,13 @@ def classify(exc: BaseException) -> Failure:
     name = type(exc).__name__
     text = str(exc) or name
     message = redact(" ".join(text.split()))[:_MESSAGE_LIMIT]
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or name in ("Timeout", "APITimeoutError"):
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or name in (
+        "Timeout",
+        "APITimeoutError",
+    ):
         return Failure(True, f"timed out: {message}", 408)
     if status == 429:
-        if "insufficient_quota" in text or "quota" in text.lower() and "exceeded" in text.lower():
+        if "insufficient_quota" in text or ("quota" in text.lower() and "exceeded" in text.lower()):
             return Failure(False, message, status)
         return Failure(True, message, status, parse_retry_after(exc), rate_limited=True)
     if status is not None and (status in RETRYABLE_STATUS or status >= 500):
@@ -256,7 +261,12 @@ class LlmClient:
     ) -> tuple[T, Reply]:
         """Return ``(accept(text), reply)``; a reply ``accept`` rejects (raises) is never stored."""
         keyed = [
-            {**m, "content": m["content"].replace(nonce, NONCE_PLACEHOLDER) if nonce else m["content"]}
+            {
+                **m,
+                "content": m["content"].replace(nonce, NONCE_PLACEHOLDER)
+                if nonce
+                else m["content"],
+            }
             for m in messages
         ]
         fingerprint = {

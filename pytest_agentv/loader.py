@@ -196,10 +196,12 @@ def _child(node: yaml.Node, part: int | str) -> yaml.Node | None:
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(part):
-                return value_node
+                found: yaml.Node = value_node
+                return found
         return None
     if isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-        return node.value[part] if 0 <= part < len(node.value) else None
+        items: list[yaml.Node] = node.value
+        return items[part] if 0 <= part < len(items) else None
     return None
 
 
@@ -308,7 +310,10 @@ def evaluator_entries(case: EvalCase, suite: EvalSuite) -> Iterator[EvaluatorCon
 
 
 def load_eval_file(
-    path: Path, display: str, is_known_kind: Callable[[str], bool], known_kinds: Callable[[], list[str]]
+    path: Path,
+    display: str,
+    is_known_kind: Callable[[str], bool],
+    known_kinds: Callable[[], list[str]],
 ) -> LoadedFile:
     """Load and validate one eval file; raise ``EvalFileError`` on the first problem."""
     root, data = parse_yaml(path, display)
@@ -328,7 +333,9 @@ def load_eval_file(
         raise EvalFileError(display, line, col, f"{'.'.join(map(str, loc))}: {message}")
 
     for loc, key, known in _unknown_keys(suite, (), (EvaluatorConfig, TargetConfig)):
-        warn(loc, f"{'.'.join(map(str, loc))}: unknown key '{key}' is ignored{_suggest(key, known)}")
+        warn(
+            loc, f"{'.'.join(map(str, loc))}: unknown key '{key}' is ignored{_suggest(key, known)}"
+        )
 
     first_line: dict[str, int] = {}
     case_lines: list[int] = []
@@ -385,10 +392,10 @@ def load_eval_file(
         if default_kind is None or is_known_kind(default_kind):
             continue
         if case.evaluator or case.grader:
-            loc: Loc = ("evalcases", index, "evaluator" if case.evaluator else "grader")
+            where: Loc = ("evalcases", index, "evaluator" if case.evaluator else "grader")
         else:
-            loc = ("evaluator",) if suite.evaluator else ("grader",)
-        fail(loc, f"unknown evaluator kind '{default_kind}'; known: {', '.join(known_kinds())}")
+            where = ("evaluator",) if suite.evaluator else ("grader",)
+        fail(where, f"unknown evaluator kind '{default_kind}'; known: {', '.join(known_kinds())}")
     return LoadedFile(
         path=path,
         display=display,
@@ -463,7 +470,9 @@ def resolve_reference(ref: str, *, start: Path, rootdir: Path, what: str = "file
         raise ConfigError(f"{what} reference '{ref}' contains URL-encoded dots; write a plain path")
     root = rootdir.resolve()
     written = Path(ref)
-    candidates = [written] if written.is_absolute() else [d / written for d in search_roots(start, root)]
+    candidates = (
+        [written] if written.is_absolute() else [d / written for d in search_roots(start, root)]
+    )
     for candidate in candidates:
         real = Path(os.path.realpath(candidate))
         if not real.exists():
@@ -486,7 +495,9 @@ def read_reference(path: Path, ref: str) -> str:
         raise ConfigError(f"file reference '{ref}' is a directory, not a file")
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
-        raise ConfigError(f"file reference '{ref}' is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
+        raise ConfigError(
+            f"file reference '{ref}' is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}"
+        )
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:

@@ -7,6 +7,7 @@ warn about them with a line number instead of rejecting real-world files.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from typing import Any, Literal
@@ -68,7 +69,9 @@ def _normalize_content(value: Any) -> Any:
             return [value]
         return [{"type": "json", "value": value}]
     if isinstance(value, list):
-        return [{"type": "text", "value": item} if isinstance(item, str) else item for item in value]
+        return [
+            {"type": "text", "value": item} if isinstance(item, str) else item for item in value
+        ]
     raise ValueError(
         "content must be a string, a mapping, or a list of {type: text|file, value: ...} segments"
     )
@@ -141,7 +144,8 @@ def _score_ranges(raw: Any, rubric: str) -> list[dict[str, Any]]:
         raw = entries
     if not isinstance(raw, list) or not raw:
         raise ValueError(
-            f"Invalid score_ranges in rubric '{rubric}': must be a non-empty list or a shorthand map"
+            f"Invalid score_ranges in rubric '{rubric}': "
+            "must be a non-empty list or a shorthand map"
         )
     ranges: list[tuple[int, int, str]] = []
     for index, entry in enumerate(raw):
@@ -170,7 +174,7 @@ def _score_ranges(raw: Any, rubric: str) -> list[dict[str, Any]]:
             )
         ranges.append((low, high, text))
     ranges.sort()
-    for previous, current in zip(ranges, ranges[1:]):
+    for previous, current in itertools.pairwise(ranges):
         if current[0] <= previous[1]:
             raise ValueError(
                 f"Overlapping score_ranges in rubric '{rubric}': "
@@ -351,9 +355,7 @@ class EvalCase(_Model):
 
     id: str
     description: str | None = None
-    expected_outcome: str = Field(
-        "", validation_alias=AliasChoices("expected_outcome", "outcome")
-    )
+    expected_outcome: str = Field("", validation_alias=AliasChoices("expected_outcome", "outcome"))
     input_messages: list[Message] = Field(
         validation_alias=AliasChoices("input_messages", "input"), min_length=1
     )
@@ -416,7 +418,9 @@ class EvalSuite(_Model):
     @field_validator("dataset", mode="before")
     @classmethod
     def _dataset(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        return (
+            str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        )
 
 
 class TargetConfig(_Model):

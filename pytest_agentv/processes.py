@@ -26,13 +26,28 @@ _CHUNK = 64 * 1024
 
 #: Environment variables a code judge always receives; everything else must be listed.
 ENV_ALLOWLIST = (
-    "PATH", "HOME", "LANG", "LANGUAGE", "TMPDIR", "TEMP", "TMP", "TZ", "TERM",
-    "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "SYSTEMROOT", "COMSPEC", "PATHEXT",
+    "PATH",
+    "HOME",
+    "LANG",
+    "LANGUAGE",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "TZ",
+    "TERM",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "SYSTEMROOT",
+    "COMSPEC",
+    "PATHEXT",
 )
 _ENV_PREFIXES = ("LC_", "PYTHON")
 
 
-def scrubbed_env(extra_names: Iterable[str] = (), base: Mapping[str, str] | None = None) -> dict[str, str]:
+def scrubbed_env(
+    extra_names: Iterable[str] = (), base: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The allowlisted part of the environment plus the names a user asked to pass on."""
     source = os.environ if base is None else base
     allowed = set(ENV_ALLOWLIST) | set(extra_names)
@@ -116,6 +131,10 @@ async def run_process(
 ) -> ProcessResult:
     """Run a command (argv list, or a string for ``/bin/sh -c``) and collect its output."""
     args = ["/bin/sh", "-c", argv] if isinstance(argv, str) else python_argv(argv)
+    child_env = dict(os.environ if env is None else env)
+    # `python` in a shell command means the interpreter running pytest, as in an active venv.
+    bindir = os.path.dirname(sys.executable)
+    child_env["PATH"] = os.pathsep.join(p for p in (bindir, child_env.get("PATH")) if p)
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         *args,
@@ -123,7 +142,7 @@ async def run_process(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=str(cwd) if cwd else None,
-        env=dict(env) if env is not None else None,
+        env=child_env,
         start_new_session=True,
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -158,7 +177,9 @@ async def run_process(
     flood = asyncio.ensure_future(overflow.wait())
     timed_out = False
     try:
-        done, _ = await asyncio.wait({exited, flood}, timeout=timeout, return_when="FIRST_COMPLETED")
+        done, _ = await asyncio.wait(
+            {exited, flood}, timeout=timeout, return_when="FIRST_COMPLETED"
+        )
         if not done:
             timed_out = True
         if not exited.done():

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .runner import CaseResult
     from .settings import Settings
 
-result_key = pytest.StashKey["CaseResult"]()
+result_key: pytest.StashKey[CaseResult] = pytest.StashKey()
 #: Results of ``assert_judged`` calls made by a test, and the model usage they caused.
 judged_key = pytest.StashKey[list[dict[str, Any]]]()
 

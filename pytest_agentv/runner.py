@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -101,9 +101,11 @@ class CaseSpec:
     @property
     def target_name(self) -> str | None:
         case, suite = self.case, self.loaded.suite
-        return (case.execution.target if case.execution else None) or (
-            suite.execution.target if suite.execution else None
-        ) or suite.target
+        return (
+            (case.execution.target if case.execution else None)
+            or (suite.execution.target if suite.execution else None)
+            or suite.target
+        )
 
 
 @dataclass
@@ -131,7 +133,9 @@ class CaseResult:
     def to_dict(self) -> dict[str, Any]:
         """Plain builtins, redacted: what reports, JUnit XML and results files are made of."""
         score = self.evaluation.score if self.evaluation else None
-        results = [r.to_dict() for r in self.evaluation.evaluator_results] if self.evaluation else []
+        results = (
+            [r.to_dict() for r in self.evaluation.evaluator_results] if self.evaluation else []
+        )
         data: dict[str, Any] = {
             "status": self.status,
             "timestamp": self.timestamp,
@@ -144,7 +148,9 @@ class CaseResult:
             "score": score.score if score else 0.0,
             "verdict": score.verdict if score else None,
             "hits": list(score.hits) if score else [],
-            "misses": list(score.misses) if score else ([f"Error: {self.error}"] if self.error else []),
+            "misses": list(score.misses)
+            if score
+            else ([f"Error: {self.error}"] if self.error else []),
             "reasoning": score.reasoning if score else None,
             "candidate_answer": self.candidate,
             "evaluator_results": results,
@@ -161,8 +167,17 @@ def results_row(result: Mapping[str, Any]) -> dict[str, Any]:
     row = {
         key: result.get(key)
         for key in (
-            "timestamp", "eval_id", "dataset", "conversation_id", "score", "verdict", "hits",
-            "misses", "candidate_answer", "target", "reasoning",
+            "timestamp",
+            "eval_id",
+            "dataset",
+            "conversation_id",
+            "score",
+            "verdict",
+            "hits",
+            "misses",
+            "candidate_answer",
+            "target",
+            "reasoning",
         )
     }
     if len(evaluators) == 1:
@@ -207,9 +222,7 @@ def prepare_case(spec: CaseSpec, rootdir: Path) -> PreparedCase:
         loc = ("evalcases", spec.index, "input_messages", m_index)
         text = _segment_text(spec, rootdir, message, loc, files)
         chat.append({"role": message.role, "content": text})
-        question_parts.extend(
-            render_content(s.value) for s in message.content if s.type != "file"
-        )
+        question_parts.extend(render_content(s.value) for s in message.content if s.type != "file")
     expected: list[dict[str, Any]] = []
     for m_index, message in enumerate(case.expected_messages):
         has_files = any(s.type == "file" for s in message.content)
@@ -240,7 +253,10 @@ def prepare_case(spec: CaseSpec, rootdir: Path) -> PreparedCase:
         reference_answer=reference,
         expected_messages=tuple(expected),
         authored_input=tuple(
-            {**m.model_dump(exclude_none=True, exclude={"content"}), "content": m.authored_content()}
+            {
+                **m.model_dump(exclude_none=True, exclude={"content"}),
+                "content": m.authored_content(),
+            }
             for m in case.input_messages
         ),
         input_files=tuple(files),
@@ -345,7 +361,9 @@ class AgentvRun:
             )
         from .targets import interpolate
 
-        return self.client(model_spec(provider, interpolate(target, loaded), f"judge_target '{name}'"))
+        return self.client(
+            model_spec(provider, interpolate(target, loaded), f"judge_target '{name}'")
+        )
 
     # -- targets --------------------------------------------------------------------------
     def targets_file(self, folder: Path) -> LoadedTargets | None:
@@ -381,7 +399,9 @@ class AgentvRun:
         target = next((t for t in loaded.model.targets if t.name == name), None)
         if target is None:
             known = ", ".join(t.name for t in loaded.model.targets) or "none"
-            raise ConfigError(f"target '{name}' is not defined in {loaded.display} (known: {known})")
+            raise ConfigError(
+                f"target '{name}' is not defined in {loaded.display} (known: {known})"
+            )
         return build_target(
             target, loaded, folder=folder, rootdir=self.rootdir, llm_client=self.client
         )
@@ -399,7 +419,10 @@ class AgentvRun:
         )
 
     def _context(
-        self, spec: CaseSpec, prepared: PreparedCase, target: Target | None,
+        self,
+        spec: CaseSpec,
+        prepared: PreparedCase,
+        target: Target | None,
         response: TargetResponse | None,
     ) -> EvaluationContext:
         return EvaluationContext(
@@ -412,7 +435,7 @@ class AgentvRun:
         )
 
     def check_judges(self, spec: CaseSpec, context: EvaluationContext) -> None:
-        """Raise ``JudgeNotConfiguredError`` before any work if an LLM judge is needed but absent."""
+        """Raise ``JudgeNotConfiguredError`` before any work if a needed LLM judge is absent."""
         for entry in spec.evaluators:
             evaluator = lookup_evaluator(spec.registry, entry.type)
             if isinstance(evaluator, LlmJudgeEvaluator):
@@ -426,7 +449,11 @@ class AgentvRun:
         return prepared, target
 
     def _failure(
-        self, spec: CaseSpec, exc: Exception, target: Target | None, usage: Usage,
+        self,
+        spec: CaseSpec,
+        exc: Exception,
+        target: Target | None,
+        usage: Usage,
         response: TargetResponse | None = None,
     ) -> CaseResult:
         if isinstance(exc, JudgeNotConfiguredError):
@@ -437,12 +464,18 @@ class AgentvRun:
             else f"unexpected {type(exc).__name__} while running the case: {exc}"
         )
         return self._result(
-            spec, "error", error=redact(message), target=_name(target), usage=usage,
+            spec,
+            "error",
+            error=redact(message),
+            target=_name(target),
+            usage=usage,
             candidate=response.text if response else "",
         )
 
     async def run_case(
-        self, spec: CaseSpec, fixture: FixtureTarget | None = None,
+        self,
+        spec: CaseSpec,
+        fixture: FixtureTarget | None = None,
         begun: tuple[PreparedCase, TargetResponse] | None = None,
     ) -> CaseResult:
         """Run the case to a ``CaseResult``; ``begun`` is given when a sync fixture answered."""

@@ -19,6 +19,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -136,7 +137,7 @@ class Scheduler:
         return self._futures[key].result()
 
     def halt(self) -> None:
-        """Start no more early work (``-x``, ``--maxfail``); running work finishes or is cancelled."""
+        """Start no more early work (``-x``, ``--maxfail``); what runs finishes or is cancelled."""
         self._halted = True
 
     def close(self) -> None:
@@ -174,9 +175,9 @@ class Scheduler:
             self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
             task = asyncio.ensure_future(work())
             self._tasks.add(task)
-            task.add_done_callback(lambda t, f=future: self._finished(t, f))
+            task.add_done_callback(partial(self._finished, future=future))
 
-    def _finished(self, task: asyncio.Task[Any], future: concurrent.futures.Future[Any]) -> None:
+    def _finished(self, task: asyncio.Task[Any], *, future: concurrent.futures.Future[Any]) -> None:
         self._tasks.discard(task)
         self._in_flight -= 1
         if future.done():
@@ -197,7 +198,7 @@ def xdist_upcoming(session: Any) -> Iterable[Any]:
     it is running, which is always correct, just slower.
     """
     for plugin in session.config.pluginmanager.get_plugins():
-        queue = getattr(plugin, "torun", None)
+        queue: Any = getattr(plugin, "torun", None)
         if type(plugin).__name__ == "WorkerInteractor" and hasattr(queue, "lock"):
             try:
                 with queue.lock() as pending:

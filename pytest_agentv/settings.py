@@ -1,5 +1,5 @@
-"""Every option, declared once: ``--agentv-x`` on the command line, ``agentv_x`` in ini, ``AGENTV_X``
-in the environment. The command line wins over ini, ini over the environment.
+"""Every option, declared once: ``--agentv-x`` on the command line, ``agentv_x`` in ini,
+``AGENTV_X`` in the environment. The command line wins over ini, ini over the environment.
 
 Resolved once per process into a frozen ``Settings``; bad values are a ``pytest.UsageError``
 naming the option, where it came from and what would be valid.
@@ -45,40 +45,109 @@ class _Option:
 
 
 OPTIONS: tuple[_Option, ...] = (
-    _Option("target", "Target to run every case against, overriding the eval files", "str",
-            metavar="NAME"),
-    _Option("targets", "Targets file to use instead of the nearest .agentv/targets.yaml", "path",
-            metavar="PATH"),
-    _Option("borderline", "Outcome of a borderline verdict (score 0.6-0.8)", "choice", "xfail",
-            ("xfail", "fail", "pass")),
-    _Option("results", "Write one JSON line per eval case (AgentV result fields) to PATH", "path",
-            metavar="PATH"),
-    _Option("eval_patterns", "File name patterns collected as eval files", "list",
-            DEFAULT_EVAL_PATTERNS, metavar="GLOB,..."),
-    _Option("code_judge_timeout", "Default code judge timeout in seconds", "float", 60.0,
-            metavar="SECONDS"),
-    _Option("code_judge_env", "Extra environment variables passed to code judges", "list", (),
-            metavar="NAME,..."),
-    _Option("judge_model", "litellm model string of the LLM judge, e.g. openai/gpt-4o-mini",
-            "str", metavar="MODEL"),
-    _Option("judge_api_base", "Base URL of an OpenAI-compatible judge server", "str",
-            metavar="URL"),
-    _Option("judge_timeout", "Deadline in seconds for one judge call, retries included", "float",
-            120.0, metavar="SECONDS"),
-    _Option("judge_retries", "Retries of a judge or LLM target call after a transient error",
-            "int", 4, metavar="N"),
-    _Option("judge_backoff", "Base delay in seconds of the judge retry backoff (doubles per retry)",
-            "float", 0.5, metavar="SECONDS"),
-    _Option("require_judge", "Error instead of skip when a case needs an unconfigured judge",
-            "bool", False),
-    _Option("cache_mode", "Judge record/replay store mode", "choice", "readwrite",
-            ("readwrite", "replay", "refresh", "off")),
-    _Option("cache_dir", "Folder of the judge record/replay store", "path",
-            metavar="PATH"),
-    _Option("concurrency", "Eval cases whose target and judge work may run at once", "int", 8,
-            metavar="N"),
-    _Option("fail_on_error", "Report cases that could not be graded as errors (no: as skips)",
-            "bool", True),
+    _Option(
+        "target",
+        "Target to run every case against, overriding the eval files",
+        "str",
+        metavar="NAME",
+    ),
+    _Option(
+        "targets",
+        "Targets file to use instead of the nearest .agentv/targets.yaml",
+        "path",
+        metavar="PATH",
+    ),
+    _Option(
+        "borderline",
+        "Outcome of a borderline verdict (score 0.6-0.8)",
+        "choice",
+        "xfail",
+        ("xfail", "fail", "pass"),
+    ),
+    _Option(
+        "results",
+        "Write one JSON line per eval case (AgentV result fields) to PATH",
+        "path",
+        metavar="PATH",
+    ),
+    _Option(
+        "eval_patterns",
+        "File name patterns collected as eval files",
+        "list",
+        DEFAULT_EVAL_PATTERNS,
+        metavar="GLOB,...",
+    ),
+    _Option(
+        "code_judge_timeout",
+        "Default code judge timeout in seconds",
+        "float",
+        60.0,
+        metavar="SECONDS",
+    ),
+    _Option(
+        "code_judge_env",
+        "Extra environment variables passed to code judges",
+        "list",
+        (),
+        metavar="NAME,...",
+    ),
+    _Option(
+        "judge_model",
+        "litellm model string of the LLM judge, e.g. openai/gpt-4o-mini",
+        "str",
+        metavar="MODEL",
+    ),
+    _Option(
+        "judge_api_base", "Base URL of an OpenAI-compatible judge server", "str", metavar="URL"
+    ),
+    _Option(
+        "judge_timeout",
+        "Deadline in seconds for one judge call, retries included",
+        "float",
+        120.0,
+        metavar="SECONDS",
+    ),
+    _Option(
+        "judge_retries",
+        "Retries of a judge or LLM target call after a transient error",
+        "int",
+        4,
+        metavar="N",
+    ),
+    _Option(
+        "judge_backoff",
+        "Base delay in seconds of the judge retry backoff (doubles per retry)",
+        "float",
+        0.5,
+        metavar="SECONDS",
+    ),
+    _Option(
+        "require_judge",
+        "Error instead of skip when a case needs an unconfigured judge",
+        "bool",
+        False,
+    ),
+    _Option(
+        "cache_mode",
+        "Judge record/replay store mode",
+        "choice",
+        "readwrite",
+        ("readwrite", "replay", "refresh", "off"),
+    ),
+    _Option("cache_dir", "Folder of the judge record/replay store", "path", metavar="PATH"),
+    _Option(
+        "concurrency",
+        "Eval cases whose target and judge work may run at once",
+        "int",
+        8,
+        metavar="N",
+    ),
+    _Option(
+        "fail_on_error",
+        "Report cases that could not be graded as errors (no: as skips)",
+        "bool",
+        True,
+    ),
 )
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -94,13 +163,21 @@ def add_options(parser: pytest.Parser) -> None:
         described = f"{option.help} (ini: {option.ini}, env: {option.env}, default: {default})"
         if option.kind == "bool":
             group.addoption(
-                option.flag, dest=option.ini, nargs="?", const="true", default=None,
-                metavar="yes|no", help=described,
+                option.flag,
+                dest=option.ini,
+                nargs="?",
+                const="true",
+                default=None,
+                metavar="yes|no",
+                help=described,
             )
         else:
             group.addoption(
-                option.flag, dest=option.ini, default=None,
-                metavar=option.metavar or "|".join(option.choices), help=described,
+                option.flag,
+                dest=option.ini,
+                default=None,
+                metavar=option.metavar or "|".join(option.choices),
+                help=described,
             )
         parser.addini(option.ini, described, type="string", default="")
 
@@ -164,7 +241,9 @@ def _parse(option: _Option, raw: str, source: str, base: Path) -> Any:
         "str": lambda: text or None,
         "path": lambda: (base / os.path.expanduser(text)) if text else None,
         "list": lambda: tuple(part for part in text.replace(",", " ").split() if part),
-        "int": lambda: _number(int, text, option, source, minimum=0 if option.name != "concurrency" else 1),
+        "int": lambda: _number(
+            int, text, option, source, minimum=0 if option.name != "concurrency" else 1
+        ),
         "float": lambda: _number(float, text, option, source, minimum=0, exclusive=True),
         "bool": lambda: _boolean(text, source),
         "choice": lambda: _choice(text, option, source),
@@ -173,8 +252,13 @@ def _parse(option: _Option, raw: str, source: str, base: Path) -> Any:
 
 
 def _number(
-    kind: Callable[[str], float | int], text: str, option: _Option, source: str,
-    *, minimum: float, exclusive: bool = False,
+    kind: Callable[[str], float | int],
+    text: str,
+    option: _Option,
+    source: str,
+    *,
+    minimum: float,
+    exclusive: bool = False,
 ) -> float | int:
     try:
         value = kind(text)

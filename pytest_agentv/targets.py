@@ -59,7 +59,12 @@ class TargetResponse:
             for call in message.get("tool_calls") or ()
             if isinstance(call, dict)
         ]
-        if not calls and self.token_usage is None and self.cost_usd is None and self.duration_ms is None:
+        if (
+            not calls
+            and self.token_usage is None
+            and self.cost_usd is None
+            and self.duration_ms is None
+        ):
             return None
         by_name: dict[str, int] = {}
         for call in calls:
@@ -99,7 +104,9 @@ def response_from(value: Any, what: str) -> TargetResponse:
     if isinstance(value, TargetResponse):
         return value
     if isinstance(value, str):
-        return TargetResponse(text=value, output_messages=({"role": "assistant", "content": value},))
+        return TargetResponse(
+            text=value, output_messages=({"role": "assistant", "content": value},)
+        )
     if isinstance(value, list) and all(isinstance(m, dict) for m in value):
         return TargetResponse(text=_candidate(value), output_messages=tuple(value))
     if isinstance(value, dict):
@@ -107,7 +114,9 @@ def response_from(value: Any, what: str) -> TargetResponse:
         if messages is not None and not (
             isinstance(messages, list) and all(isinstance(m, dict) for m in messages)
         ):
-            raise NotGradedError(f"{what} returned 'output_messages' that is not a list of messages")
+            raise NotGradedError(
+                f"{what} returned 'output_messages' that is not a list of messages"
+            )
         text = value.get("text")
         if text is None and messages is None:
             raise NotGradedError(f"{what} returned an object without 'text' or 'output_messages'")
@@ -117,7 +126,9 @@ def response_from(value: Any, what: str) -> TargetResponse:
         return TargetResponse(
             text=str(text) if text is not None else _candidate(messages),
             output_messages=tuple(messages),
-            token_usage=value.get("token_usage") if isinstance(value.get("token_usage"), dict) else None,
+            token_usage=value.get("token_usage")
+            if isinstance(value.get("token_usage"), dict)
+            else None,
             cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
             duration_ms=float(duration) if isinstance(duration, (int, float)) else None,
         )
@@ -143,7 +154,9 @@ def parse_output_text(text: str, what: str) -> TargetResponse:
 class MockTarget:
     """Answers every case with the same canned ``response`` after an optional delay."""
 
-    def __init__(self, name: str, settings: dict[str, Any], judge_target: str | None = None) -> None:
+    def __init__(
+        self, name: str, settings: dict[str, Any], judge_target: str | None = None
+    ) -> None:
         self.name = name
         self.judge_target = judge_target
         response = settings.get("response", DEFAULT_MOCK_RESPONSE)
@@ -169,7 +182,11 @@ class CliTarget:
     """
 
     def __init__(
-        self, name: str, settings: dict[str, Any], folder: Path, rootdir: Path,
+        self,
+        name: str,
+        settings: dict[str, Any],
+        folder: Path,
+        rootdir: Path,
         judge_target: str | None = None,
     ) -> None:
         self.name = name
@@ -218,8 +235,11 @@ class CliTarget:
         if response.duration_ms is None:
             elapsed = (time.monotonic() - started) * 1000
             response = TargetResponse(
-                response.text, response.output_messages, response.token_usage,
-                response.cost_usd, round(elapsed, 1),
+                response.text,
+                response.output_messages,
+                response.token_usage,
+                response.cost_usd,
+                round(elapsed, 1),
             )
         return response
 
@@ -231,8 +251,13 @@ def chat_messages(case: PreparedCase) -> list[dict[str, str]]:
 class LlmTarget:
     """Asks an LLM through litellm; replies go through the record/replay store like judges'."""
 
-    def __init__(self, name: str, client: LlmClient, settings: dict[str, Any],
-                 judge_target: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        client: LlmClient,
+        settings: dict[str, Any],
+        judge_target: str | None = None,
+    ) -> None:
         self.name = name
         self.client = client
         self.judge_target = judge_target
@@ -275,13 +300,14 @@ class FixtureTarget:
     def __init__(self, function: TargetFunction) -> None:
         self.name = "agentv_target"
         self.function = function
-        self.what = f"agentv_target fixture ({getattr(function, '__name__', type(function).__name__)})"
+        self.what = (
+            f"agentv_target fixture ({getattr(function, '__name__', type(function).__name__)})"
+        )
 
     @property
     def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(
-            getattr(self.function, "__call__", None)
-        )
+        method = type(self.function).__call__
+        return inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(method)
 
     def _failed(self, exc: Exception) -> NotGradedError:
         return NotGradedError(f"{self.what} raised {type(exc).__name__}: {redact(str(exc))}")

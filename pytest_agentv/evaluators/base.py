@@ -147,7 +147,7 @@ class EvaluatorResult:
 
 @runtime_checkable
 class Evaluator(Protocol):
-    """Anything with a ``kind`` and an ``evaluate(context)`` method, sync or async (REQ-EVAL-001)."""
+    """Anything with a ``kind`` and an ``evaluate(context)``, sync or async (REQ-EVAL-001)."""
 
     kind: str
 
@@ -177,7 +177,9 @@ def build_evaluator_registry(
 
 def lookup_evaluator(registry: Mapping[str, Evaluator], kind: str) -> Evaluator:
     """The evaluator for ``kind``, falling back to ``llm_judge``, else a clear error."""
-    evaluator = registry.get(kind) or registry.get(canonical_kind(kind)) or registry.get("llm_judge")
+    evaluator = (
+        registry.get(kind) or registry.get(canonical_kind(kind)) or registry.get("llm_judge")
+    )
     if evaluator is None:
         raise ConfigError(
             f"no evaluator for kind '{kind}' and no llm_judge to fall back to; "
@@ -240,7 +242,7 @@ async def run_evaluators_for_case(
     scores: list[EvaluationScore] = [o for o in outcomes if isinstance(o, EvaluationScore)]
     results = tuple(
         EvaluatorResult(entry.name, entry.kind, entry.weight, score)
-        for entry, score in zip(evaluators, scores)
+        for entry, score in zip(evaluators, scores, strict=True)
     )
     return CaseEvaluation(aggregate(results), results)
 

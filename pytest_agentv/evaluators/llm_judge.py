@@ -108,9 +108,9 @@ def _by_id(checks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def parse_checklist(text: str, rubrics: Sequence[RubricItem]) -> EvaluationScore:
     checks, overall = _checks(text)
-    for check in checks:
-        if not isinstance(check.get("satisfied"), bool):
-            raise ReplyError(f"check '{check['id']}' needs a boolean 'satisfied'")
+    for entry in checks:
+        if not isinstance(entry.get("satisfied"), bool):
+            raise ReplyError(f"check '{entry['id']}' needs a boolean 'satisfied'")
     by_id = _by_id(checks)
     total = sum(item.weight for item in rubrics)
     earned = 0.0
@@ -121,7 +121,9 @@ def parse_checklist(text: str, rubrics: Sequence[RubricItem]) -> EvaluationScore
     for item in rubrics:
         check = by_id.get(item.id)
         satisfied = bool(check and check["satisfied"])
-        reasoning = (check or {}).get("reasoning") or ("not assessed by the judge" if not check else "")
+        reasoning = (check or {}).get("reasoning") or (
+            "not assessed by the judge" if not check else ""
+        )
         line = f"[{item.id}] {item.expected_outcome}" + (f": {reasoning}" if reasoning else "")
         if satisfied:
             earned += item.weight
@@ -161,15 +163,15 @@ def _range_text(item: RubricItem, raw: int) -> str:
 
 def parse_score_ranges(text: str, rubrics: Sequence[RubricItem]) -> EvaluationScore:
     checks, overall = _checks(text)
-    for check in checks:
-        score = check.get("score")
+    for entry in checks:
+        score = entry.get("score")
         if (
             isinstance(score, bool)
             or not isinstance(score, (int, float))
             or score != int(score)
             or not 0 <= score <= 10
         ):
-            raise ReplyError(f"check '{check['id']}' needs an integer 'score' from 0 to 10")
+            raise ReplyError(f"check '{entry['id']}' needs an integer 'score' from 0 to 10")
     by_id = _by_id(checks)
     total = sum(item.weight for item in rubrics)
     weighted = 0.0
@@ -186,11 +188,15 @@ def parse_score_ranges(text: str, rubrics: Sequence[RubricItem]) -> EvaluationSc
         gate = item.min_score
         gated = gate is not None and raw < gate
         gate_failed = gate_failed or gated
-        reasoning = (check or {}).get("reasoning") or ("not assessed by the judge" if not check else "")
+        reasoning = (check or {}).get("reasoning") or (
+            "not assessed by the judge" if not check else ""
+        )
         matched = _range_text(item, raw)
-        line = f"[{item.id}] {item.expected_outcome} - Score: {raw}/10" + (
-            f" ({matched})" if matched else ""
-        ) + (f": {reasoning}" if reasoning else "")
+        line = (
+            f"[{item.id}] {item.expected_outcome} - Score: {raw}/10"
+            + (f" ({matched})" if matched else "")
+            + (f": {reasoning}" if reasoning else "")
+        )
         passed = raw >= 7 and not gated
         (hits if passed else misses).append(line)
         rows.append(
@@ -440,4 +446,6 @@ def _with_request(score: EvaluationScore, request: dict[str, Any], reply: Reply)
 
 
 def _number(value: Any, default: float) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+    return (
+        float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+    )

@@ -58,7 +58,9 @@ def neutralize(text: str) -> str:
 
 def fence(text: str, nonce: str) -> str:
     """Wrap untrusted text in nonce-tagged boundary markers."""
-    return f'<{_MARKER_WORD} nonce="{nonce}">\n{neutralize(text)}\n</{_MARKER_WORD} nonce="{nonce}">'
+    return (
+        f'<{_MARKER_WORD} nonce="{nonce}">\n{neutralize(text)}\n</{_MARKER_WORD} nonce="{nonce}">'
+    )
 
 
 def data_rules(nonce: str) -> str:

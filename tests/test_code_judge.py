@@ -1,0 +1,258 @@
+"""Code judges: the stdin payload, the stdout protocols, and every way a script can fail."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from helpers import write
+
+from pytest_agentv.evaluators.code_judge import parse_judge_output
+
+PAYLOAD_DUMPER = """\
+import json, sys
+payload = json.load(sys.stdin)
+with open("payload.json", "w") as f:
+    json.dump(payload, f)
+print(json.dumps({"score": 1}))
+"""
+
+
+def judge_case(script: str, extra: str = "") -> str:
+    return f"""
+evalcases:
+  - id: judged
+    input: Refund window?
+    evaluators:
+      - name: script
+        type: code_judge
+        script: {script}{extra}
+"""
+
+
+def test_payload_keys_and_user_config_as_written(project: pytest.Pytester) -> None:
+    write(project, "dump.py", PAYLOAD_DUMPER)
+    write(project, "notes.md", "see notes")
+    write(
+        project,
+        "p.eval.yaml",
+        """
+        evalcases:
+          - id: payload
+            expected_outcome: Mentions 30 days
+            input:
+              - role: system
+                content: Be brief.
+              - role: user
+                content:
+                  - {type: text, value: Refund window?}
+                  - {type: file, value: notes.md}
+            expected_output: {days: 30}
+            conversation_id: conv-1
+            evaluators:
+              - name: dump
+                type: code_judge
+                script: [python, dump.py]
+                camelCaseKey: {innerKey: 1}
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
+    payload = json.loads((project.path / "payload.json").read_text())
+    assert sorted(payload) == sorted(
+        [
+            "question",
+            "expected_outcome",
+            "expected_messages",
+            "reference_answer",
+            "candidate_answer",
+            "output_messages",
+            "input_messages",
+            "input_files",
+            "guideline_files",
+            "trace_summary",
+            "config",
+        ]
+    )
+    assert payload["question"] == "Be brief.\n\nRefund window?"
+    assert payload["expected_outcome"] == "Mentions 30 days"
+    assert payload["expected_messages"] == [{"role": "assistant", "content": {"days": 30}}]
+    assert payload["reference_answer"] == '{\n  "days": 30\n}'
+    assert payload["candidate_answer"] == "Refunds are accepted within 30 days of purchase."
+    assert payload["output_messages"] == [
+        {"role": "assistant", "content": "Refunds are accepted within 30 days of purchase."}
+    ]
+    assert payload["input_messages"][1]["content"] == [
+        {"type": "text", "value": "Refund window?"},
+        {"type": "file", "value": "notes.md"},
+    ]
+    assert payload["input_files"] == [str(project.path / "notes.md")]
+    assert payload["guideline_files"] == []
+    assert payload["trace_summary"] is None
+    assert payload["config"] == {"camelCaseKey": {"innerKey": 1}}
+
+
+@pytest.mark.parametrize(
+    ("stdout", "score", "hits", "misses", "verdict"),
+    [
+        ('{"score": 0.9, "hits": ["a"], "misses": [], "reasoning": "ok"}', 0.9, ["a"], [], "pass"),
+        ('{"score": 0.7}', 0.7, [], [], "borderline"),
+        ('{"pass": true, "reason": "fine"}', 1.0, [], [], "pass"),
+        ('{"pass": false, "score": 0.9}', 0.9, [], [], "fail"),
+        (
+            '{"checks": [{"text": "a", "pass": true}, {"id": "b", "pass": false, "reason": "no"}]}',
+            0.5,
+            ["a"],
+            ["b: no"],
+            "fail",
+        ),
+        (
+            '{"score": 1, "assertions": [{"text": "t", "passed": true, "evidence": "e"}]}',
+            1.0,
+            ["t: e"],
+            [],
+            "pass",
+        ),
+    ],
+    ids=["v2", "borderline", "pass-only", "pass-false-gates", "checks", "assertions"],
+)
+def test_stdout_protocols(
+    stdout: str, score: float, hits: list[str], misses: list[str], verdict: str
+) -> None:
+    parsed = parse_judge_output(stdout.encode())
+    assert (parsed.score, list(parsed.hits), list(parsed.misses), parsed.verdict) == (
+        score,
+        hits,
+        misses,
+        verdict,
+    )
+
+
+@pytest.mark.parametrize(
+    ("stdout", "miss"),
+    [
+        (b"", "code judge printed nothing on stdout*"),
+        (b"score: 1", "code judge output is not valid JSON*"),
+        (b"[1, 2]", "code judge output must be a JSON object, got an array"),
+        (b'{"score": NaN}', "code judge output is not valid JSON (NaN is not valid JSON)*"),
+        (b'{"score": Infinity}', "code judge output is not valid JSON (Infinity*"),
+        (b'{"score": 1.7}', "code judge 'score' must be between 0 and 1 (got 1.7)"),
+        (b'{"score": "0.8"}', "code judge 'score' must be a number between 0 and 1 (got '0.8')"),
+        (b'{"score": true}', "code judge 'score' must be a number*"),
+        (b'{"score": 1, "hits": "all"}', "code judge 'hits' must be a list of strings"),
+        (b'{"score": 1, "reasoning": 3}', "code judge 'reasoning' must be a string"),
+        (b'{"hits": []}', "code judge output needs a 'score' (0 to 1), 'pass' or 'checks'"),
+        (b"\xff\xfe{}", "code judge output is not UTF-8 text"),
+    ],
+    ids=[
+        "empty",
+        "not-json",
+        "array",
+        "nan",
+        "infinity",
+        "out-of-range",
+        "string-score",
+        "bool-score",
+        "hits-type",
+        "reasoning-type",
+        "no-score",
+        "not-utf8",
+    ],
+)
+def test_malformed_stdout_is_score_zero_with_a_miss(stdout: bytes, miss: str) -> None:
+    parsed = parse_judge_output(stdout)
+    assert parsed.score == 0.0
+    assert parsed.verdict == "fail"
+    assert len(parsed.misses) == 1
+    assert __import__("fnmatch").fnmatch(parsed.misses[0], miss), parsed.misses
+
+
+@pytest.mark.parametrize(
+    ("script", "miss"),
+    [
+        ('"echo judge broke >&2; exit 2"', "code judge exited with code 2: judge broke"),
+        ('"kill -9 $$"', "code judge was killed by SIGKILL"),
+        ('"echo not json"', "code judge output is not valid JSON*"),
+        ('"exit 0"', "code judge printed nothing on stdout*"),
+        ("[python, -c, 'print(1)']", "code judge output must be a JSON object, got int"),
+    ],
+    ids=["exit-code", "signal", "not-json", "silent-and-closes-stdin", "scalar"],
+)
+def test_failing_scripts_fail_the_case_with_the_cause(
+    project: pytest.Pytester, script: str, miss: str
+) -> None:
+    write(project, "f.eval.yaml", judge_case(script))
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*eval 'judged' failed: score 0.00 (fail)", f"*✗ {miss}"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_hanging_judge_is_killed_at_its_timeout(project: pytest.Pytester) -> None:
+    write(project, "f.eval.yaml", judge_case('"sleep 30"', "\n        timeout_seconds: 1"))
+    started = time.monotonic()
+    result = project.runpytest()
+    elapsed = time.monotonic() - started
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*✗ code judge timed out after 1s and was killed"])
+    assert elapsed < 10
+
+
+def test_default_timeout_from_ini(project: pytest.Pytester) -> None:
+    project.makeini(
+        """
+        [pytest]
+        asyncio_default_fixture_loop_scope = function
+        agentv_code_judge_timeout = 0.5
+        """
+    )
+    write(project, "f.eval.yaml", judge_case('"sleep 30"'))
+    result = project.runpytest()
+    result.stdout.fnmatch_lines(["*code judge timed out after 0.5s*"])
+
+
+def test_cwd_defaults_to_the_eval_folder_and_can_be_set(project: pytest.Pytester) -> None:
+    write(project, "evals/judge.py", 'import json; print(json.dumps({"score": 1}))\n')
+    write(project, "tools/judge2.py", 'import json; print(json.dumps({"score": 1}))\n')
+    write(project, "evals/a.eval.yaml", judge_case("[python, judge.py]"))
+    write(project, "evals/b.eval.yaml", judge_case("[python, judge2.py]", "\n        cwd: tools"))
+    project.runpytest().assert_outcomes(passed=2)
+
+
+def test_string_scripts_run_through_the_shell(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "f.eval.yaml",
+        judge_case("""'cat > /dev/null; echo "{\\"score\\": 1}" | cat'"""),
+    )
+    project.runpytest().assert_outcomes(passed=1)
+
+
+def test_weighted_mean_of_several_evaluators(project: pytest.Pytester) -> None:
+    write(project, "one.py", 'import json; print(json.dumps({"score": 1}))\n')
+    write(
+        project, "half.py", 'import json; print(json.dumps({"score": 0.5, "misses": ["half"]}))\n'
+    )
+    write(
+        project,
+        "w.eval.yaml",
+        """
+        evalcases:
+          - id: weighted
+            input: q
+            evaluators:
+              - {name: one, type: code_judge, script: [python, one.py], weight: 3}
+              - {name: half, type: code_judge, script: [python, half.py], weight: 1}
+              - {name: ignored, type: code_judge, script: "exit 1", weight: 0}
+        """,
+    )
+    result = project.runpytest("--agentv-results=out.jsonl")
+    result.assert_outcomes(passed=1)
+    row = json.loads((project.path / "out.jsonl").read_text())
+    assert row["score"] == pytest.approx(0.875)
+    assert [(e["name"], e["weight"], e["score"]) for e in row["evaluator_results"]] == [
+        ("one", 3.0, 1.0),
+        ("half", 1.0, 0.5),
+        ("ignored", 0.0, 0.0),
+    ]
+    assert row["misses"] == ["half", "code judge exited with code 1"]

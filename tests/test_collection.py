@@ -1,0 +1,126 @@
+"""Collection: which files, node ids, markers, selection, fixtures, xdist, disabling the plugin."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import write
+
+CASES = """
+evalcases:
+  - id: refund-window
+    input: How long do I have to return an item?
+    evaluators:
+      - {name: kw, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
+  - id: refund-method
+    input: How are refunds paid?
+    evaluators:
+      - {name: kw, type: code_judge, script: [python, keywords.py], keywords: [refund]}
+"""
+
+
+def test_one_item_per_case_with_file_node_ids(project: pytest.Pytester) -> None:
+    write(project, "evals/support.eval.yaml", CASES)
+    write(project, "evals/other.eval.yml", CASES)
+    result = project.runpytest("--co", "-q")
+    result.stdout.fnmatch_lines(
+        [
+            "evals/other.eval.yml::refund-window",
+            "evals/other.eval.yml::refund-method",
+            "evals/support.eval.yaml::refund-window",
+            "evals/support.eval.yaml::refund-method",
+            "4 tests collected*",
+        ]
+    )
+
+
+def test_plain_yaml_is_ignored_unless_named_with_evalcases(project: pytest.Pytester) -> None:
+    write(project, "cases.yaml", CASES)
+    write(project, "config.yaml", "just: config\n")
+    assert "no tests collected" in project.runpytest("--co", "-q").stdout.str()
+    result = project.runpytest("--co", "-q", "cases.yaml")
+    result.stdout.fnmatch_lines(["cases.yaml::refund-window", "cases.yaml::refund-method"])
+    result = project.runpytest("--co", "-q", "config.yaml")
+    result.stderr.fnmatch_lines(["ERROR: not found: *config.yaml*"])
+
+
+def test_eval_patterns_ini_changes_what_is_collected(project: pytest.Pytester) -> None:
+    project.makeini(
+        """
+        [pytest]
+        asyncio_default_fixture_loop_scope = function
+        agentv_eval_patterns = *.cases.yaml
+        """
+    )
+    write(project, "a.cases.yaml", CASES)
+    write(project, "b.eval.yaml", CASES)
+    result = project.runpytest("--co", "-q")
+    result.stdout.fnmatch_lines(["a.cases.yaml::refund-window", "*2 tests collected*"])
+
+
+def test_marker_keyword_and_last_failed_selection(project: pytest.Pytester) -> None:
+    write(project, "support.eval.yaml", CASES)
+    write(project, "test_plain.py", "def test_plain():\n    pass\n")
+    project.runpytest("-m", "agentv").assert_outcomes(passed=2)
+    project.runpytest("-m", "not agentv").assert_outcomes(passed=1)
+    project.runpytest("-k", "window").assert_outcomes(passed=1)
+    write(project, "support.eval.yaml", CASES.replace("[30 days]", "[ninety days]"))
+    project.runpytest().assert_outcomes(passed=2, failed=1)
+    result = project.runpytest("--lf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*rerun previous 1 failure*"])
+
+
+def test_fixtures_apply_to_eval_items(project: pytest.Pytester) -> None:
+    write(project, "support.eval.yaml", CASES)
+    project.makeconftest(
+        """
+        import pytest
+
+        SEEN = []
+
+        @pytest.fixture(autouse=True)
+        def tracked(request):
+            SEEN.append(request.node.nodeid)
+            yield
+            print("teardown", request.node.name)
+
+        def pytest_sessionfinish():
+            print("autouse saw", len(SEEN))
+        """
+    )
+    result = project.runpytest("-s", "--setup-show")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*SETUP    F tracked*", "*teardown refund-window*", "*autouse saw 2"]
+    )
+
+
+def test_plugin_can_be_disabled(project: pytest.Pytester) -> None:
+    write(project, "support.eval.yaml", CASES)
+    result = project.runpytest("-p", "no:agentv", "--co", "-q")
+    assert "no tests collected" in result.stdout.str()
+
+
+def test_runs_under_xdist(project: pytest.Pytester) -> None:
+    write(project, "a.eval.yaml", CASES)
+    write(project, "b.eval.yaml", CASES.replace("[30 days]", "[ninety days]"))
+    result = project.runpytest("-n", "2", "--junitxml=out.xml")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*4 eval cases: 3 pass, 0 borderline, 1 fail*"])
+    assert (project.path / "out.xml").read_text().count('name="agentv.score"') == 4
+
+
+def test_collection_is_cheap_and_does_not_run_cases(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "slow.eval.yaml",
+        """
+        evalcases:
+          - id: would-hang
+            input: q
+            evaluators: [{name: hang, type: code_judge, script: "sleep 30"}]
+        """,
+    )
+    result = project.runpytest("--co", "-q")
+    result.stdout.fnmatch_lines(["slow.eval.yaml::would-hang"])
+    assert result.duration < 10

@@ -1,0 +1,574 @@
+"""Eval files: schema, aliases, derived values, file references and collection errors."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+from helpers import write
+
+from pytest_agentv.errors import ConfigError, EvalFileError
+from pytest_agentv.evaluators.base import EVALUATOR_KINDS
+from pytest_agentv.loader import load_eval_file, resolve_reference
+from pytest_agentv.runner import CaseSpec, effective_evaluators, prepare_case
+
+
+def load(tmp_path: Path, text: str, name: str = "x.eval.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return load_eval_file(
+        path, name, lambda kind: kind in (*EVALUATOR_KINDS, "code", "rubric"), lambda: ["llm_judge"]
+    )
+
+
+def spec(loaded, index: int = 0) -> CaseSpec:
+    case = loaded.suite.evalcases[index]
+    return CaseSpec(loaded, index, effective_evaluators(case, loaded.suite), {})
+
+
+def collect_error(pytester: pytest.Pytester, content: str) -> str:
+    """Collect one eval file that must fail; return the error text (and check its shape)."""
+    write(pytester, "bad.eval.yaml", content)
+    result = pytester.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    text = result.stdout.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    return text
+
+
+# -- aliases and derived values -------------------------------------------------------------
+
+
+def test_legacy_aliases_and_string_shorthands(tmp_path: Path) -> None:
+    loaded = load(
+        tmp_path,
+        """
+        evalcases:
+          - id: a
+            outcome: Says hi
+            input: Hello?
+            expected_output: Hi there
+          - id: b
+            expected_outcome: Returns JSON
+            input_messages:
+              - role: system
+                content: Be terse.
+              - role: user
+                content: [{type: text, value: Give me data}]
+            expected_messages: {answer: 42}
+        """,
+    )
+    first = loaded.suite.evalcases[0]
+    assert first.expected_outcome == "Says hi"
+    assert [m.role for m in first.input_messages] == ["user"]
+    assert first.expected_messages[0].role == "assistant"
+    prepared = prepare_case(spec(loaded, 1), tmp_path)
+    assert prepared.question == "Be terse.\n\nGive me data"
+    assert prepared.reference_answer == '{\n  "answer": 42\n}'
+    assert prepared.expected_messages[0]["content"] == {"answer": 42}
+    assert prepare_case(spec(loaded, 0), tmp_path).reference_answer == "Hi there"
+
+
+def test_reference_answer_is_the_last_expected_message(tmp_path: Path) -> None:
+    loaded = load(
+        tmp_path,
+        """
+        evalcases:
+          - id: a
+            input: q
+            expected_messages:
+              - {role: assistant, content: first}
+              - {role: assistant, content: final}
+        """,
+    )
+    assert prepare_case(spec(loaded), tmp_path).reference_answer == "final"
+
+
+def test_evaluator_precedence_and_inline_rubrics_first(tmp_path: Path) -> None:
+    loaded = load(
+        tmp_path,
+        """
+        evaluator: code_judge
+        execution:
+          evaluators: [{name: suite, type: llm_judge}]
+        evalcases:
+          - id: exec-wins
+            input: q
+            evaluators: [{name: case, type: llm_judge}]
+            execution:
+              evaluators: [{name: exec, type: llm_judge}]
+          - id: case-wins
+            input: q
+            evaluators: [{name: case, type: llm_judge}]
+            rubrics: [Is polite]
+          - id: suite-wins
+            input: q
+          - id: kind-default
+            input: q
+            evaluator: llm_judge
+        """,
+    )
+    names = [
+        [e.name for e in effective_evaluators(c, loaded.suite)] for c in loaded.suite.evalcases
+    ]
+    assert names[:3] == [["exec"], ["rubric", "case"], ["suite"]]
+    bare = load(
+        tmp_path,
+        """
+        evaluator: llm_judge
+        grader: code_judge
+        evalcases: [{id: a, input: q}, {id: b, input: q, evaluator: rubric}]
+        """,
+        "bare.eval.yaml",
+    )
+    entries = [effective_evaluators(c, bare.suite) for c in bare.suite.evalcases]
+    assert [(e[0].name, e[0].kind) for e in entries] == [
+        ("llm_judge", "llm_judge"),
+        ("rubric", "llm_judge"),
+    ]
+
+
+def test_rubric_items_defaults(tmp_path: Path) -> None:
+    loaded = load(
+        tmp_path,
+        """
+        evalcases:
+          - id: a
+            input: q
+            rubrics:
+              - Mentions refunds
+              - {id: tone, description: Is polite, weight: 2, required: false}
+              - id: brevity
+                required_min_score: 7
+                score_ranges: {0: rambling, 5: okay, 8: tight}
+        """,
+    )
+    first, tone, brevity = loaded.suite.evalcases[0].rubrics or []
+    assert (first.id, first.is_required, first.weight) == ("rubric-1", True, 1.0)
+    assert (tone.expected_outcome, tone.is_required, tone.weight) == ("Is polite", False, 2.0)
+    ranges = [(r.score_range, r.expected_outcome) for r in brevity.score_ranges or []]
+    assert ranges == [((0, 4), "rambling"), ((5, 7), "okay"), ((8, 10), "tight")]
+    assert brevity.min_score == 7
+
+
+def test_unknown_evaluator_keys_become_config(tmp_path: Path) -> None:
+    loaded = load(
+        tmp_path,
+        """
+        evalcases:
+          - id: a
+            input: q
+            evaluators:
+              - name: kw
+                type: code
+                script: [python, judge.py]
+                keywords: [refund]
+                config: {threshold: 0.5}
+        """,
+    )
+    entry = (loaded.suite.evalcases[0].evaluators or [])[0]
+    assert entry.kind == "code_judge"
+    assert entry.options == {"threshold": 0.5, "keywords": ["refund"]}
+    assert entry.weight == 1.0
+
+
+def test_yaml_timestamps_stay_strings(tmp_path: Path) -> None:
+    loaded = load(tmp_path, "dataset: 2025-01-01\nevalcases: [{id: a, input: q}]\n")
+    assert loaded.suite.dataset == "2025-01-01"
+
+
+def test_file_segments_resolve_from_folder_then_ancestors(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "policy.md").write_text("30 days")
+    (tmp_path / "evals" / "deep").mkdir(parents=True)
+    (tmp_path / "evals" / "deep" / "local.txt").write_text("local")
+    path = tmp_path / "evals" / "deep" / "f.eval.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """
+            evalcases:
+              - id: a
+                input:
+                  - role: user
+                    content:
+                      - {type: text, value: Read these}
+                      - {type: file, value: docs/policy.md}
+                      - {type: file, value: local.txt}
+            """
+        )
+    )
+    loaded = load_eval_file(path, "f.eval.yaml", lambda k: True, list)
+    prepared = prepare_case(spec(loaded), tmp_path)
+    content = prepared.input_messages[0]["content"]
+    assert '<file path="docs/policy.md">\n30 days\n</file>' in content
+    assert "local" in content
+    assert prepared.question == "Read these"
+    assert prepared.input_files == (
+        str(tmp_path / "docs" / "policy.md"),
+        str(tmp_path / "evals" / "deep" / "local.txt"),
+    )
+
+
+@pytest.mark.parametrize(
+    "reference",
+    ["../outside.txt", "sub/../../outside.txt", "{outside}", "link.txt"],
+    ids=["dotdot", "nested-dotdot", "absolute", "symlink"],
+)
+def test_file_references_may_not_escape_the_rootdir(tmp_path: Path, reference: str) -> None:
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+    os.symlink(outside, root / "link.txt")
+    reference = reference.format(outside=outside)
+    with pytest.raises(ConfigError, match="outside the rootdir") as info:
+        resolve_reference(reference, start=root, rootdir=root)
+    assert str(tmp_path) not in str(info.value).replace(reference, "")
+
+
+def test_file_references_inside_the_rootdir_are_accepted(tmp_path: Path) -> None:
+    (tmp_path / "..foo").mkdir()
+    (tmp_path / "..foo" / "a.txt").write_text("x")
+    found = resolve_reference("..foo/a.txt", start=tmp_path, rootdir=tmp_path)
+    assert found == (tmp_path / "..foo" / "a.txt").resolve()
+    with pytest.raises(ConfigError, match="not found"):
+        resolve_reference("missing.txt", start=tmp_path, rootdir=tmp_path)
+
+
+def test_missing_file_is_an_error_on_its_case_only(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "f.eval.yaml",
+        """
+        evalcases:
+          - id: fine
+            input: q
+            evaluators: [{name: kw, type: code_judge, script: [python, keywords.py]}]
+          - id: broken
+            input:
+              - role: user
+                content: [{type: file, value: nope.md}]
+            evaluators: [{name: kw, type: code_judge, script: [python, keywords.py]}]
+        """,
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*f.eval.yaml:9:39: evalcases.1.input_messages.0.content.0.value: "
+            "file 'nope.md' not found*"
+        ]
+    )
+
+
+# -- collection errors ----------------------------------------------------------------------
+
+
+def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> None:
+    text = collect_error(pytester, "evalcases:\n  - id: a\n    input: [1, 2\n")
+    assert "bad.eval.yaml:4:1: invalid YAML" in text
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("", "bad.eval.yaml:1:1: file is empty*"),
+        ("- a\n- b\n", "bad.eval.yaml:1:1: expected a mapping at the top level, got a list"),
+        ("description: x\n", "bad.eval.yaml:1:1: evalcases: required field is missing"),
+        ("evalcases: []\n", "bad.eval.yaml:1:12: evalcases: List should have at least 1 item*"),
+        (
+            "evalcases:\n  - input: q\n",
+            "bad.eval.yaml:2:5: evalcases.0.id: required field is missing",
+        ),
+        (
+            "evalcases:\n  - id: a\n",
+            "bad.eval.yaml:2:5: evalcases.0.input_messages: required field is missing",
+        ),
+        (
+            "evalcases:\n  - {id: a, input: q}\n  - {id: a, input: q}\n",
+            "bad.eval.yaml:3:10: evalcases.1.id: duplicate case id 'a' (first defined at line 2)",
+        ),
+        (
+            "evalcases:\n  - id: a/b\n    input: q\n",
+            "bad.eval.yaml:2:9: evalcases.0.id: case id 'a/b' must not contain '/'*",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: [{role: robot, content: hi}]\n",
+            "bad.eval.yaml:3:20: evalcases.0.input.0.role: Input should be 'system', 'user',*",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: q\n    evaluators: [{type: llm_judge}]\n",
+            "bad.eval.yaml:4:18: evalcases.0.evaluators.0.name: required field is missing",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: q\n    evaluators: [{name: x, type: code_judge}]\n",
+            "*evalcases.0.evaluators.0: code_judge evaluator 'x' needs a 'script'*",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: q\n"
+            "    evaluators: [{name: x, type: llm_judge, weight: -1}]\n",
+            "*evalcases.0.evaluators.0.weight: weight must be a finite number >= 0 (got -1.0)",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: q\n"
+            "    evaluators: [{name: x, type: llm_judge}, {name: x, type: llm_judge}]\n",
+            "*evalcases.0.evaluators: evaluator name 'x' is used twice*",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: q\n    evaluators: [{name: x, type: llm_jugde}]\n",
+            "bad.eval.yaml:4:34: evalcases.0.evaluators.0.type: unknown evaluator type "
+            "'llm_jugde' (did you mean 'llm_judge'?); known: *",
+        ),
+        (
+            "evalcases:\n  - {id: a, input: q}\n  - {id: b, input: q, outcome: 1.5, x: [}\n",
+            "bad.eval.yaml:3:*: invalid YAML*",
+        ),
+        (
+            "a: 1\na: 2\nevalcases: [{id: x, input: q}]\n",
+            "bad.eval.yaml:2:1: duplicate key 'a' (first defined at line 1)*",
+        ),
+    ],
+    ids=[
+        "empty",
+        "list-root",
+        "no-evalcases",
+        "empty-evalcases",
+        "no-id",
+        "no-input",
+        "duplicate-id",
+        "bad-id",
+        "bad-role",
+        "evaluator-no-name",
+        "code-judge-no-script",
+        "negative-weight",
+        "duplicate-evaluator-name",
+        "unknown-type",
+        "yaml-in-flow",
+        "duplicate-key",
+    ],
+)
+def test_invalid_files_are_one_clear_collection_error(
+    pytester: pytest.Pytester, content: str, expected: str
+) -> None:
+    text = collect_error(pytester, content)
+    assert any(__import__("fnmatch").fnmatch(line, expected) for line in text.splitlines()), text
+
+
+def _rubric_file(rubric: str) -> str:
+    return (
+        "evalcases:\n  - id: a\n    input: q\n    rubrics:\n"
+        + textwrap.indent(textwrap.dedent(rubric).strip(), "      ")
+        + "\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("rubric", "expected"),
+    [
+        (
+            """
+            - id: r
+              score_ranges:
+                - {score_range: [0, 5], expected_outcome: a}
+                - {score_range: [5, 10], expected_outcome: b}
+            """,
+            "Overlapping score_ranges in rubric 'r': [0, 5] overlaps with [5, 10]",
+        ),
+        (
+            """
+            - id: r
+              score_ranges:
+                - {score_range: [0, 5], expected_outcome: a}
+                - {score_range: [6, 11], expected_outcome: b}
+            """,
+            "Invalid score_range entry at index 1 for rubric 'r': "
+            "values must be 0-10 (got [6, 11])",
+        ),
+        (
+            """
+            - id: r
+              score_ranges:
+                - {score_range: [5, 0], expected_outcome: a}
+            """,
+            "Invalid score_range entry at index 0 for rubric 'r': min must be <= max (got [5, 0])",
+        ),
+        (
+            """
+            - id: r
+              score_ranges:
+                - {score_range: [0, 4.5], expected_outcome: a}
+            """,
+            "Invalid score_range entry at index 0 for rubric 'r': "
+            "values must be integers (got [0, 4.5])",
+        ),
+        (
+            """
+            - id: r
+              score_ranges:
+                - {score_range: [0, 3], expected_outcome: a}
+                - {score_range: [6, 10], expected_outcome: b}
+            """,
+            "Incomplete score_ranges coverage in rubric 'r': missing coverage for scores: 4, 5. "
+            "Ranges must cover all integers 0-10.",
+        ),
+        (
+            """
+            - id: r
+              score_ranges: {2: low, 7: high}
+            """,
+            "score_ranges shorthand map must start at 0 (got 2)",
+        ),
+        (
+            """
+            - id: r
+              score_ranges: {0: low, 12: high}
+            """,
+            "score_ranges values must be 0-10 in rubric 'r' (got 12)",
+        ),
+        (
+            """
+            - id: r
+              required_min_score: 7.5
+              score_ranges: {0: low, 5: high}
+            """,
+            "Invalid required_min_score for rubric 'r': must be an integer 0-10 (got 7.5)",
+        ),
+        (
+            """
+            - id: r
+              required_min_score: 11
+              score_ranges: {0: low, 5: high}
+            """,
+            "Invalid required_min_score for rubric 'r': must be an integer 0-10 (got 11)",
+        ),
+        (
+            """
+            - id: r
+              score_ranges: [just text]
+            """,
+            "Invalid score_range entry at index 0 for rubric 'r': expected object",
+        ),
+        (
+            """
+            - id: r
+              score_ranges:
+                - {score_range: [0, 10]}
+            """,
+            "Missing expected_outcome for score_range [0, 10] in rubric 'r'",
+        ),
+        (
+            """
+            - id: r
+              score_ranges:
+                - {score_range: [0], expected_outcome: a}
+            """,
+            "Invalid score_range entry at index 0 for rubric 'r': "
+            "must be [min, max] array of two numbers",
+        ),
+    ],
+    ids=[
+        "overlap",
+        "bounds",
+        "min-gt-max",
+        "non-integer",
+        "coverage",
+        "shorthand-start",
+        "shorthand-bounds",
+        "min-score-float",
+        "min-score-range",
+        "entry-not-object",
+        "missing-outcome",
+        "not-a-pair",
+    ],
+)
+def test_score_range_rules(pytester: pytest.Pytester, rubric: str, expected: str) -> None:
+    text = collect_error(pytester, _rubric_file(rubric))
+    assert f"evalcases.0.rubrics.0.score_ranges: {expected}" in text or (
+        f"evalcases.0.rubrics.0.required_min_score: {expected}" in text
+    ), text
+
+
+def test_score_range_rules_apply_to_evaluator_rubrics(pytester: pytest.Pytester) -> None:
+    text = collect_error(
+        pytester,
+        """
+        evalcases:
+          - id: a
+            input: q
+            evaluators:
+              - name: judge
+                type: llm_judge
+                rubrics:
+                  - id: r
+                    score_ranges: {0: low, 3: mid}
+                    required_min_score: 12
+        """,
+    )
+    assert "bad.eval.yaml:11:" in text
+    assert (
+        "evalcases.0.evaluators.0.rubrics.0.required_min_score: Invalid required_min_score" in text
+    )
+
+
+def test_unknown_keys_warn_with_a_suggestion(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        "w.eval.yaml",
+        """
+        evalcases:
+          - id: a
+            input: q
+            expected_outcom: typo
+            reference_answer: kept anyway
+        """,
+    )
+    result = pytester.runpytest("--co", "-q", "-W", "always")
+    result.stdout.fnmatch_lines(
+        [
+            "*w.eval.yaml:5: AgentvWarning: w.eval.yaml:5: evalcases.0.expected_outcom: unknown "
+            "key 'expected_outcom' is ignored (did you mean 'expected_outcome'?)",
+            "*w.eval.yaml:6: AgentvWarning: *unknown key 'reference_answer'*",
+        ]
+    )
+    result.assert_outcomes()
+
+
+def test_grader_is_deprecated_and_evaluator_wins(tmp_path: Path, pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        "g.eval.yaml",
+        """
+        grader: code_judge
+        evaluator: llm_judge
+        evalcases: [{id: a, input: q}]
+        """,
+    )
+    result = pytester.runpytest("--co", "-q", "-W", "always")
+    result.stdout.fnmatch_lines(
+        ["*AgentvDeprecationWarning: *'grader' is deprecated; use 'evaluator' ('evaluator' wins*"]
+    )
+    loaded = load(tmp_path, (pytester.path / "g.eval.yaml").read_text())
+    assert effective_evaluators(loaded.suite.evalcases[0], loaded.suite)[0].kind == "llm_judge"
+
+
+def test_rubric_type_is_deprecated(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        "r.eval.yaml",
+        """
+        evalcases:
+          - id: a
+            input: q
+            evaluators: [{name: r, type: rubric, rubrics: [Polite]}]
+        """,
+    )
+    result = pytester.runpytest("--co", "-q", "-W", "always")
+    result.stdout.fnmatch_lines(["*evaluator type 'rubric' is deprecated; use 'llm_judge'*"])
+
+
+def test_eval_file_error_carries_position() -> None:
+    error = EvalFileError("a.eval.yaml", 3, 5, "evalcases.0.id: bad")
+    assert str(error) == "a.eval.yaml:3:5: evalcases.0.id: bad"
+    assert (error.line, error.col) == (3, 5)

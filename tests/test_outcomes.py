@@ -1,0 +1,291 @@
+"""Verdicts as pytest outcomes, failure reports, JUnit properties, results files and hooks."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from helpers import write
+
+from pytest_agentv.verdicts import outcome_for, score_to_verdict
+
+SCORE_JUDGE = """\
+import json, sys
+config = json.load(sys.stdin)["config"]
+print(json.dumps({"score": config["score"], "hits": config.get("hits", []),
+                  "misses": config.get("misses", []), "reasoning": config.get("why")}))
+"""
+
+
+def scored(case_id: str, score: float, **extra: object) -> str:
+    config = {"score": score, **extra}
+    return f"""
+  - id: {case_id}
+    input: q
+    evaluators:
+      - {{name: fixed, type: code_judge, script: [python, score.py], config: {json.dumps(config)}}}
+"""
+
+
+@pytest.fixture
+def scores(project: pytest.Pytester) -> pytest.Pytester:
+    write(project, "score.py", SCORE_JUDGE)
+    return project
+
+
+@pytest.mark.parametrize(
+    ("score", "verdict"),
+    [
+        (1.0, "pass"),
+        (0.8, "pass"),
+        (0.7999, "borderline"),
+        (0.6, "borderline"),
+        (0.5999, "fail"),
+        (0.0, "fail"),
+    ],
+)
+def test_verdict_thresholds(score: float, verdict: str) -> None:
+    assert score_to_verdict(score) == verdict
+    assert score_to_verdict(score, gate_failed=True) == "fail"
+
+
+def test_outcome_mapping() -> None:
+    assert [outcome_for(v, "xfail") for v in ("pass", "borderline", "fail")] == [
+        "passed",
+        "xfailed",
+        "failed",
+    ]
+    assert outcome_for("borderline", "fail") == "failed"
+    assert outcome_for("borderline", "pass") == "passed"
+
+
+def test_verdicts_become_outcomes(scores: pytest.Pytester) -> None:
+    write(
+        scores,
+        "v.eval.yaml",
+        "evalcases:"
+        + scored("good", 0.8)
+        + scored("meh", 0.7, misses=["too long"])
+        + scored("bad", 0.59, hits=["polite"], misses=["wrong window"], why="It says 14 days."),
+    )
+    result = scores.runpytest("-rx")
+    result.assert_outcomes(passed=1, xfailed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*XFAIL v.eval.yaml::meh - borderline: score 0.70; misses: too long",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*_ eval: bad _*",
+            "v.eval.yaml:12: eval 'bad' failed: score 0.59 (fail)",
+            "target: default",
+            "",
+            "  evaluator  type        weight  score  verdict",
+            "  fixed      code_judge       1   0.59  fail",
+            "",
+            "fixed (code_judge): score 0.59 (fail)",
+            "    ✓ polite",
+            "    ✗ wrong window",
+            "    reasoning: It says 14 days.",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    assert "def " not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "ini", "outcome"),
+    [
+        (["--agentv-borderline=fail"], None, None, {"failed": 1}),
+        ([], "pass", None, {"passed": 1}),
+        ([], None, "fail", {"failed": 1}),
+        (["--agentv-borderline", "xfail"], "fail", "fail", {"xfailed": 1}),
+        ([], "fail", "pass", {"passed": 1}),
+    ],
+    ids=["cli", "env", "ini", "cli-wins", "ini-beats-env"],
+)
+def test_borderline_option_sources(
+    scores: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    env: str | None,
+    ini: str | None,
+    outcome: dict[str, int],
+) -> None:
+    if env:
+        monkeypatch.setenv("AGENTV_BORDERLINE", env)
+    if ini:
+        scores.makeini(
+            f"[pytest]\nasyncio_default_fixture_loop_scope = function\nagentv_borderline = {ini}\n"
+        )
+    write(scores, "v.eval.yaml", "evalcases:" + scored("meh", 0.7))
+    scores.runpytest(*args).assert_outcomes(**outcome)
+
+
+def test_bad_option_values_are_usage_errors(scores: pytest.Pytester) -> None:
+    result = scores.runpytest("--agentv-borderline=maybe")
+    result.stderr.fnmatch_lines(
+        ["ERROR: --agentv-borderline=maybe is invalid; choose one of: xfail, fail, pass"]
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result = scores.runpytest("--agentv-concurrency=0")
+    result.stderr.fnmatch_lines(["ERROR: --agentv-concurrency=0 is invalid*an integer >= 1"])
+
+
+def test_not_graded_is_an_error_not_a_failure(scores: pytest.Pytester) -> None:
+    write(
+        scores,
+        "e.eval.yaml",
+        "evalcases:"
+        + scored("fine", 1.0)
+        + scored("broken", 1.0).replace("input: q", "input: q\n    execution: {target: nowhere}"),
+    )
+    result = scores.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*1 not graded*", "*not graded: e.eval.yaml::broken: target*"])
+    result = scores.runpytest("--agentv-fail-on-error=no", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1] e.eval.yaml:*: eval 'broken' was not graded: *"])
+
+
+def test_junit_properties(scores: pytest.Pytester) -> None:
+    write(
+        scores,
+        "j.eval.yaml",
+        "evalcases:" + scored("good", 0.9, hits=["on topic"]) + scored("bad", 0.2, misses=["off"]),
+    )
+    result = scores.runpytest("--junitxml=junit.xml")
+    assert "warning" not in result.stdout.str().lower()
+    root = ET.parse(scores.path / "junit.xml").getroot()
+    cases = {case.get("name"): case for case in root.iter("testcase")}
+    assert set(cases) == {"good", "bad"}
+    props = {
+        name: {p.get("name"): p.get("value") for p in case.iter("property")}
+        for name, case in cases.items()
+    }
+    assert props["good"]["agentv.score"] == "0.9000"
+    assert props["good"]["agentv.verdict"] == "pass"
+    assert props["good"]["agentv.evaluator.fixed.score"] == "0.9000"
+    assert json.loads(props["good"]["agentv.hits"]) == ["on topic"]
+    assert props["bad"]["agentv.verdict"] == "fail"
+    assert json.loads(props["bad"]["agentv.misses"]) == ["off"]
+    assert cases["bad"].find("failure") is not None
+
+
+def test_results_file(scores: pytest.Pytester, run_args: list[str]) -> None:
+    write(
+        scores,
+        "r.eval.yaml",
+        "dataset: support\nevalcases:"
+        + scored("one", 1.0).replace("input: q", "input: q\n    conversation_id: c1")
+        + scored("two", 0.3)
+        + scored("three", 1.0).replace("input: q", "input: q\n    execution: {target: nowhere}")
+        + """
+  - id: several
+    input: q
+    evaluators:
+      - {name: a, type: code_judge, script: [python, score.py], config: {score: 1}}
+      - {name: b, type: code_judge, script: [python, score.py], config: {score: 0}}
+""",
+    )
+    scores.runpytest("--agentv-results=out/results.jsonl", *run_args)
+    rows = {
+        row["eval_id"]: row
+        for row in map(json.loads, (scores.path / "out/results.jsonl").read_text().splitlines())
+    }
+    assert set(rows) == {"one", "two", "three", "several"}
+    one = rows["one"]
+    for field in (
+        "timestamp",
+        "eval_id",
+        "dataset",
+        "conversation_id",
+        "score",
+        "verdict",
+        "hits",
+        "misses",
+        "candidate_answer",
+        "target",
+        "reasoning",
+        "error",
+        "trace_summary",
+    ):
+        assert field in one
+    assert (one["dataset"], one["conversation_id"], one["verdict"]) == ("support", "c1", "pass")
+    assert one["evaluator_provider_request"] == {"script": ["python", "score.py"], "cwd": "."}
+    assert "evaluator_results" not in one and "grader_raw_request" not in one
+    assert rows["two"]["verdict"] == "fail"
+    assert rows["three"]["error"].startswith("target 'nowhere' is not defined")
+    assert rows["three"]["score"] == 0.0
+    several = rows["several"]
+    assert [e["name"] for e in several["evaluator_results"]] == ["a", "b"]
+    assert set(several["evaluator_results"][0]) >= {
+        "name",
+        "type",
+        "score",
+        "weight",
+        "verdict",
+        "hits",
+        "misses",
+        "reasoning",
+        "evaluator_provider_request",
+    }
+
+
+CUSTOM_KIND = """
+import pytest
+from pytest_agentv import EvaluationScore
+
+class Length:
+    kind = "length"
+    def evaluate(self, context):
+        limit = context.evaluator.options["max"]
+        ok = len(context.candidate) <= limit
+        return EvaluationScore.graded(1.0 if ok else 0.0, misses=() if ok else ("too long",))
+
+class Shouting:
+    kind = "shouting"
+    async def evaluate(self, context):
+        return EvaluationScore.graded(float(context.candidate.isupper()))
+
+@pytest.hookimpl
+def pytest_agentv_make_evaluator(config, kind):
+    return {"length": Length(), "shouting": Shouting()}.get(kind)
+"""
+
+
+def test_custom_evaluator_kinds_through_the_hook(project: pytest.Pytester) -> None:
+    write(project, "custom/conftest.py", CUSTOM_KIND)
+    write(
+        project,
+        "custom/c.eval.yaml",
+        """
+        evalcases:
+          - id: short
+            input: q
+            evaluators: [{name: len, type: length, max: 100}]
+          - id: loud
+            input: q
+            evaluators: [{name: loud, type: shouting}]
+        """,
+    )
+    write(
+        project,
+        "elsewhere/e.eval.yaml",
+        """
+        evalcases:
+          - id: unknown-here
+            input: q
+            evaluators: [{name: len, type: length}]
+        """,
+    )
+    result = project.runpytest("--continue-on-collection-errors")
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*elsewhere/e.eval.yaml:5:*: evalcases.0.evaluators.0.type: "
+            "unknown evaluator type 'length'*"
+        ]
+    )

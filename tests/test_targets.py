@@ -1,0 +1,336 @@
+"""Targets: mock, CLI, environment interpolation, selection, and the agentv_target fixture."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import write
+
+
+def expect_case(case_id: str, expect: str, extra: str = "", judge: str = "expect.py") -> str:
+    """A case whose code judge passes only if the answer is exactly ``expect``."""
+    return f"""
+  - id: {case_id}
+    input: What is the refund window?{extra}
+    evaluators:
+      - name: expect
+        type: code_judge
+        script: [python, {judge}]
+        config: {json.dumps({"expect": expect})}
+"""
+
+
+def test_mock_target_answers_every_case(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "m.eval.yaml",
+        "evalcases:" + expect_case("a", "Refunds are accepted within 30 days of purchase."),
+    )
+    project.runpytest().assert_outcomes(passed=1)
+
+
+def test_mock_target_delay(project: pytest.Pytester) -> None:
+    write(
+        project,
+        ".agentv/targets.yaml",
+        "targets:\n  - {name: default, provider: mock, response: slow, delay_ms: 300}\n",
+    )
+    write(project, "m.eval.yaml", "evalcases:" + expect_case("a", "slow"))
+    result = project.runpytest("--durations=1", "-vv")
+    result.assert_outcomes(passed=1)
+    result.stdout.re_match_lines([r"0\.[3-9]\d+s setup\s+m.eval.yaml::a"])
+
+
+AGENT = """\
+import json, sys
+prompt, eval_id, attempt, out = sys.argv[1:5]
+files = sys.argv[5:]
+with open(out, "w") as f:
+    json.dump({
+        "output_messages": [
+            {"role": "assistant", "tool_calls": [{"tool": "search", "input": {"q": prompt}}]},
+            {"role": "assistant", "content": f"{eval_id}/{attempt}/{len(files)}: {prompt}"},
+        ],
+        "token_usage": {"input": 10, "output": 5},
+        "cost_usd": 0.01,
+        "duration_ms": 5,
+    }, f)
+"""
+
+
+def test_cli_target_placeholders_and_output_file(project: pytest.Pytester) -> None:
+    write(project, "agent.py", AGENT)
+    write(project, "notes.md", "notes")
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - name: default
+            provider: cli
+            command_template: python agent.py {PROMPT} {EVAL_ID} {ATTEMPT} {OUTPUT_FILE} {FILES}
+            timeout_seconds: 20
+        """,
+    )
+    write(
+        project,
+        "c.eval.yaml",
+        """
+        evalcases:
+          - id: quoting
+            input:
+              - role: user
+                content:
+                  - {type: text, value: "it's $(id) & `x`"}
+                  - {type: file, value: notes.md}
+            evaluators:
+              - name: expect
+                type: code_judge
+                script: [python, expect.py]
+                config:
+                  expect: "quoting/0/1: it's $(id) & `x`"
+                  payload:
+                    trace_summary:
+                      event_count: 1
+                      tool_names: [search]
+                      tool_calls_by_name: {search: 1}
+                      error_count: 0
+                      token_usage: {input: 10, output: 5}
+                      cost_usd: 0.01
+                      duration_ms: 5
+        """,
+    )
+    result = project.runpytest("-rA")
+    result.assert_outcomes(passed=1)
+
+
+def test_cli_target_stdout_when_no_output_file(project: pytest.Pytester) -> None:
+    write(
+        project,
+        ".agentv/targets.yaml",
+        'targets:\n  - {name: default, provider: cli, command_template: "printf %s {PROMPT}"}\n',
+    )
+    write(project, "c.eval.yaml", "evalcases:" + expect_case("a", "What is the refund window?"))
+    project.runpytest().assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (
+            "echo broken agent >&2; exit 4",
+            "*cli target 'default' exited with code 4: broken agent*",
+        ),
+        ("sleep 30", "*cli target 'default' timed out after 1s and was killed*"),
+        (
+            "true {OUTPUT_FILE}",
+            "*cli target 'default' exited 0 but wrote nothing to {OUTPUT_FILE}*",
+        ),
+    ],
+    ids=["exit-code", "timeout", "no-output"],
+)
+def test_cli_target_failures_are_not_graded(
+    project: pytest.Pytester, command: str, message: str
+) -> None:
+    write(
+        project,
+        ".agentv/targets.yaml",
+        f"targets:\n  - {{name: default, provider: cli, command_template: '{command}', "
+        "timeout_seconds: 1}\n",
+    )
+    write(project, "c.eval.yaml", "evalcases:" + expect_case("a", "x") + expect_case("b", "x"))
+    result = project.runpytest()
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*ERROR at setup of eval: a*", message, "*2 not graded*"])
+    assert result.duration < 15
+
+
+def test_environment_references_resolve_when_used(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - name: default
+            provider: mock
+            response: ${{ AGENT_REPLY }}
+          - name: remote
+            provider: openai
+            model: gpt-4o-mini
+            api_key: ${{ MISSING_PROVIDER_KEY }}
+        """,
+    )
+    monkeypatch.setenv("AGENT_REPLY", "from the environment")
+    write(
+        project,
+        "e.eval.yaml",
+        "evalcases:"
+        + expect_case("local", "from the environment")
+        + expect_case("remote", "x", "\n    execution: {target: remote}"),
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*.agentv/targets.yaml:9:*: targets.remote.api_key: environment variable "
+            "MISSING_PROVIDER_KEY is not set*"
+        ]
+    )
+
+
+def test_target_selection_precedence(project: pytest.Pytester) -> None:
+    wrong = "We never give refunds."
+    right = "Refunds are accepted within 30 days of purchase."
+    write(
+        project,
+        "file-level.eval.yaml",
+        "execution: {target: wrong}\nevalcases:"
+        + expect_case("file", wrong)
+        + expect_case("case", right, "\n    execution: {target: default}"),
+    )
+    write(project, "legacy.eval.yaml", "target: wrong\nevalcases:" + expect_case("legacy", wrong))
+    project.runpytest().assert_outcomes(passed=3)
+    result = project.runpytest("--agentv-target", "wrong")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*eval 'case' failed*", "target: wrong"])
+
+
+def test_unknown_target_and_missing_targets_file(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "u.eval.yaml",
+        "evalcases:" + expect_case("a", "x", "\n    execution: {target: nope}"),
+    )
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*target 'nope' is not defined in .agentv/targets.yaml (known: default, wrong)*"]
+    )
+    (project.path / ".agentv" / "targets.yaml").unlink()
+    result = project.runpytest()
+    result.stdout.fnmatch_lines(["*define an 'agentv_target' fixture in a conftest.py*"])
+
+
+def test_targets_file_is_found_upwards_or_given(project: pytest.Pytester) -> None:
+    answer = "Refunds are accepted within 30 days of purchase."
+    write(
+        project,
+        "deep/er/t.eval.yaml",
+        "evalcases:" + expect_case("a", answer, judge="../../expect.py"),
+    )
+    project.runpytest().assert_outcomes(passed=1)
+    write(
+        project,
+        "alt/targets.yaml",
+        "targets:\n  - {name: default, provider: mock, response: alt}\n",
+    )
+    write(
+        project,
+        "deep/er/t.eval.yaml",
+        "evalcases:" + expect_case("a", "alt", judge="../../expect.py"),
+    )
+    project.runpytest("--agentv-targets", "alt/targets.yaml").assert_outcomes(passed=1)
+
+
+def test_unsupported_provider(project: pytest.Pytester) -> None:
+    write(project, ".agentv/targets.yaml", "targets:\n  - {name: default, provider: codex}\n")
+    write(project, "u.eval.yaml", "evalcases:" + expect_case("a", "x"))
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*provider 'codex' is not supported by pytest-agentv*"])
+
+
+def test_agentv_target_fixture_sync_and_async(project: pytest.Pytester) -> None:
+    up = "../expect.py"
+    write(
+        project,
+        "sync/s.eval.yaml",
+        "evalcases:" + expect_case("a", "sync: What is the refund window?", judge=up),
+    )
+    write(project, "async/a.eval.yaml", "evalcases:" + expect_case("b", "async: a/b", judge=up))
+    write(
+        project,
+        "file/f.eval.yaml",
+        "evalcases:"
+        + expect_case("c", "We never give refunds.", "\n    execution: {target: wrong}", up),
+    )
+    write(
+        project,
+        "sync/conftest.py",
+        """
+        import pytest
+
+        @pytest.fixture
+        def agentv_target():
+            return lambda case: "sync: " + case.question
+        """,
+    )
+    write(
+        project,
+        "async/conftest.py",
+        """
+        import asyncio
+        import pytest
+
+        @pytest.fixture
+        def agentv_target():
+            async def answer(case):
+                await asyncio.sleep(0)
+                return [{"role": "assistant", "content": f"async: {case.dataset}/{case.id}"}]
+            return answer
+        """,
+    )
+    write(
+        project,
+        "file/conftest.py",
+        """
+        import pytest
+
+        @pytest.fixture
+        def agentv_target():
+            return None  # use the targets file here
+        """,
+    )
+    project.runpytest("-n", "2").assert_outcomes(passed=3)
+    project.runpytest().assert_outcomes(passed=3)
+
+
+def test_crashing_target_is_an_error_and_isolated(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "conftest.py",
+        """
+        import pytest
+
+        @pytest.fixture
+        def agentv_target():
+            def answer(case):
+                if case.id == "boom":
+                    raise RuntimeError("agent crashed")
+                if case.id == "odd":
+                    return 42
+                return "fine"
+            return answer
+        """,
+    )
+    write(
+        project,
+        "c.eval.yaml",
+        "evalcases:"
+        + expect_case("boom", "x")
+        + expect_case("odd", "x")
+        + expect_case("ok", "fine"),
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'boom' was not graded: agentv_target fixture (answer) raised RuntimeError: "
+            "agent crashed",
+            "*eval 'odd' was not graded: agentv_target fixture (answer) returned int*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
