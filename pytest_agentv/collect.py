@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from .errors import AgentvError
+from .errors import AgentvError, ConfigError
 from .evaluators.base import EVALUATOR_KINDS, Evaluator
-from .loader import display_path, load_eval_file
+from .evaluators.llm_judge import load_prompt_file
+from .loader import LoadedFile, display_path, evaluator_locs, load_eval_file
 from .models import KIND_ALIASES
 from .redaction import redact
 from .reporting import record_properties, result_key
@@ -76,6 +77,7 @@ class EvalFile(pytest.File):
             )
         except AgentvError as exc:
             raise self.CollectError(str(exc)) from None
+        self._check_prompt_files(loaded)
         for warning in loaded.warnings:
             warnings.warn_explicit(warning.message, warning.category, str(self.path), warning.line)
         for index, case in enumerate(loaded.suite.evalcases):
@@ -90,6 +92,19 @@ class EvalFile(pytest.File):
             item = EvalItem.from_parent(self, name=case.id, callobj=_run_case, spec=spec)
             item.add_marker("agentv")
             yield item
+
+    def _check_prompt_files(self, loaded: LoadedFile) -> None:
+        """Custom judge prompts that are files must exist, stay in the rootdir and use a
+        candidate variable: a load error here, rather than a surprise at run time."""
+        for loc, entry in evaluator_locs(loaded.suite):
+            if entry.kind != "llm_judge" or not isinstance(entry.prompt, str):
+                continue
+            try:
+                load_prompt_file(entry.prompt, start=self.path.parent, rootdir=self.config.rootpath)
+            except ConfigError as exc:
+                line, col = loaded.positions.get((*loc, "prompt"), (1, 1))
+                dotted = ".".join(map(str, (*loc, "prompt")))
+                raise self.CollectError(f"{loaded.display}:{line}:{col}: {dotted}: {exc}") from None
 
 
 class EvalItem(pytest.Function):

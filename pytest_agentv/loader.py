@@ -299,16 +299,6 @@ def _used_key(case_node: yaml.Node, field_name: str) -> str:
     return field_name
 
 
-def evaluator_entries(case: EvalCase, suite: EvalSuite) -> Iterator[EvaluatorConfig]:
-    """Every evaluator entry a case could run, for validation at load time."""
-    for source in (
-        case.execution.evaluators if case.execution else None,
-        case.evaluators,
-        suite.execution.evaluators if suite.execution else None,
-    ):
-        yield from source or ()
-
-
 def load_eval_file(
     path: Path,
     display: str,
@@ -369,7 +359,7 @@ def load_eval_file(
             message += " ('evaluator' wins, as both are given)"
         warn(("grader",), message, AgentvDeprecationWarning)
 
-    for loc, entry in _evaluator_locs(suite):
+    for loc, entry in evaluator_locs(suite):
         if not is_known_kind(entry.type):
             known = known_kinds()
             fail(
@@ -406,7 +396,8 @@ def load_eval_file(
     )
 
 
-def _evaluator_locs(suite: EvalSuite) -> Iterator[tuple[Loc, EvaluatorConfig]]:
+def evaluator_locs(suite: EvalSuite) -> Iterator[tuple[Loc, EvaluatorConfig]]:
+    """Every evaluator entry written in the file, with where it was written."""
     if suite.execution and suite.execution.evaluators:
         for index, entry in enumerate(suite.execution.evaluators):
             yield ("execution", "evaluators", index), entry

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import hypothesis.internal.observability  # noqa: F401
 import pytest
+from fake_openai import FakeOpenAI
+from helpers import judge_ini
 
 import pytest_agentv.collect  # noqa: F401
 
@@ -93,3 +95,37 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 def run_args(request: pytest.FixtureRequest) -> list[str]:
     """Run a pytester session serially and under pytest-xdist."""
     return list(request.param)
+
+
+@pytest.fixture(scope="session")
+def _litellm_imported() -> None:
+    """Import litellm, and everything its first call imports, once in this process.
+
+    In-process pytester runs drop modules first imported inside them; without this every run
+    would import litellm's HTTP stack again (about half a second each).
+    """
+    import asyncio
+
+    from pytest_agentv.judge import LlmClient, ModelSpec
+
+    server = FakeOpenAI().start()
+    try:
+        client = LlmClient(ModelSpec("openai/warm-up", api_base=server.api_base))
+        asyncio.run(client.complete([{"role": "user", "content": "warm up"}], accept=str))
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fake_llm(_litellm_imported: None) -> Iterator[FakeOpenAI]:
+    """A loopback OpenAI-compatible server, stopped (and its hanging requests released) after."""
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def judged(project: pytest.Pytester, fake_llm: FakeOpenAI) -> pytest.Pytester:
+    """A project whose LLM judge is the fake server."""
+    project.makeini(judge_ini(fake_llm))
+    return project

@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fake_openai import FakeOpenAI
 
 
 def write(pytester: pytest.Pytester, name: str, content: str) -> Path:
@@ -14,3 +15,16 @@ def write(pytester: pytest.Pytester, name: str, content: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(content))
     return path
+
+
+def judge_ini(server: FakeOpenAI, model: str = "openai/fake-judge", **extra: str) -> str:
+    lines = [
+        "[pytest]",
+        "asyncio_default_fixture_loop_scope = function",
+        f"agentv_judge_model = {model}",
+        f"agentv_judge_api_base = {server.api_base}",
+        "agentv_judge_backoff = 0.01",
+        "agentv_cache_mode = off",
+        *(f"agentv_{key} = {value}" for key, value in extra.items()),
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,242 @@
+"""A loopback OpenAI-compatible server for tests: real HTTP, scripted replies and faults.
+
+``FakeOpenAI`` answers ``POST /v1/chat/completions``. Each request takes the next scripted
+action if there is one, else asks ``responder(request) -> action``. An action is a string (the
+reply content) or one of the fault helpers below. Every request is recorded (body and headers)
+so tests can assert on prompts, response formats and attempt counts. The server is bounded: at
+most ``max_requests`` requests, and a hanging request is released when the server stops.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Status:
+    """Reply with an HTTP error status (and optional headers and body)."""
+
+    code: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str = '{"error": {"message": "fake failure", "type": "server_error"}}'
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Accept the request and never answer (until the server stops)."""
+
+
+@dataclass(frozen=True)
+class Delay:
+    seconds: float
+    content: str
+
+
+@dataclass(frozen=True)
+class Reset:
+    """Close the connection after sending part of the headers."""
+
+
+@dataclass(frozen=True)
+class Truncated:
+    """Send a 200 whose JSON body stops half way."""
+
+    content: str = '{"score": 1}'
+
+
+Action = str | Status | Hang | Delay | Reset | Truncated
+
+
+@dataclass
+class Request:
+    body: dict[str, Any]
+    headers: dict[str, str]
+    at: float
+
+    @property
+    def system(self) -> str:
+        return next((m["content"] for m in self.body["messages"] if m["role"] == "system"), "")
+
+    @property
+    def user(self) -> str:
+        return next((m["content"] for m in self.body["messages"] if m["role"] == "user"), "")
+
+
+def completion(content: str, model: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+    }
+
+
+class FakeOpenAI:
+    def __init__(
+        self, responder: Callable[[Request], Action] | None = None, max_requests: int = 20_000
+    ) -> None:
+        self.responder = responder or (lambda request: '{"score": 1, "hits": [], "misses": []}')
+        self.script: deque[Action] = deque()
+        self.requests: list[Request] = []
+        self.max_requests = max_requests
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def push(self, *actions: Action) -> None:
+        self.script.extend(actions)
+
+    def _next(self, request: Request) -> Action:
+        with self._lock:
+            if self.script:
+                return self.script.popleft()
+        return self.responder(request)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._send(200, json.dumps({"data": [{"id": "fake"}]}))
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                request = Request(
+                    json.loads(raw or b"{}"),
+                    {k.lower(): v for k, v in self.headers.items()},
+                    time.monotonic(),
+                )
+                with fake._lock:
+                    fake.requests.append(request)
+                    count = len(fake.requests)
+                    fake.in_flight += 1
+                    fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+                try:
+                    if count > fake.max_requests:
+                        self._send(500, '{"error": {"message": "fake server request limit"}}')
+                        return
+                    self._act(fake._next(request), request)
+                finally:
+                    with fake._lock:
+                        fake.in_flight -= 1
+
+            def _act(self, action: Action, request: Request) -> None:
+                model = str(request.body.get("model", "fake"))
+                if isinstance(action, str):
+                    self._send(200, json.dumps(completion(action, model)))
+                elif isinstance(action, Status):
+                    self._send(action.code, action.body, action.headers)
+                elif isinstance(action, Delay):
+                    fake._stopping.wait(action.seconds)
+                    self._send(200, json.dumps(completion(action.content, model)))
+                elif isinstance(action, Hang):
+                    fake._stopping.wait(60)
+                    self.close_connection = True
+                elif isinstance(action, Reset):
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: appl")
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                elif isinstance(action, Truncated):
+                    body = json.dumps(completion(action.content, model))
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body[: len(body) // 2].encode())
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+
+            def _send(self, code: int, body: str, headers: dict[str, str] | None = None) -> None:
+                data = body.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+def freeform(
+    score: float,
+    hits: list[str] | None = None,
+    misses: list[str] | None = None,
+    reasoning: str = "graded by the fake judge",
+) -> str:
+    return json.dumps(
+        {"score": score, "hits": hits or [], "misses": misses or [], "reasoning": reasoning}
+    )
+
+
+def checklist(**satisfied: bool) -> str:
+    return json.dumps(
+        {
+            "checks": [
+                {"id": key.replace("_", "-"), "satisfied": value, "reasoning": f"{key} checked"}
+                for key, value in satisfied.items()
+            ],
+            "overall_reasoning": "checked every item",
+        }
+    )
+
+
+def ranges(**scores: int) -> str:
+    return json.dumps(
+        {
+            "checks": [
+                {"id": key.replace("_", "-"), "score": value, "reasoning": f"{key} scored"}
+                for key, value in scores.items()
+            ],
+            "overall_reasoning": "scored every criterion",
+        }
+    )

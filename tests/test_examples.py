@@ -1,0 +1,64 @@
+"""The examples project runs green as shipped, and its LLM-judged cases work with a judge."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_openai import FakeOpenAI, Request, checklist, freeform, ranges
+from helpers import judge_ini
+
+
+def test_examples_run_offline(pytester: pytest.Pytester) -> None:
+    pytester.copy_example(".")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6, skipped=4, xfailed=1)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*4 skipped (no judge)*"])
+
+
+def test_showcase_failure_report(pytester: pytest.Pytester) -> None:
+    pytester.copy_example(".")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--runxfail", "-k", "showcase")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'showcase-wrong-policy' failed: score 0.00 (fail)",
+            "*✗ does not mention 'warranty'",
+        ]
+    )
+
+
+def grade(request: Request) -> str:
+    """A fake judge that approves everything, in whichever contract it was asked for."""
+    if '"satisfied"' in request.system:
+        ids = [
+            line.split("]")[0][3:] for line in request.user.splitlines() if line.startswith("- [")
+        ]
+        return checklist(**{i.replace("-", "_"): True for i in ids})
+    if "<integer 0-10>" in request.system:
+        ids = [
+            line.split(": ")[1].split(" (")[0]
+            for line in request.user.splitlines()
+            if line.startswith("### Criterion:")
+        ]
+        return ranges(**{i.replace("-", "_"): 9 for i in ids})
+    return freeform(0.95, ["accurate"], [], "matches the policy")
+
+
+def test_llm_examples_with_a_judge(pytester: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    pytester.copy_example(".")
+    fake_llm.responder = grade
+    ini = judge_ini(fake_llm).replace("agentv_cache_mode = off\n", "")
+    (pytester.path / "pytest.ini").write_text(ini + "agentv_cache_dir = .agentv/test-cache\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-results=out.jsonl")
+    result.assert_outcomes(passed=10, xfailed=1)
+    modes = {
+        row["eval_id"]: (row.get("evaluator_provider_request") or {}).get("mode")
+        for row in map(json.loads, (pytester.path / "out.jsonl").read_text().splitlines())
+    }
+    assert modes["checklist-refund"] == "checklist"
+    assert modes["ranges-refund-summary"] == "score_ranges"
+    assert modes["freeform-refund-window"] == "freeform"
+    custom = next(r for r in fake_llm.requests if "customer-support assistant" in r.user)
+    assert "Hi! What's your return policy?" in custom.user

@@ -1,0 +1,618 @@
+"""The LLM judge, end to end through litellm's real HTTP stack against a loopback fake server."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+from fake_openai import Delay, FakeOpenAI, Hang, Request, Reset, Status, Truncated, checklist
+from fake_openai import freeform as freeform_reply
+from fake_openai import ranges as ranges_reply
+from helpers import judge_ini, write
+
+from pytest_agentv.evaluators.llm_judge import first_json_object, parse_freeform
+
+FREEFORM = """
+evalcases:
+  - id: refund
+    expected_outcome: States the 30-day refund window
+    input: How long do I have to return an item?
+    expected_output: Within 30 days of delivery.
+"""
+
+
+def results(pytester: pytest.Pytester, name: str = "out.jsonl") -> dict[str, dict]:  # type: ignore[type-arg]
+    lines = (pytester.path / name).read_text().splitlines()
+    return {row["eval_id"]: row for row in map(json.loads, lines)}
+
+
+def test_freeform_prompt_contract_and_request_record(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: freeform_reply(0.9, ["gives 30 days"], [], "Correct window.")
+    write(judged, "f.eval.yaml", FREEFORM)
+    result = judged.runpytest("--agentv-results=out.jsonl")
+    result.assert_outcomes(passed=1)
+    [request] = fake_llm.requests
+    body = request.body
+    assert body["model"] == "fake-judge"
+    assert body["temperature"] == 0
+    assert "response_format" not in body
+    system, user = request.system, request.user
+    assert '{"score": <number from 0.0 to 1.0>, "hits": [<at most 4' in system
+    assert '"misses": [<at most 4' in system and '"reasoning"' in system
+    for section, value in [
+        ("expected_outcome", "States the 30-day refund window"),
+        ("question", "How long do I have to return an item?"),
+        ("reference_answer", "Within 30 days of delivery."),
+    ]:
+        assert f"[[ ## {section} ## ]]\n{value}" in user
+    nonce = re.search(r'<AGENTV-DATA nonce="([0-9a-f]{16})">', user).group(1)  # type: ignore[union-attr]
+    assert nonce in system
+    assert (
+        f'[[ ## candidate_answer ## ]]\n<AGENTV-DATA nonce="{nonce}">\n'
+        "Refunds are accepted within 30 days of purchase.\n"
+        f'</AGENTV-DATA nonce="{nonce}">'
+    ) in user
+    row = results(judged)["refund"]
+    assert row["hits"] == ["gives 30 days"] and row["reasoning"] == "llm_judge: Correct window."
+    record = row["evaluator_provider_request"]
+    assert record["model"] == "openai/fake-judge"
+    assert record["user_prompt"].startswith("You are an expert evaluator.")
+    assert "{nonce}" in record["user_prompt"] and nonce not in record["user_prompt"]
+    assert record["system_prompt"].startswith("You grade answers.")
+
+
+@pytest.mark.parametrize(
+    ("score", "outcome", "verdict"),
+    [
+        (0.8, {"passed": 1}, "pass"),
+        (0.7999, {"xfailed": 1}, "borderline"),
+        (0.6, {"xfailed": 1}, "borderline"),
+        (0.5999, {"failed": 1}, "fail"),
+        (1.7, {"passed": 1}, "pass"),
+        (-2, {"failed": 1}, "fail"),
+    ],
+)
+def test_verdict_thresholds_through_the_judge(
+    judged: pytest.Pytester,
+    fake_llm: FakeOpenAI,
+    score: float,
+    outcome: dict[str, int],
+    verdict: str,
+) -> None:
+    fake_llm.responder = lambda r: freeform_reply(score)
+    write(judged, "f.eval.yaml", FREEFORM)
+    judged.runpytest("--agentv-results=out.jsonl").assert_outcomes(**outcome)
+    row = results(judged)["refund"]
+    assert row["verdict"] == verdict
+    assert row["score"] == min(1.0, max(0.0, score))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '```json\n{"score": 0.9, "hits": ["h"], "misses": []}\n```',
+        'Here is my grade: {"score": 0.9, "hits": ["h"]} -- hope that helps {"score": 0}',
+        '{"score": 0.9, "hits": ["h", "", 3, "  "], "misses": ["a", "b", "c", "d", "e"]}',
+        '{"score": NaN}',
+    ],
+    ids=["fenced", "prose", "trimmed", "nan"],
+)
+def test_tolerant_parsing(reply: str) -> None:
+    score = parse_freeform(reply)
+    if "NaN" in reply:
+        assert score.score == 0.0 and score.verdict == "fail"
+        return
+    assert score.score == 0.9
+    assert score.hits == ("h",)
+    assert len(score.misses) in (0, 4)
+
+
+def test_first_valid_object_wins_and_garbage_is_rejected() -> None:
+    assert first_json_object('noise {not json} {"a": 1} {"b": 2}') == {"a": 1}
+    with pytest.raises(ValueError, match="no JSON object"):
+        first_json_object("I cannot grade this.")
+    with pytest.raises(ValueError, match="'score' must be a number"):
+        parse_freeform('{"score": "0.8"}')
+
+
+def test_garbage_replies_three_attempts_then_not_graded(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: "I'd rather not answer in JSON."
+    write(judged, "f.eval.yaml", FREEFORM)
+    result = judged.runpytest("--agentv-results=out.jsonl")
+    result.assert_outcomes(errors=1)
+    assert len(fake_llm.requests) == 3
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'refund' was not graded: llm_judge: the judge's reply could not be parsed "
+            "after 3 attempts (no JSON object in the reply); this is not a verdict on the answer*"
+        ]
+    )
+    row = results(judged)["refund"]
+    assert (row["score"], row["hits"], row["misses"]) == (0.0, [], [])
+    assert "could not be parsed" in row["error"]
+
+
+def test_a_garbage_reply_is_retried_until_one_parses(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.push("no json here", '{"score": "high"}')
+    fake_llm.responder = lambda r: freeform_reply(1.0)
+    write(judged, "f.eval.yaml", FREEFORM)
+    judged.runpytest().assert_outcomes(passed=1)
+    assert len(fake_llm.requests) == 3
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Status(429, {"retry-after": "0"}),
+        Status(429),
+        Status(500),
+        Status(502),
+        Status(503),
+        Status(504),
+        Status(408),
+        Status(409),
+        Reset(),
+        Truncated(),
+    ],
+    ids=["429-retry-after", "429", "500", "502", "503", "504", "408", "409", "reset", "truncated"],
+)
+def test_transient_faults_are_retried(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI, fault: object
+) -> None:
+    fake_llm.push(fault)  # type: ignore[arg-type]
+    fake_llm.responder = lambda r: freeform_reply(0.95)
+    write(judged, "f.eval.yaml", FREEFORM)
+    judged.runpytest().assert_outcomes(passed=1)
+    assert len(fake_llm.requests) == 2
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_client_errors_get_exactly_one_attempt(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI, status: int
+) -> None:
+    fake_llm.responder = lambda r: Status(status, body='{"error": {"message": "denied"}}')
+    write(judged, "f.eval.yaml", FREEFORM)
+    result = judged.runpytest()
+    result.assert_outcomes(errors=1)
+    assert len(fake_llm.requests) == 1
+    result.stdout.fnmatch_lines(
+        ["*was not graded: judge openai/fake-judge failed after 1 attempt (not retryable)*"]
+    )
+
+
+def test_exhausted_quota_is_not_retried(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda r: Status(
+        429, body='{"error": {"message": "You exceeded your quota", "code": "insufficient_quota"}}'
+    )
+    write(judged, "f.eval.yaml", FREEFORM)
+    judged.runpytest().assert_outcomes(errors=1)
+    assert len(fake_llm.requests) == 1
+
+
+def test_retry_budget_is_bounded(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda r: Status(503)
+    write(judged, "f.eval.yaml", FREEFORM)
+    result = judged.runpytest("--agentv-judge-retries=2")
+    result.assert_outcomes(errors=1)
+    assert len(fake_llm.requests) == 3
+    result.stdout.fnmatch_lines(["*failed after 3 attempts (retry budget spent)*"])
+
+
+def test_retry_after_is_honoured(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.push(Status(429, {"retry-after": "1"}))
+    fake_llm.responder = lambda r: freeform_reply(0.9)
+    write(judged, "f.eval.yaml", FREEFORM)
+    judged.runpytest().assert_outcomes(passed=1)
+    first, second = fake_llm.requests
+    assert 1.0 <= second.at - first.at < 3.0
+
+
+def test_hanging_server_hits_the_deadline(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda r: Hang()
+    write(judged, "f.eval.yaml", FREEFORM)
+    started = time.monotonic()
+    result = judged.runpytest("--agentv-judge-timeout=1")
+    elapsed = time.monotonic() - started
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*was not graded: judge openai/fake-judge failed after *"])
+    assert elapsed < 1 + 1 + 1.5  # deadline + 1 s, plus pytest's own run time
+
+
+def test_slow_reply_within_the_deadline_is_fine(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: Delay(0.3, freeform_reply(0.9))
+    write(judged, "f.eval.yaml", FREEFORM)
+    judged.runpytest("--agentv-judge-timeout=5").assert_outcomes(passed=1)
+
+
+CHECKLIST = """
+evalcases:
+  - id: refund
+    expected_outcome: A helpful refund answer
+    input: How long do I have to return an item?
+    rubrics:
+      - States the 30-day window
+      - {id: tone, expected_outcome: Is friendly, weight: 2, required: false}
+      - {id: channel, expected_outcome: Says where money goes, required: false}
+"""
+
+
+def test_checklist_rubrics(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda r: checklist(rubric_1=True, tone=True, channel=False)
+    write(judged, "c.eval.yaml", CHECKLIST)
+    result = judged.runpytest("--agentv-results=out.jsonl", "--agentv-borderline=pass")
+    result.assert_outcomes(passed=1)
+    user = fake_llm.requests[0].user
+    assert "[[ ## rubrics ## ]]" in user
+    assert "- [rubric-1] (REQUIRED) (weight: 1): States the 30-day window" in user
+    assert "- [tone] (weight: 2): Is friendly" in user
+    assert '"satisfied": <true|false>' in fake_llm.requests[0].system
+    row = results(judged)["refund"]
+    assert row["score"] == pytest.approx(3 / 4)
+    assert row["hits"] == [
+        "[rubric-1] States the 30-day window: rubric_1 checked",
+        "[tone] Is friendly: tone checked",
+    ]
+    assert row["misses"] == ["[channel] Says where money goes: channel checked"]
+
+
+def test_required_rubric_gates_and_omitted_items_count_as_unmet(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: checklist(tone=True, channel=True)
+    write(judged, "c.eval.yaml", CHECKLIST)
+    result = judged.runpytest("--agentv-results=out.jsonl")
+    result.assert_outcomes(failed=1)
+    row = results(judged)["refund"]
+    assert row["score"] == pytest.approx(3 / 4)
+    assert row["verdict"] == "fail"
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'refund' failed: score 0.75 (fail) (a required rubric item was not met)",
+            "*✗ [[]rubric-1] (required, weight 1) States the 30-day window — not assessed by the "
+            "judge",
+            "*✓ [[]tone] (optional, weight 2) Is friendly — tone checked",
+        ]
+    )
+
+
+SCORE_RANGES = """
+evalcases:
+  - id: summary
+    expected_outcome: A short, accurate summary
+    input: Summarize our refund policy.
+    rubrics:
+      - id: accuracy
+        expected_outcome: Facts match the policy
+        weight: 2
+        score_ranges:
+          - {score_range: [0, 3], expected_outcome: Wrong facts}
+          - {score_range: [4, 7], expected_outcome: Mostly right}
+          - {score_range: [8, 10], expected_outcome: All facts right}
+      - id: brevity
+        expected_outcome: Under 50 words
+        required_min_score: 7
+        score_ranges: {0: "Over 80 words", 5: "50-80 words", 8: "Under 50 words"}
+"""
+
+
+def test_score_range_rubrics(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda r: ranges_reply(accuracy=9, brevity=8)
+    write(judged, "s.eval.yaml", SCORE_RANGES)
+    judged.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=1)
+    user = fake_llm.requests[0].user
+    assert "[[ ## scoring_criteria ## ]]" in user
+    assert "### Criterion: accuracy (weight: 2)" in user
+    assert "### Criterion: brevity (weight: 1) [REQUIRED: min score 7]" in user
+    assert "- Score 4-7: Mostly right" in user and "- Score 5-7: 50-80 words" in user
+    assert '"score": <integer 0-10>' in fake_llm.requests[0].system
+    row = results(judged)["summary"]
+    assert row["score"] == pytest.approx((2 * 0.9 + 0.8) / 3)
+    details = row["evaluator_provider_request"]
+    assert details["mode"] == "score_ranges"
+    assert row["hits"][0] == (
+        "[accuracy] Facts match the policy - Score: 9/10 (All facts right): accuracy scored"
+    )
+
+
+def test_required_min_score_gates(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda r: ranges_reply(accuracy=10, brevity=6)
+    write(judged, "s.eval.yaml", SCORE_RANGES)
+    result = judged.runpytest("--agentv-results=out.jsonl")
+    result.assert_outcomes(failed=1)
+    row = results(judged)["summary"]
+    assert row["score"] == pytest.approx((2 * 1.0 + 0.6) / 3)
+    assert row["verdict"] == "fail"
+    result.stdout.fnmatch_lines(["*✗ [[]brevity] (6/10, needs 7, weight 1) Under 50 words*"])
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"checks": [{"id": "accuracy", "score": 11}]}',
+        '{"checks": [{"id": "accuracy", "score": 7.5}]}',
+        '{"checks": "all good"}',
+    ],
+)
+def test_invalid_score_range_replies_are_retried(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI, reply: str
+) -> None:
+    fake_llm.push(reply)
+    fake_llm.responder = lambda r: ranges_reply(accuracy=9, brevity=9)
+    write(judged, "s.eval.yaml", SCORE_RANGES)
+    judged.runpytest().assert_outcomes(passed=1)
+    assert len(fake_llm.requests) == 2
+
+
+def test_custom_prompt_file_and_inline_prompt(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: freeform_reply(0.9)
+    write(
+        judged,
+        "prompts/strict.md",
+        "Grade strictly.\nQ: {{ question }}\nA: {{candidate_answer}}\nUnknown: {{nope}}\n",
+    )
+    write(
+        judged,
+        "p.eval.yaml",
+        """
+        evalcases:
+          - id: from-file
+            input: Refund window?
+            evaluators: [{name: strict, type: llm_judge, prompt: prompts/strict.md}]
+          - id: inline
+            input: Refund window?
+            evaluators: [{name: terse, type: llm_judge, prompt: Penalize answers over 20 words.}]
+        """,
+    )
+    judged.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=2)
+    from_file, inline = sorted(fake_llm.requests, key=lambda r: "Penalize" in r.user)
+    assert from_file.user.startswith("Grade strictly.\nQ: Refund window?\nA: <AGENTV-DATA nonce=")
+    assert "Unknown: {{nope}}" in from_file.user
+    assert from_file.system.startswith("You grade answers.")
+    assert inline.user.startswith("Penalize answers over 20 words.\n\nYou are an expert evaluator.")
+    rows = results(judged)
+    assert rows["from-file"]["evaluator_provider_request"]["custom_prompt"] == "prompts/strict.md"
+    assert rows["inline"]["evaluator_provider_request"]["custom_prompt"] == "inline"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "message"),
+    [
+        (
+            "prompts/plain.md",
+            "prompt file 'prompts/plain.md' must use {{candidate_answer}} or "
+            "{{expected_messages}}; it uses neither*",
+        ),
+        ("prompts/missing.md", "prompt file 'prompts/missing.md' not found*"),
+        ("../outside.md", "prompt file reference '../outside.md' resolves outside the rootdir*"),
+    ],
+    ids=["no-variables", "missing", "outside"],
+)
+def test_bad_prompt_files_are_load_errors(
+    judged: pytest.Pytester, prompt: str, message: str
+) -> None:
+    write(judged, "prompts/plain.md", "Grade it: {{question}}\n")
+    (judged.path.parent / "outside.md").write_text("{{candidate_answer}}")
+    write(
+        judged,
+        "p.eval.yaml",
+        f"""
+        evalcases:
+          - id: a
+            input: q
+            evaluators: [{{name: j, type: llm_judge, prompt: {prompt}}}]
+        """,
+    )
+    result = judged.runpytest("--co")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"p.eval.yaml:5:*: evalcases.0.evaluators.0.prompt: {message}"])
+
+
+def test_structured_output_where_the_model_supports_it(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    project.makeini(judge_ini(fake_llm, model="openai/gpt-4o-mini"))
+    fake_llm.responder = lambda r: freeform_reply(0.9)
+    write(project, "f.eval.yaml", FREEFORM)
+    project.runpytest("--junitxml=junit.xml").assert_outcomes(passed=1)
+    response_format = fake_llm.requests[0].body["response_format"]
+    assert response_format["type"] == "json_schema"
+    assert response_format["json_schema"]["schema"]["required"] == [
+        "score",
+        "hits",
+        "misses",
+        "reasoning",
+    ]
+    props = {
+        p.get("name"): p.get("value") for p in ET.parse(project.path / "junit.xml").iter("property")
+    }
+    assert props["agentv.tokens"] == "120"
+    assert float(props["agentv.cost_usd"]) > 0
+
+
+def test_judge_model_overrides(project: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    project.makeini(judge_ini(fake_llm))
+    write(
+        project,
+        ".agentv/targets.yaml",
+        f"""
+        targets:
+          - name: default
+            provider: mock
+            response: Within 30 days.
+            judge_target: grader
+          - name: plain
+            provider: mock
+            response: Within 30 days.
+          - name: grader
+            provider: openai
+            model: grader-model
+            endpoint: {fake_llm.api_base}
+        """,
+    )
+    write(
+        project,
+        "m.eval.yaml",
+        """
+        evalcases:
+          - id: by-target
+            input: q
+          - id: by-evaluator
+            input: q
+            evaluators: [{name: j, type: llm_judge, model: openai/evaluator-model}]
+          - id: by-session
+            input: q
+            execution: {target: plain}
+        """,
+    )
+    fake_llm.responder = lambda r: freeform_reply(0.9)
+    project.runpytest().assert_outcomes(passed=3)
+    assert sorted(r.body["model"] for r in fake_llm.requests) == [
+        "evaluator-model",
+        "fake-judge",
+        "grader-model",
+    ]
+
+
+def test_llm_target_through_litellm(project: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    project.makeini(judge_ini(fake_llm))
+    write(
+        project,
+        ".agentv/targets.yaml",
+        f"""
+        targets:
+          - name: default
+            provider: litellm
+            model: openai/agent-model
+            api_base: {fake_llm.api_base}
+            temperature: 0.2
+        """,
+    )
+
+    def respond(request: Request) -> str:
+        if request.body["model"] == "agent-model":
+            return "Returns are accepted for 30 days."
+        return freeform_reply(0.9 if "30 days" in request.user else 0.1)
+
+    fake_llm.responder = respond
+    write(project, "t.eval.yaml", FREEFORM)
+    project.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=1)
+    target_request = fake_llm.requests[0]
+    assert target_request.body["messages"] == [
+        {"role": "user", "content": "How long do I have to return an item?"}
+    ]
+    assert target_request.body["temperature"] == 0.2
+    assert results(project)["refund"]["candidate_answer"] == "Returns are accepted for 30 days."
+
+
+def test_several_evaluators_run_concurrently_and_aggregate(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: Delay(0.5, freeform_reply(1.0 if "Be kind" in r.user else 0.5))
+    write(
+        judged,
+        "m.eval.yaml",
+        """
+        evalcases:
+          - id: multi
+            input: q
+            evaluators:
+              - {name: kind, type: llm_judge, prompt: "Be kind.", weight: 3}
+              - {name: strict, type: llm_judge, prompt: "Be strict.", weight: 1}
+              - {name: kw, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
+        """,
+    )
+    started = time.monotonic()
+    judged.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=1)
+    assert time.monotonic() - started < 1.5
+    assert results(judged)["multi"]["score"] == pytest.approx((3 + 0.5 + 1) / 5)
+
+
+CANARY = "sk-canary-DO-NOT-LEAK-0123456789abcdef"
+
+
+def test_canary_key_never_leaks(
+    project: pytest.Pytester, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    project.makeini(judge_ini(fake_llm))
+
+    def respond(request: Request) -> object:
+        if "boom" in request.user:
+            return Status(
+                401,
+                body=json.dumps({"error": {"message": f"Incorrect API key provided: {CANARY}"}}),
+            )
+        return freeform_reply(0.1, misses=[f"key is {CANARY}"], reasoning=f"auth {CANARY}")
+
+    fake_llm.responder = respond  # type: ignore[assignment]
+    write(
+        project,
+        "c.eval.yaml",
+        """
+        evalcases:
+          - {id: boom, input: boom, expected_outcome: x}
+          - {id: low, input: hello, expected_outcome: x}
+        """,
+    )
+    result = project.runpytest(
+        "-vv",
+        "-rA",
+        "--junitxml=junit.xml",
+        "--agentv-results=out.jsonl",
+        "-o",
+        "junit_logging=all",
+    )
+    result.assert_outcomes(failed=1, errors=1)
+    assert fake_llm.requests[0].headers["authorization"] == f"Bearer {CANARY}"
+    artifacts = {
+        "terminal": result.stdout.str() + result.stderr.str(),
+        "junit": (project.path / "junit.xml").read_text(),
+        "results": (project.path / "out.jsonl").read_text(),
+    }
+    for name, text in artifacts.items():
+        assert CANARY not in text, name
+        assert CANARY[:16] not in text, name
+    assert "[redacted]" in artifacts["results"]
+
+
+def test_litellm_is_imported_on_first_model_call_only(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    project.makeconftest(
+        """
+        import os, sys
+
+        def pytest_sessionfinish():
+            print("litellm imported:", "litellm" in sys.modules)
+            print("cost map:", os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"))
+        """
+    )
+    write(
+        project,
+        "code.eval.yaml",
+        "evalcases:\n  - {id: a, input: q, evaluators: "
+        "[{name: kw, type: code_judge, script: [python, keywords.py]}]}\n",
+    )
+    result = project.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*litellm imported: False*"])
+
+    project.makeini(judge_ini(fake_llm))
+    fake_llm.responder = lambda r: freeform_reply(0.9)
+    write(project, "judged.eval.yaml", FREEFORM)
+    result = project.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*litellm imported: True*", "*cost map: True*"])
