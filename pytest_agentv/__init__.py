@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .assertions import AgentvJudge, JudgedAssertionError, assert_judged, assert_judged_async
     from .errors import (
         AgentvDeprecationWarning,
         AgentvError,
@@ -39,6 +40,10 @@ if TYPE_CHECKING:
     from .verdicts import score_to_verdict
 
 _EXPORTS = {
+    "AgentvJudge": "assertions",
+    "JudgedAssertionError": "assertions",
+    "assert_judged": "assertions",
+    "assert_judged_async": "assertions",
     "AgentvDeprecationWarning": "errors",
     "AgentvError": "errors",
     "AgentvWarning": "errors",
@@ -71,6 +76,7 @@ __all__ = [
     "EVALUATOR_KINDS",
     "AgentvDeprecationWarning",
     "AgentvError",
+    "AgentvJudge",
     "AgentvWarning",
     "CaseEvaluation",
     "CodeEvaluator",
@@ -85,12 +91,15 @@ __all__ = [
     "EvaluatorResult",
     "JudgeClient",
     "JudgeNotConfiguredError",
+    "JudgedAssertionError",
     "LlmJudgeEvaluator",
     "NotGradedError",
     "PreparedCase",
     "ReplayMissError",
     "RubricItem",
     "__version__",
+    "assert_judged",
+    "assert_judged_async",
     "build_evaluator_registry",
     "is_evaluator_kind",
     "run_evaluators_for_case",

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from .errors import AgentvError, ConfigError
-from .evaluators.base import EVALUATOR_KINDS, Evaluator
+from .evaluators.base import EVALUATOR_KINDS
 from .evaluators.llm_judge import load_prompt_file
 from .loader import LoadedFile, display_path, evaluator_locs, load_eval_file
 from .models import KIND_ALIASES
@@ -55,25 +55,13 @@ def _run_case(agentv_target: Any) -> None:
 class EvalFile(pytest.File):
     def collect(self) -> Iterable[pytest.Item]:
         run = get_run(self.config)
-        evaluators: dict[str, Evaluator | None] = {}
-
-        def evaluator_for(kind: str) -> Evaluator | None:
-            if kind not in evaluators:
-                evaluators[kind] = self.ihook.pytest_agentv_make_evaluator(
-                    config=self.config, kind=kind
-                )
-            return evaluators[kind]
-
-        def known_kinds() -> list[str]:
-            found = {kind for kind, evaluator in evaluators.items() if evaluator is not None}
-            return sorted(found | set(EVALUATOR_KINDS) | set(KIND_ALIASES))
-
+        evaluator_for = run.evaluator_lookup(self.ihook)
         try:
             loaded = load_eval_file(
                 self.path,
                 display_path(self.path, run.rootdir),
                 lambda kind: evaluator_for(kind) is not None,
-                known_kinds,
+                lambda: sorted({*EVALUATOR_KINDS, *KIND_ALIASES}),
             )
         except AgentvError as exc:
             raise self.CollectError(str(exc)) from None

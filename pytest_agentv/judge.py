@@ -295,7 +295,7 @@ class LlmClient:
             if store.mode == "replay":
                 raise ReplayMissError(
                     f"{label or 'model call'}: no stored reply for this request in "
-                    f"{store.directory} (cache mode 'replay'). Record it by running once with "
+                    f"{store.label} (cache mode 'replay'). Record it by running once with "
                     "--agentv-cache-mode readwrite and a configured model, then commit the store"
                 )
         reply = await self._call(messages, temperature, max_tokens, response_format, label)

@@ -16,29 +16,26 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .reporting import AgentvReporter, attach
-from .settings import Settings, add_options
+from .settings import Settings, add_options, run_key, settings_key
 
 if TYPE_CHECKING:
+    from .assertions import AgentvJudge
     from .evaluators.base import Evaluator
     from .runner import AgentvRun
 
-settings_key = pytest.StashKey[Settings]()
 reporter_key = pytest.StashKey[AgentvReporter]()
 _EVALCASES = re.compile(rb"^evalcases\s*:", re.MULTILINE)
+#: The test pytest is running, so that module-level ``assert_judged`` can find its session.
+active: dict[str, Any] = {"config": None, "item": None}
 
 
 def _run(config: pytest.Config) -> AgentvRun:
-    from .runner import AgentvRun, run_key
+    from .runner import get_run
 
-    run = config.stash.get(run_key, None)
-    if run is None:
-        run = config.stash[run_key] = AgentvRun(config, config.stash[settings_key])
-    return run
+    return get_run(config)
 
 
 def _existing_run(config: pytest.Config) -> AgentvRun | None:
-    from .runner import run_key
-
     return config.stash.get(run_key, None)
 
 
@@ -63,6 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if active["config"] is config:
+        active.update(config=None, item=None)
     reporter = config.stash.get(reporter_key, None)
     if reporter is not None:
         reporter.close()
@@ -117,9 +116,11 @@ def pytest_runtest_protocol(
         from .scheduler import xdist_upcoming
 
         run.plan([item, *xdist_upcoming(item.session)])
+    active.update(config=item.config, item=item)
     try:
         return (yield)
     finally:
+        active["item"] = None
         if run is not None and (item.session.shouldfail or item.session.shouldstop):
             run.scheduler.halt()
 
@@ -137,6 +138,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     run = _existing_run(session.config)
     if run is not None:
         run.close()
+
+
+@pytest.fixture
+def agentv_judge(request: pytest.FixtureRequest) -> AgentvJudge:
+    """The session's judge, bound to this test: ``evaluate`` grades an answer without asserting,
+    ``assert_judged`` / ``assert_judged_async`` assert on it (results go on this test's report)."""
+    from .assertions import AgentvJudge
+
+    return AgentvJudge(_run(request.config), request.node)
 
 
 @pytest.fixture

@@ -29,9 +29,10 @@ def request_key(request: dict[str, Any]) -> str:
 
 
 class ReplayStore:
-    def __init__(self, directory: Path, mode: CacheMode) -> None:
+    def __init__(self, directory: Path, mode: CacheMode, label: str | None = None) -> None:
         self.directory = directory
         self.mode = mode
+        self.label = label or str(directory)
 
     @property
     def reads(self) -> bool:

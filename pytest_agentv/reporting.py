@@ -88,17 +88,17 @@ class AgentvReporter:
         data = getattr(report, "agentv", None)
         if not isinstance(data, dict):
             return
-        case = data.get("case")
-        if isinstance(case, dict):
-            self.cases.append(case)
-            self._add_usage(case.get("usage"))
+        rows = [data["case"]] if isinstance(data.get("case"), dict) else []
+        rows += [row for row in data.get("judged") or () if isinstance(row, dict)]
+        for row in rows:
+            self.cases.append(row)
+            self._add_usage(row.get("usage"))
             if self._results is not None:
                 from .runner import results_row
 
-                self._results.write(json.dumps(results_row(case), **_JSON) + "\n")  # type: ignore[arg-type]
-                self._results.flush()
-        for judged in data.get("judged") or ():
-            self._add_usage(judged.get("usage"))
+                self._results.write(json.dumps(results_row(row), **_JSON) + "\n")  # type: ignore[arg-type]
+        if rows and self._results is not None:
+            self._results.flush()
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -119,7 +119,8 @@ class AgentvReporter:
                 f"{counts.get('skipped', 0)} skipped (no judge)",
             ]
             mean = f"; mean score {fmt(sum(graded) / len(graded))}" if graded else ""
-            terminalreporter.write_line(f"{len(self.cases)} eval cases: {', '.join(parts)}{mean}")
+            count = f"{len(self.cases)} evaluation{'s' if len(self.cases) != 1 else ''}"
+            terminalreporter.write_line(f"{count}: {', '.join(parts)}{mean}")
             if counts.get("skipped"):
                 terminalreporter.write_line(
                     "  skipped cases need an LLM judge: set AGENTV_JUDGE_MODEL and the "
@@ -127,9 +128,12 @@ class AgentvReporter:
                 )
             for case in self.cases:
                 if case["status"] == "error":
-                    terminalreporter.write_line(
-                        f"  not graded: {case['file']}::{case['eval_id']}: {case['error']}"
+                    where = (
+                        f"{case['file']}::{case['eval_id']}"
+                        if case.get("file")
+                        else case["eval_id"]
                     )
+                    terminalreporter.write_line(f"  not graded: {where}: {case['error']}")
         u = self.usage
         terminalreporter.write_line(
             f"agentv: {u['calls']} model calls made, {u['reused']} replies reused from the store, "

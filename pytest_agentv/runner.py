@@ -8,7 +8,7 @@ and the scheduler). ``run_case`` never raises: every way a case can end becomes 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
@@ -42,6 +42,7 @@ from .models import EvalCase, EvalSuite, EvaluatorConfig, Message, canonical_kin
 from .redaction import redact, redact_obj
 from .replay import ReplayStore
 from .scheduler import Scheduler
+from .settings import run_key, settings_key
 from .targets import LLM_PROVIDERS, FixtureTarget, Target, TargetResponse, build_target, model_spec
 
 if TYPE_CHECKING:
@@ -276,7 +277,11 @@ class AgentvRun:
         self.rootdir = config.rootpath
         self.scheduler = Scheduler(settings.concurrency)
         self.store = (
-            ReplayStore(settings.cache_dir, settings.cache_mode)
+            ReplayStore(
+                settings.cache_dir,
+                settings.cache_mode,
+                display_path(settings.cache_dir, config.rootpath),
+            )
             if settings.cache_mode != "off"
             else None
         )
@@ -301,6 +306,30 @@ class AgentvRun:
 
     def builtin_evaluator(self, kind: str) -> Evaluator | None:
         return self._builtins.get(canonical_kind(kind))
+
+    def evaluator_lookup(self, hook: Any) -> Callable[[str], Evaluator | None]:
+        """Find evaluators by kind through a (path-sensitive) hook caller, asking once per kind."""
+        found: dict[str, Evaluator | None] = {}
+
+        def lookup(kind: str) -> Evaluator | None:
+            if kind not in found:
+                found[kind] = hook.pytest_agentv_make_evaluator(config=self.config, kind=kind)
+            return found[kind]
+
+        return lookup
+
+    def registry_for(self, kinds: Sequence[str], hook: Any) -> dict[str, Evaluator]:
+        lookup = self.evaluator_lookup(hook)
+        registry: dict[str, Evaluator] = {}
+        for kind in kinds:
+            evaluator = lookup(kind)
+            if evaluator is None:
+                raise ConfigError(
+                    f"unknown evaluator type '{kind}'; add kinds with the "
+                    "pytest_agentv_make_evaluator hook"
+                )
+            registry[kind] = evaluator
+        return registry
 
     def plan(self, items: Sequence[pytest.Item]) -> None:
         """Let the scheduler start the cases of these items early, unless a fixture answers them."""
@@ -522,11 +551,12 @@ class AgentvRun:
         self.scheduler.close()
 
 
-run_key = pytest.StashKey[AgentvRun]()
-
-
 def get_run(config: pytest.Config) -> AgentvRun:
-    return config.stash[run_key]
+    """The run of this pytest process, created on first use (eval files, ``assert_judged``)."""
+    run = config.stash.get(run_key, None)
+    if run is None:
+        run = config.stash[run_key] = AgentvRun(config, config.stash[settings_key])
+    return run
 
 
 def _name(target: Target | None) -> str | None:

@@ -12,9 +12,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
+
+if TYPE_CHECKING:
+    from .runner import AgentvRun
 
 BorderlineMode = Literal["xfail", "fail", "pass"]
 CacheMode = Literal["readwrite", "replay", "refresh", "off"]
@@ -184,6 +187,8 @@ def add_options(parser: pytest.Parser) -> None:
 
 @dataclass(frozen=True)
 class Settings:
+    """The resolved options of this pytest process (see ``OPTIONS``)."""
+
     target: str | None
     targets: Path | None
     borderline: BorderlineMode
@@ -289,3 +294,8 @@ def _choice(text: str, option: _Option, source: str) -> str:
     if text not in option.choices:
         raise pytest.UsageError(f"{source} is invalid; choose one of: {', '.join(option.choices)}")
     return text
+
+
+settings_key: pytest.StashKey[Settings] = pytest.StashKey()
+#: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
+run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()

@@ -106,7 +106,7 @@ def test_runs_under_xdist(project: pytest.Pytester) -> None:
     write(project, "b.eval.yaml", CASES.replace("[30 days]", "[ninety days]"))
     result = project.runpytest("-n", "2", "--junitxml=out.xml")
     result.assert_outcomes(passed=3, failed=1)
-    result.stdout.fnmatch_lines(["*4 eval cases: 3 pass, 0 borderline, 1 fail*"])
+    result.stdout.fnmatch_lines(["*4 evaluations: 3 pass, 0 borderline, 1 fail*"])
     assert (project.path / "out.xml").read_text().count('name="agentv.score"') == 4
 
 

@@ -12,9 +12,9 @@ from helpers import judge_ini
 def test_examples_run_offline(pytester: pytest.Pytester) -> None:
     pytester.copy_example(".")
     result = pytester.runpytest("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=6, skipped=4, xfailed=1)
+    result.assert_outcomes(passed=7, skipped=7, xfailed=1)
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*4 skipped (no judge)*"])
+    result.stdout.fnmatch_lines(["*7 skipped (no judge)*"])
 
 
 def test_showcase_failure_report(pytester: pytest.Pytester) -> None:
@@ -52,7 +52,7 @@ def test_llm_examples_with_a_judge(pytester: pytest.Pytester, fake_llm: FakeOpen
     ini = judge_ini(fake_llm).replace("agentv_cache_mode = off\n", "")
     (pytester.path / "pytest.ini").write_text(ini + "agentv_cache_dir = .agentv/test-cache\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-results=out.jsonl")
-    result.assert_outcomes(passed=10, xfailed=1)
+    result.assert_outcomes(passed=14, xfailed=1)
     modes = {
         row["eval_id"]: (row.get("evaluator_provider_request") or {}).get("mode")
         for row in map(json.loads, (pytester.path / "out.jsonl").read_text().splitlines())
@@ -62,3 +62,7 @@ def test_llm_examples_with_a_judge(pytester: pytest.Pytester, fake_llm: FakeOpen
     assert modes["freeform-refund-window"] == "freeform"
     custom = next(r for r in fake_llm.requests if "customer-support assistant" in r.user)
     assert "Hi! What's your return policy?" in custom.user
+    fake_llm.stop()
+    replayed = pytester.runpytest("-p", "no:cacheprovider", "--agentv-cache-mode=replay")
+    replayed.assert_outcomes(passed=14, xfailed=1)
+    replayed.stdout.fnmatch_lines(["agentv: 0 model calls made, * replies reused from the store*"])

@@ -1,0 +1,327 @@
+"""``assert_judged`` for plain unit tests, its async twin, and the ``agentv_judge`` object.
+
+They enter the pipeline at "evaluators" with an answer in hand and leave through the same
+verdict function and the same failure text as YAML cases: pass returns the score, borderline
+xfails (per ``--agentv-borderline``), fail raises an ``AssertionError`` carrying the evaluator
+table. Without a configured judge an LLM-judged assertion skips, like an LLM-judged YAML case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from pydantic import ValidationError
+
+from .errors import AgentvError, JudgeNotConfiguredError
+from .evaluators.base import (
+    CaseEvaluation,
+    EvaluationContext,
+    EvaluationScore,
+    PreparedCase,
+    run_evaluators_for_case,
+)
+from .judge import Usage, current_usage
+from .models import EvaluatorConfig, RubricItem, rubric_items
+from .redaction import redact, redact_obj
+from .reporting import judged_key, record_properties
+from .targets import response_from
+from .verdicts import borderline_reason, outcome_for, report_text, summary_line
+
+if TYPE_CHECKING:
+    from .runner import AgentvRun
+
+Rubrics = Sequence[str | Mapping[str, Any] | RubricItem]
+Entries = Sequence[Mapping[str, Any] | EvaluatorConfig]
+
+
+class JudgedAssertionError(AssertionError):
+    """``assert_judged`` failed: the message is the evaluator and rubric table."""
+
+    def __init__(self, message: str, result: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def _entries(evaluators: Entries | None, rubrics: Rubrics | None) -> tuple[EvaluatorConfig, ...]:
+    entries: list[EvaluatorConfig] = []
+    for index, entry in enumerate(evaluators or ()):
+        if isinstance(entry, EvaluatorConfig):
+            entries.append(entry)
+            continue
+        try:
+            entries.append(EvaluatorConfig.model_validate(dict(entry)))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in exc.errors()
+            )
+            raise ValueError(f"evaluators[{index}] is invalid: {problems}") from None
+    if rubrics:
+        rubric = EvaluatorConfig(name="rubric", type="llm_judge", rubrics=rubric_items(rubrics))
+        entries.insert(0, rubric)
+    if not entries:
+        entries.append(EvaluatorConfig(name="llm_judge", type="llm_judge"))
+    return tuple(entries)
+
+
+class AgentvJudge:
+    """The session's judge, bound to a test: evaluate answers, or assert on them.
+
+    ``evaluate`` grades without asserting and returns the aggregate and per-evaluator results;
+    ``assert_judged`` turns the verdict into a pytest outcome. Model calls go through the same
+    retry policy and record/replay store as eval files.
+    """
+
+    def __init__(self, run: AgentvRun, item: pytest.Item | None = None) -> None:
+        self.run = run
+        self.item = item
+
+    @property
+    def model(self) -> str | None:
+        return self.run.settings.judge_model
+
+    def _context(
+        self,
+        candidate: Any,
+        question: str | None,
+        expected_outcome: str | None,
+        reference_answer: str | None,
+        model: str | None,
+    ) -> EvaluationContext:
+        response = response_from(candidate, "assert_judged candidate")
+        folder = self.item.path.parent if self.item is not None else Path.cwd()
+        case = PreparedCase(
+            id=self.item.name if self.item is not None else "assert_judged",
+            question=question or "",
+            input_messages=({"role": "user", "content": question or ""},),
+            expected_outcome=expected_outcome or "",
+            reference_answer=reference_answer or "",
+            expected_messages=(
+                ({"role": "assistant", "content": reference_answer},) if reference_answer else ()
+            ),
+            authored_input=({"role": "user", "content": question or ""},),
+            folder=folder,
+            rootdir=self.run.rootdir,
+        )
+        return EvaluationContext(
+            eval_case=case,
+            candidate=response.text,
+            target="assert_judged",
+            output_messages=response.output_messages,
+            judge_model=model,
+            trace_summary=response.trace_summary(),
+        )
+
+    async def _evaluate(
+        self,
+        candidate: Any,
+        *,
+        expected_outcome: str | None,
+        question: str | None,
+        reference_answer: str | None,
+        rubrics: Rubrics | None,
+        evaluators: Entries | None,
+        model: str | None,
+        usage: Usage,
+    ) -> CaseEvaluation:
+        entries = _entries(evaluators, rubrics)
+        context = self._context(candidate, question, expected_outcome, reference_answer, model)
+        hook = self.item.ihook if self.item is not None else self.run.config.hook
+        registry = self.run.registry_for([e.type for e in entries], hook)
+        token = current_usage.set(usage)
+        try:
+            return await run_evaluators_for_case(context, entries, registry)
+        finally:
+            current_usage.reset(token)
+
+    def evaluate(
+        self,
+        candidate: Any,
+        *,
+        expected_outcome: str | None = None,
+        question: str | None = None,
+        reference_answer: str | None = None,
+        rubrics: Rubrics | None = None,
+        evaluators: Entries | None = None,
+        model: str | None = None,
+    ) -> CaseEvaluation:
+        """Grade ``candidate`` without asserting; raises ``JudgeNotConfiguredError`` if no judge."""
+        return self.run.scheduler.run(
+            self._evaluate(
+                candidate,
+                usage=Usage(),
+                expected_outcome=expected_outcome,
+                question=question,
+                reference_answer=reference_answer,
+                rubrics=rubrics,
+                evaluators=evaluators,
+                model=model,
+            )
+        )
+
+    async def aevaluate(
+        self,
+        candidate: Any,
+        *,
+        expected_outcome: str | None = None,
+        question: str | None = None,
+        reference_answer: str | None = None,
+        rubrics: Rubrics | None = None,
+        evaluators: Entries | None = None,
+        model: str | None = None,
+    ) -> CaseEvaluation:
+        """The awaitable ``evaluate``; calls from ``asyncio.gather`` overlap."""
+        future = self.run.scheduler.submit(
+            self._evaluate(
+                candidate,
+                usage=Usage(),
+                expected_outcome=expected_outcome,
+                question=question,
+                reference_answer=reference_answer,
+                rubrics=rubrics,
+                evaluators=evaluators,
+                model=model,
+            )
+        )
+        return await asyncio.wrap_future(future)
+
+    def assert_judged(self, candidate: Any, **options: Any) -> EvaluationScore:
+        __tracebackhide__ = True
+        usage = Usage()
+        try:
+            evaluation = self.run.scheduler.run(self._evaluate(candidate, usage=usage, **options))
+        except AgentvError as exc:
+            return self._conclude(None, usage, exc)
+        return self._conclude(evaluation, usage, None)
+
+    async def assert_judged_async(self, candidate: Any, **options: Any) -> EvaluationScore:
+        __tracebackhide__ = True
+        usage = Usage()
+        try:
+            future = self.run.scheduler.submit(self._evaluate(candidate, usage=usage, **options))
+            evaluation = await asyncio.wrap_future(future)
+        except AgentvError as exc:
+            return self._conclude(None, usage, exc)
+        return self._conclude(evaluation, usage, None)
+
+    def _conclude(
+        self, evaluation: CaseEvaluation | None, usage: Usage, error: AgentvError | None
+    ) -> EvaluationScore:
+        """Record the result on the calling test, then pass, xfail, skip or fail."""
+        __tracebackhide__ = True
+        settings = self.run.settings
+        status = "graded"
+        if isinstance(error, JudgeNotConfiguredError):
+            status = "skipped"
+        elif error is not None or (evaluation is not None and evaluation.score.error):
+            status = "error"
+        message = redact(str(error)) if error is not None else None
+        if evaluation is not None and evaluation.score.error:
+            message = evaluation.score.error
+        score = evaluation.score if evaluation is not None else None
+        where = self.item.nodeid if self.item is not None else "assert_judged"
+        data: dict[str, Any] = redact_obj(
+            {
+                "status": status,
+                "eval_id": where,
+                "score": score.score if score else 0.0,
+                "verdict": score.verdict if score else None,
+                "hits": list(score.hits) if score else [],
+                "misses": list(score.misses) if score else [],
+                "reasoning": score.reasoning if score else None,
+                "evaluator_results": [r.to_dict() for r in evaluation.evaluator_results]
+                if evaluation
+                else [],
+                "error": message,
+                "usage": usage.to_dict(),
+            }
+        )
+        if self.item is not None:
+            self.item.stash.setdefault(judged_key, []).append(data)
+            record_properties(self.item, data)
+        if status == "skipped":
+            if settings.require_judge:
+                pytest.fail(
+                    f"assert_judged needs a judge: {message} (--agentv-require-judge)",
+                    pytrace=False,
+                )
+            pytest.skip(f"assert_judged skipped: {message}")
+        if status == "error":
+            if settings.fail_on_error:
+                pytest.fail(f"assert_judged could not grade the answer: {message}", pytrace=False)
+            pytest.skip(f"assert_judged could not grade the answer: {message}")
+        assert score is not None
+        outcome = outcome_for(score.verdict, settings.borderline)
+        if outcome == "xfailed":
+            pytest.xfail(borderline_reason(data))
+        elif outcome == "failed":
+            raise JudgedAssertionError(
+                report_text(data, f"assert_judged failed: {summary_line(data)}"), data
+            )
+        return score
+
+
+def _judge() -> AgentvJudge:
+    from .plugin import active
+    from .runner import get_run
+
+    config = active["config"]
+    if config is None:
+        raise RuntimeError(
+            "assert_judged needs a running pytest session with pytest-agentv (call it from a test)"
+        )
+    return AgentvJudge(get_run(config), active["item"])
+
+
+def assert_judged(
+    candidate: Any,
+    *,
+    expected_outcome: str | None = None,
+    question: str | None = None,
+    reference_answer: str | None = None,
+    rubrics: Rubrics | None = None,
+    evaluators: Entries | None = None,
+    model: str | None = None,
+) -> EvaluationScore:
+    """Grade ``candidate`` with the session's judge and assert on the verdict.
+
+    ``rubrics`` are strings, dicts or ``RubricItem``s; ``evaluators`` takes the same entries as
+    YAML (so code judges work too). Pass returns the ``EvaluationScore``; borderline calls
+    ``pytest.xfail``; fail raises ``JudgedAssertionError`` with the evaluator table.
+    """
+    __tracebackhide__ = True
+    return _judge().assert_judged(
+        candidate,
+        expected_outcome=expected_outcome,
+        question=question,
+        reference_answer=reference_answer,
+        rubrics=rubrics,
+        evaluators=evaluators,
+        model=model,
+    )
+
+
+async def assert_judged_async(
+    candidate: Any,
+    *,
+    expected_outcome: str | None = None,
+    question: str | None = None,
+    reference_answer: str | None = None,
+    rubrics: Rubrics | None = None,
+    evaluators: Entries | None = None,
+    model: str | None = None,
+) -> EvaluationScore:
+    """The awaitable ``assert_judged``: several can run at once with ``asyncio.gather``."""
+    __tracebackhide__ = True
+    return await _judge().assert_judged_async(
+        candidate,
+        expected_outcome=expected_outcome,
+        question=question,
+        reference_answer=reference_answer,
+        rubrics=rubrics,
+        evaluators=evaluators,
+        model=model,
+    )

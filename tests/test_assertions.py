@@ -1,0 +1,221 @@
+"""assert_judged, its async twin and the agentv_judge fixture, in plain Python tests."""
+
+from __future__ import annotations
+
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+from fake_openai import Delay, FakeOpenAI, Request, checklist
+from fake_openai import freeform as freeform_reply
+from helpers import write
+
+UNIT_TESTS = """
+import pytest
+from pytest_agentv import EvaluationScore, assert_judged
+
+ANSWER = "You can return items within 30 days."
+
+def test_good():
+    score = assert_judged(ANSWER, expected_outcome="Gives the 30-day window", question="Returns?")
+    assert isinstance(score, EvaluationScore) and score.verdict == "pass"
+
+def test_meh():
+    assert_judged(ANSWER, expected_outcome="Gives the window and the refund method")
+    raise AssertionError("not reached: borderline xfails")
+
+def test_bad():
+    assert_judged(ANSWER, expected_outcome="Explains the warranty")
+"""
+
+
+def score_by_outcome(request: Request) -> str:
+    if "warranty" in request.user:
+        return freeform_reply(0.2, ["polite"], ["says nothing about the warranty"], "Off topic.")
+    if "refund method" in request.user:
+        return freeform_reply(0.7, [], ["no refund method"])
+    return freeform_reply(0.95, ["30 days"])
+
+
+def test_three_outcomes(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = score_by_outcome
+    judged.makepyfile(test_unit=UNIT_TESTS)
+    result = judged.runpytest("-rx")
+    result.assert_outcomes(passed=1, xfailed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "    def test_bad():",
+            '>       assert_judged(ANSWER, expected_outcome="Explains the warranty")',
+            "E       pytest_agentv.assertions.JudgedAssertionError: assert_judged failed: "
+            "score 0.20 (fail)",
+            "E         evaluator  type       weight  score  verdict",
+            "E         llm_judge  llm_judge       1   0.20  fail",
+            "E       llm_judge (llm_judge): score 0.20 (fail)",
+            "E           ✓ polite",
+            "E           ✗ says nothing about the warranty",
+            "E           reasoning: Off topic.",
+            "test_unit.py:15: JudgedAssertionError",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["XFAIL test_unit.py::test_meh - borderline: score 0.70; misses: no refund method"]
+    )
+    assert "pytest_agentv/assertions.py" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*3 evaluations: 1 pass, 1 borderline, 1 fail*"])
+    judged.runpytest("--agentv-borderline=fail").assert_outcomes(passed=1, failed=2)
+
+
+def test_async_twin_overlaps_calls(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda r: Delay(0.5, freeform_reply(0.9))
+    judged.makepyfile(
+        test_async="""
+        import asyncio, time
+        import pytest
+        from pytest_agentv import assert_judged_async
+
+        @pytest.mark.asyncio
+        async def test_many():
+            started = time.monotonic()
+            scores = await asyncio.gather(
+                *(assert_judged_async(f"answer {i}", expected_outcome="ok") for i in range(4))
+            )
+            assert [s.score for s in scores] == [0.9] * 4
+            assert time.monotonic() - started < 1.5
+        """
+    )
+    judged.runpytest().assert_outcomes(passed=1)
+    assert fake_llm.peak_in_flight == 4
+
+
+def test_code_judges_and_rubric_forms(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda r: checklist(rubric_1=True, tone=True, brief=True)
+    write(judged, "judges/kw.py", (judged.path / "keywords.py").read_text())
+    judged.makepyfile(
+        test_forms="""
+        from pytest_agentv import RubricItem, assert_judged
+
+        def test_code_judge():
+            score = assert_judged(
+                "Refunds within 30 days",
+                evaluators=[{"name": "kw", "type": "code_judge",
+                             "script": ["python", "judges/kw.py"], "keywords": ["30 days"]}],
+            )
+            assert score.hits == ("mentions 30 days",)
+
+        def test_rubric_forms():
+            score = assert_judged(
+                "Refunds within 30 days",
+                rubrics=["Mentions 30 days", {"id": "tone", "expected_outcome": "Polite"},
+                         RubricItem(id="brief", expected_outcome="Short")],
+            )
+            assert score.score == 1.0
+
+        def test_bad_entry():
+            assert_judged("x", evaluators=[{"type": "code_judge"}])
+        """
+    )
+    result = judged.runpytest()
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*ValueError: evaluators[[]0] is invalid: name: Field required*"])
+    assert "- [tone] (REQUIRED) (weight: 1): Polite" in fake_llm.requests[0].user
+
+
+def test_junit_properties_on_the_calling_test(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: freeform_reply(0.9, ["fine"])
+    judged.makepyfile(
+        test_props="""
+        from pytest_agentv import assert_judged
+
+        def test_it():
+            assert_judged("answer", expected_outcome="ok")
+        """
+    )
+    judged.runpytest("--junitxml=junit.xml").assert_outcomes(passed=1)
+    props = {
+        p.get("name"): p.get("value") for p in ET.parse(judged.path / "junit.xml").iter("property")
+    }
+    assert props["agentv.score"] == "0.9000"
+    assert props["agentv.verdict"] == "pass"
+    assert props["agentv.evaluator.llm_judge.score"] == "0.9000"
+    assert props["agentv.hits"] == '["fine"]'
+    assert props["agentv.tokens"] == "120"
+
+
+def test_skips_without_a_judge_and_require_judge(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_nojudge="""
+        from pytest_agentv import assert_judged
+
+        def test_needs_judge():
+            assert_judged("answer", expected_outcome="ok")
+
+        def test_code_only():
+            assert_judged("ok", evaluators=[{"name": "kw", "type": "code",
+                                             "script": ["python", "keywords.py"]}])
+        """
+    )
+    result = project.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*1 skipped (no judge)*",
+            "SKIPPED*assert_judged skipped: no LLM judge is configured: set AGENTV_JUDGE_MODEL*",
+        ]
+    )
+    result = project.runpytest("--agentv-require-judge")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*assert_judged needs a judge: no LLM judge is configured*"])
+
+
+def test_judge_fixture_evaluates_without_asserting(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: freeform_reply(0.1, [], ["wrong"])
+    judged.makepyfile(
+        test_fixture="""
+        def test_evaluate(agentv_judge):
+            result = agentv_judge.evaluate("answer", expected_outcome="ok", model="openai/other")
+            assert result.score.score == 0.1 and result.score.verdict == "fail"
+            assert [r.name for r in result.evaluator_results] == ["llm_judge"]
+            assert agentv_judge.model == "openai/fake-judge"
+        """
+    )
+    judged.runpytest().assert_outcomes(passed=1)
+    assert fake_llm.requests[0].body["model"] == "other"
+
+
+def test_outside_a_session_is_a_clear_error() -> None:
+    import pytest_agentv.plugin as plugin
+    from pytest_agentv import assert_judged
+
+    saved = dict(plugin.active)
+    plugin.active.update(config=None, item=None)
+    try:
+        with pytest.raises(RuntimeError, match="needs a running pytest session"):
+            assert_judged("x")
+    finally:
+        plugin.active.update(saved)
+
+
+def test_not_graded_assertion_says_so(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda r: "not json at all"
+    judged.makepyfile(
+        test_garbage="""
+        from pytest_agentv import assert_judged
+
+        def test_it():
+            assert_judged("answer", expected_outcome="ok")
+        """
+    )
+    started = time.monotonic()
+    result = judged.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*assert_judged could not grade the answer: llm_judge: the judge's reply could not be "
+            "parsed after 3 attempts*"
+        ]
+    )
+    assert time.monotonic() - started < 10
