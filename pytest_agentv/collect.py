@@ -115,20 +115,19 @@ class EvalItem(pytest.Function):
             result = run.scheduler.result(self.nodeid)
         else:
             result = run.run_now(self.spec, fixture)
-        self.stash[result_key] = result
-        data = result.to_dict()
+        data = self.stash[result_key] = result.to_dict()
         record_properties(self, data)
         where = f"{self.spec.loaded.display}:{self.spec.line + 1}"
         if result.status == "skipped":
             if run.settings.require_judge:
                 pytest.fail(
-                    f"{where}: eval '{self.name}' needs a judge: {result.error} "
+                    f"{where}: eval '{self.name}' needs a judge: {data['error']} "
                     "(--agentv-require-judge is set)",
                     pytrace=False,
                 )
-            self._skip(f"eval '{self.name}' skipped: {result.error}")
+            self._skip(f"eval '{self.name}' skipped: {data['error']}")
         if result.status == "error":
-            message = f"eval '{self.name}' was not graded: {result.error}"
+            message = f"eval '{self.name}' was not graded: {data['error']}"
             if run.settings.fail_on_error:
                 pytest.fail(f"{where}: {message}", pytrace=False)
             self._skip(message)
@@ -142,7 +141,7 @@ class EvalItem(pytest.Function):
             exec(raiser, {"skipped": skipped.with_traceback(None)})
 
     def runtest(self) -> None:
-        data = self.stash[result_key].to_dict()
+        data = self.stash[result_key]
         outcome = outcome_for(str(data["verdict"]), get_run(self.config).settings.borderline)
         if outcome == "xfailed":
             # Last statement of its branch: with --runxfail, pytest.xfail does nothing.

@@ -253,13 +253,18 @@ class LlmClient:
         accept: Callable[[str], T],
         temperature: float | None = 0.0,
         max_tokens: int | None = None,
-        response_format: dict[str, Any] | None = None,
+        structured: dict[str, Any] | None = None,
         nonce: str | None = None,
         trial: int = 0,
         protocol: str = "",
         label: str = "",
     ) -> tuple[T, Reply]:
-        """Return ``(accept(text), reply)``; a reply ``accept`` rejects (raises) is never stored."""
+        """Return ``(accept(text), reply)``; a reply ``accept`` rejects (raises) is never stored.
+
+        ``structured`` is a JSON-schema response format to send where the model supports it.
+        Whether it does is only asked (which imports litellm) when a call must be made: a reply
+        stored for either choice is reused, so replaying never imports litellm.
+        """
         keyed = [
             {
                 **m,
@@ -269,35 +274,40 @@ class LlmClient:
             }
             for m in messages
         ]
-        fingerprint = {
-            "model": self.spec.model,
-            "messages": keyed,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-            "response_format": response_format,
-            "protocol": protocol,
-            "trial": trial,
-        }
+        def fingerprint(response_format: dict[str, Any] | None) -> dict[str, Any]:
+            return {
+                "model": self.spec.model,
+                "messages": keyed,
+                "temperature": temperature,
+                "max_tokens": max_tokens,
+                "response_format": response_format,
+                "protocol": protocol,
+                "trial": trial,
+            }
+
         usage = current_usage.get()
         store = self.store
-        key = request_key(fingerprint) if store is not None else ""
         if store is not None:
-            stored = store.get(key)
-            if stored is not None and isinstance(stored.get("content"), str):
+            for choice in ([structured, None] if structured is not None else [None]):
+                stored = store.get(request_key(fingerprint(choice)))
+                if stored is None or not isinstance(stored.get("content"), str):
+                    continue
                 try:
                     value = accept(stored["content"])
                 except ValueError:
-                    pass
-                else:
-                    if usage is not None:
-                        usage.reused += 1
-                    return value, Reply(stored["content"], cached=True)
+                    continue
+                if usage is not None:
+                    usage.reused += 1
+                return value, Reply(stored["content"], cached=True)
             if store.mode == "replay":
                 raise ReplayMissError(
                     f"{label or 'model call'}: no stored reply for this request in "
                     f"{store.label} (cache mode 'replay'). Record it by running once with "
                     "--agentv-cache-mode readwrite and a configured model, then commit the store"
                 )
+        response_format = (
+            structured if structured is not None and self.supports_response_schema() else None
+        )
         reply = await self._call(messages, temperature, max_tokens, response_format, label)
         if usage is not None:
             usage.calls += 1
@@ -306,9 +316,10 @@ class LlmClient:
             usage.cost_usd += reply.cost_usd or 0.0
         value = accept(reply.text)
         if store is not None:
+            request = fingerprint(response_format)
             store.put(
-                key,
-                fingerprint,
+                request_key(request),
+                request,
                 {
                     "content": reply.text,
                     "usage": {

@@ -17,10 +17,10 @@ import pytest
 from .verdicts import fmt
 
 if TYPE_CHECKING:
-    from .runner import CaseResult
     from .settings import Settings
 
-result_key: pytest.StashKey[CaseResult] = pytest.StashKey()
+#: An eval item's result, as the plain dict that goes on its report.
+result_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 #: Results of ``assert_judged`` calls made by a test, and the model usage they caused.
 judged_key = pytest.StashKey[list[dict[str, Any]]]()
 
@@ -57,9 +57,9 @@ def attach(item: pytest.Item, report: pytest.TestReport) -> None:
     """Put the case result (or a test's ``assert_judged`` results) on the report that ends it."""
     result = item.stash.get(result_key, None)
     if result is not None:
-        ends_here = report.when == ("call" if result.status == "graded" else "setup")
-        if ends_here:
-            report.agentv = {"case": result.to_dict()}  # type: ignore[attr-defined]
+        if report.when == ("call" if result["status"] == "graded" else "setup"):
+            report.agentv = {"case": result}  # type: ignore[attr-defined]
+            del item.stash[result_key]
         return
     judged = item.stash.get(judged_key, None)
     if judged and report.when == "call":

@@ -48,6 +48,10 @@ def shared_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+async def _done() -> None:
+    """Stands in for work already started, so the plan does not keep its arguments alive."""
+
+
 class AdaptiveLimit:
     """Additive increase, multiplicative decrease of the number of cases in flight."""
 
@@ -127,6 +131,7 @@ class Scheduler:
             shared_loop().call_soon_threadsafe(self._pump)
 
     def planned(self, key: Hashable) -> bool:
+        """Whether early work for ``key`` is planned and its result not yet taken."""
         return key in self._futures
 
     def result(self, key: Hashable) -> Any:
@@ -134,7 +139,10 @@ class Scheduler:
         index = self._index[key]
         self._position = max(self._position, index)
         shared_loop().call_soon_threadsafe(self._pump, index)
-        return self._futures[key].result()
+        try:
+            return self._futures[key].result()
+        finally:
+            del self._futures[key]
 
     def halt(self) -> None:
         """Start no more early work (``-x``, ``--maxfail``); what runs finishes or is cancelled."""
@@ -167,9 +175,10 @@ class Scheduler:
             )
         ):
             key, work = self._plan[self._cursor]
+            self._plan[self._cursor] = (key, _done)
             self._cursor += 1
-            future = self._futures[key]
-            if not future.set_running_or_notify_cancel():
+            future = self._futures.get(key)
+            if future is None or not future.set_running_or_notify_cancel():
                 continue
             self._in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self._in_flight)

@@ -332,11 +332,7 @@ class LlmJudgeEvaluator:
                     user = f"{custom.text.strip()}\n\n{user}"
             return system(nonce), user
 
-        response_format = (
-            prompts.response_format(f"agentv_{mode}", schema)
-            if judge.supports_response_schema()
-            else None
-        )
+        structured = prompts.response_format(f"agentv_{mode}", schema)
         system_prompt, user_prompt = render(NONCE_PLACEHOLDER)
         request: dict[str, Any] = {
             "user_prompt": user_prompt,
@@ -359,7 +355,7 @@ class LlmJudgeEvaluator:
                     accept=_rejecting(parse),
                     temperature=temperature,
                     max_tokens=max_tokens,
-                    response_format=response_format,
+                    structured=structured,
                     nonce=nonce,
                     trial=context.attempt,
                     protocol=prompts.PROTOCOL_VERSION,
