@@ -10,14 +10,14 @@ passed, xfailed or failed.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .errors import AgentvError, ConfigError
-from .evaluators.base import EVALUATOR_KINDS
+from .errors import AgentvError, ConfigError, EvalFileError
+from .evaluators.base import EVALUATOR_KINDS, Evaluator
 from .evaluators.llm_judge import load_prompt_file
 from .loader import LoadedFile, display_path, evaluator_locs, load_eval_file
 from .models import KIND_ALIASES
@@ -52,47 +52,64 @@ def _run_case(agentv_target: Any) -> None:
     """Declares the fixtures every eval item requests; the work happens in ``EvalItem``."""
 
 
-class EvalFile(pytest.File):
-    def collect(self) -> Iterable[pytest.Item]:
-        run = get_run(self.config)
-        evaluator_for = run.evaluator_lookup(self.ihook)
-        try:
-            loaded = load_eval_file(
-                self.path,
-                display_path(self.path, run.rootdir),
-                lambda kind: evaluator_for(kind) is not None,
-                lambda: sorted({*EVALUATOR_KINDS, *KIND_ALIASES}),
-            )
-        except AgentvError as exc:
-            raise self.CollectError(str(exc)) from None
-        self._check_prompt_files(loaded)
-        for warning in loaded.warnings:
-            warnings.warn_explicit(warning.message, warning.category, str(self.path), warning.line)
-        for index, case in enumerate(loaded.suite.evalcases):
-            entries = effective_evaluators(case, loaded.suite)
-            registry = {entry.type: evaluator_for(entry.type) for entry in entries}
-            spec = CaseSpec(
+def load_specs(
+    path: Path, display: str, rootdir: Path, evaluator_for: Callable[[str], Evaluator | None]
+) -> tuple[LoadedFile, list[CaseSpec]]:
+    """Everything collection does with an eval file, without pytest: raises ``AgentvError``."""
+    loaded = load_eval_file(
+        path,
+        display,
+        lambda kind: evaluator_for(kind) is not None,
+        lambda: sorted({*EVALUATOR_KINDS, *KIND_ALIASES}),
+    )
+    _check_prompt_files(loaded, rootdir)
+    specs: list[CaseSpec] = []
+    for index, case in enumerate(loaded.suite.evalcases):
+        entries = effective_evaluators(case, loaded.suite)
+        registry = {entry.type: evaluator_for(entry.type) for entry in entries}
+        specs.append(
+            CaseSpec(
                 loaded=loaded,
                 index=index,
                 evaluators=entries,
                 registry={kind: e for kind, e in registry.items() if e is not None},
             )
-            item = EvalItem.from_parent(self, name=case.id, callobj=_run_case, spec=spec)
+        )
+    return loaded, specs
+
+
+def _check_prompt_files(loaded: LoadedFile, rootdir: Path) -> None:
+    """Custom judge prompts that are files must exist, stay in the rootdir and use a candidate
+    variable: a load error here, rather than a surprise at run time."""
+    for loc, entry in evaluator_locs(loaded.suite):
+        if entry.kind != "llm_judge" or not isinstance(entry.prompt, str):
+            continue
+        try:
+            load_prompt_file(entry.prompt, start=loaded.path.parent, rootdir=rootdir)
+        except ConfigError as exc:
+            line, col = loaded.positions.get((*loc, "prompt"), (1, 1))
+            dotted = ".".join(map(str, (*loc, "prompt")))
+            raise EvalFileError(loaded.display, line, col, f"{dotted}: {exc}") from None
+
+
+class EvalFile(pytest.File):
+    def collect(self) -> Iterable[pytest.Item]:
+        run = get_run(self.config)
+        try:
+            loaded, specs = load_specs(
+                self.path,
+                display_path(self.path, run.rootdir),
+                run.rootdir,
+                run.evaluator_lookup(self.ihook),
+            )
+        except AgentvError as exc:
+            raise self.CollectError(str(exc)) from None
+        for warning in loaded.warnings:
+            warnings.warn_explicit(warning.message, warning.category, str(self.path), warning.line)
+        for spec in specs:
+            item = EvalItem.from_parent(self, name=spec.case.id, callobj=_run_case, spec=spec)
             item.add_marker("agentv")
             yield item
-
-    def _check_prompt_files(self, loaded: LoadedFile) -> None:
-        """Custom judge prompts that are files must exist, stay in the rootdir and use a
-        candidate variable: a load error here, rather than a surprise at run time."""
-        for loc, entry in evaluator_locs(loaded.suite):
-            if entry.kind != "llm_judge" or not isinstance(entry.prompt, str):
-                continue
-            try:
-                load_prompt_file(entry.prompt, start=self.path.parent, rootdir=self.config.rootpath)
-            except ConfigError as exc:
-                line, col = loaded.positions.get((*loc, "prompt"), (1, 1))
-                dotted = ".".join(map(str, (*loc, "prompt")))
-                raise self.CollectError(f"{loaded.display}:{line}:{col}: {dotted}: {exc}") from None
 
 
 class EvalItem(pytest.Function):

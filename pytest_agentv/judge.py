@@ -117,6 +117,7 @@ class ModelSpec:
 class RetryPolicy:
     retries: int = 4
     deadline: float = 120.0
+    attempt_timeout: float = 60.0
     backoff: float = 0.5
     max_backoff: float = 8.0
     retry_after_cap: float = 60.0
@@ -274,6 +275,7 @@ class LlmClient:
             }
             for m in messages
         ]
+
         def fingerprint(response_format: dict[str, Any] | None) -> dict[str, Any]:
             return {
                 "model": self.spec.model,
@@ -288,7 +290,7 @@ class LlmClient:
         usage = current_usage.get()
         store = self.store
         if store is not None:
-            for choice in ([structured, None] if structured is not None else [None]):
+            for choice in [structured, None] if structured is not None else [None]:
                 stored = store.get(request_key(fingerprint(choice)))
                 if stored is None or not isinstance(stored.get("content"), str):
                     continue
@@ -354,10 +356,10 @@ class LlmClient:
         attempt = 0
         while True:
             attempt += 1
-            remaining = deadline - loop.time()
+            budget = max(min(deadline - loop.time(), policy.attempt_timeout), 0.001)
             try:
                 response = await asyncio.wait_for(
-                    litellm.acompletion(**kwargs, timeout=max(remaining, 0.001)), remaining
+                    litellm.acompletion(**kwargs, timeout=budget), budget
                 )
                 reply = self._reply(litellm, response)
             except asyncio.CancelledError:

@@ -124,6 +124,8 @@ def parse_yaml(path: Path, display: str) -> tuple[yaml.Node, Any]:
         raise EvalFileError(
             display, 1, 1, f"YAML is nested too deeply (the limit is {MAX_DEPTH} levels)"
         ) from None
+    except (ValueError, OverflowError) as exc:
+        raise EvalFileError(display, 1, 1, f"a YAML value cannot be read: {exc}") from None
     finally:
         loader.dispose()
     return root, data

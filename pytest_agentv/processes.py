@@ -60,6 +60,7 @@ def scrubbed_env(
 
 @dataclass(frozen=True)
 class ProcessResult:
+    pid: int
     returncode: int | None
     stdout: bytes
     stderr_tail: bytes
@@ -107,6 +108,18 @@ def python_argv(argv: Sequence[str]) -> list[str]:
 def _kill_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+async def _exit(proc: asyncio.subprocess.Process) -> None:
+    """Wait for the child itself to exit.
+
+    ``Process.wait()`` also waits for its pipes to close, which never happens while a process
+    the child left behind holds them; the return code is known as soon as the child is reaped.
+    """
+    pause = 0.002
+    while proc.returncode is None:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 async def _terminate(proc: asyncio.subprocess.Process) -> None:
@@ -173,7 +186,7 @@ async def run_process(
             del err[:-STDERR_TAIL_BYTES]
 
     readers = [asyncio.ensure_future(c) for c in (feed(), read_out(), read_err())]
-    exited = asyncio.ensure_future(proc.wait())
+    exited = asyncio.ensure_future(_exit(proc))
     flood = asyncio.ensure_future(overflow.wait())
     timed_out = False
     try:
@@ -196,6 +209,7 @@ async def run_process(
             await asyncio.shield(_terminate(proc))
         exited.cancel()
     return ProcessResult(
+        pid=proc.pid,
         returncode=proc.returncode,
         stdout=bytes(out) if not overflow.is_set() else b"",
         stderr_tail=bytes(err[-STDERR_TAIL_BYTES:]),

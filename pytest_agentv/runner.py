@@ -288,6 +288,7 @@ class AgentvRun:
         self.policy = RetryPolicy(
             retries=settings.judge_retries,
             deadline=settings.judge_timeout,
+            attempt_timeout=settings.judge_attempt_timeout,
             backoff=settings.judge_backoff,
         )
         self._targets: dict[Path, LoadedTargets | None] = {}

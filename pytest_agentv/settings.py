@@ -111,6 +111,13 @@ OPTIONS: tuple[_Option, ...] = (
         metavar="SECONDS",
     ),
     _Option(
+        "judge_attempt_timeout",
+        "Seconds one judge request may take before it is abandoned and retried",
+        "float",
+        60.0,
+        metavar="SECONDS",
+    ),
+    _Option(
         "judge_retries",
         "Retries of a judge or LLM target call after a transient error",
         "int",
@@ -199,6 +206,7 @@ class Settings:
     judge_model: str | None
     judge_api_base: str | None
     judge_timeout: float
+    judge_attempt_timeout: float
     judge_retries: int
     judge_backoff: float
     require_judge: bool

@@ -46,13 +46,23 @@ class Reset:
 
 
 @dataclass(frozen=True)
+class Drop:
+    """Close the connection without answering at all."""
+
+
+@dataclass(frozen=True)
+class NonJson:
+    """A 200 whose body is not JSON (a proxy's HTML error page, say)."""
+
+
+@dataclass(frozen=True)
 class Truncated:
     """Send a 200 whose JSON body stops half way."""
 
     content: str = '{"score": 1}'
 
 
-Action = str | Status | Hang | Delay | Reset | Truncated
+Action = str | Status | Hang | Delay | Reset | Drop | NonJson | Truncated
 
 
 @dataclass
@@ -137,6 +147,7 @@ class FakeOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -183,6 +194,11 @@ class FakeOpenAI:
                     self.wfile.flush()
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
+                elif isinstance(action, Drop):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                elif isinstance(action, NonJson):
+                    self._send(200, "<html><body>502 Bad Gateway</body></html>")
                 elif isinstance(action, Truncated):
                     body = json.dumps(completion(action.content, model))
                     self.send_response(200)

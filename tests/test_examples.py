@@ -14,7 +14,9 @@ def test_examples_run_offline(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=7, skipped=7, xfailed=1)
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["*7 skipped (no judge)*"])
+    # The async example gathers two judged answers: whether the second one records its skip
+    # before the first skip ends the test depends on timing.
+    result.stdout.re_match_lines([r".* [67] skipped \(no judge\).*"])
 
 
 def test_showcase_failure_report(pytester: pytest.Pytester) -> None:

@@ -1,0 +1,252 @@
+"""Hostile eval files: every input collects, or is exactly one clear error naming the file."""
+
+from __future__ import annotations
+
+import random
+import string
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import write
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_agentv.collect import load_specs
+from pytest_agentv.errors import AgentvError
+from pytest_agentv.evaluators.base import build_evaluator_registry
+from pytest_agentv.loader import MAX_FILE_BYTES
+
+REGISTRY = build_evaluator_registry()
+
+
+def lookup(kind: str) -> object:
+    return {"code": REGISTRY["code_judge"], "rubric": REGISTRY["llm_judge"]}.get(
+        kind
+    ) or REGISTRY.get(kind)
+
+
+def check(path: Path, root: Path) -> str | None:
+    """Load like collection does: None when it collects, else the one error message."""
+    try:
+        load_specs(path, path.name, root, lookup)  # type: ignore[arg-type]
+    except AgentvError as exc:
+        message = str(exc)
+        assert message.startswith(f"{path.name}:"), message
+        assert "\n" not in message.strip() or message.count(f"{path.name}:") == 1
+        return message
+    return None
+
+
+def alias_bomb(levels: int = 9) -> str:
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, levels):
+        refs = ",".join([f"*a{i - 1}"] * 9)
+        lines.append(f"a{i}: &a{i} [{refs}]")
+    lines.append(f"evalcases: [{{id: x, input: q, description: *a{levels - 1}}}]")
+    return "\n".join(lines) + "\n"
+
+
+HOSTILE = {
+    "alias-bomb": (alias_bomb(), "alias bomb"),
+    "deep-nesting": ("evalcases: " + "[" * 150 + "]" * 150 + "\n", "nested deeper than 100"),
+    "deep-mappings": (
+        "evalcases:\n  - id: a\n    input: q\n    x: " + "{a: " * 120 + "1" + "}" * 120 + "\n",
+        "nested deeper than 100",
+    ),
+    "recursive-alias": ("evalcases: &e [*e]\n", "recursive alias"),
+    "duplicate-keys": ("evalcases: []\nevalcases: []\n", "duplicate key 'evalcases'"),
+    "python-tag": (
+        "evalcases: !!python/object/apply:os.system [echo hacked]\n",
+        "could not determine a constructor",
+    ),
+    "nul-byte": ('evalcases: [{id: a, input: "q\x00"}]\n', "invalid YAML"),
+    "tabs": ("evalcases:\n\t- id: a\n", "invalid YAML"),
+    "huge-int": ("evalcases: [{id: 1" + "0" * 5000 + ", input: q}]\n", None),
+    "nan-weight": (
+        "evalcases: [{id: a, input: q, evaluators: [{name: j, type: llm_judge, weight: .nan}]}]\n",
+        "weight must be a finite number",
+    ),
+}
+
+
+@pytest.mark.parametrize(("content", "expected"), HOSTILE.values(), ids=HOSTILE.keys())
+def test_hostile_files_are_one_quick_clear_error(
+    tmp_path: Path, content: str, expected: str | None
+) -> None:
+    path = tmp_path / "hostile.eval.yaml"
+    path.write_text(content)
+    started = time.monotonic()
+    message = check(path, tmp_path)
+    assert time.monotonic() - started < 1.0
+    if expected is None:
+        assert message is None or "hostile.eval.yaml:" in message
+    else:
+        assert message is not None and expected in message, message
+
+
+def test_oversized_file_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "big.eval.yaml"
+    with path.open("w") as stream:
+        stream.write("evalcases:\n")
+        line = "  - {id: c, input: " + "x" * 1000 + "}\n"
+        while stream.tell() <= MAX_FILE_BYTES:
+            stream.write(line)
+    started = time.monotonic()
+    message = check(path, tmp_path)
+    assert time.monotonic() - started < 1.0
+    assert message is not None and "eval files are limited to 10,485,760 bytes" in message
+
+
+def test_non_utf8_and_bom(tmp_path: Path) -> None:
+    path = tmp_path / "enc.eval.yaml"
+    path.write_bytes(b"evalcases: [{id: a, input: \xff\xfe}]\n")
+    assert "not valid UTF-8" in (check(path, tmp_path) or "")
+    path.write_bytes("\ufeffevalcases: [{id: a, input: q}]\n".encode())
+    assert check(path, tmp_path) is None
+
+
+# -- fuzzing ---------------------------------------------------------------------------------
+
+KEYS = [
+    "evalcases",
+    "id",
+    "input",
+    "input_messages",
+    "expected_outcome",
+    "outcome",
+    "expected_output",
+    "expected_messages",
+    "evaluators",
+    "execution",
+    "evaluator",
+    "grader",
+    "rubrics",
+    "name",
+    "type",
+    "script",
+    "weight",
+    "score_ranges",
+    "score_range",
+    "required",
+    "required_min_score",
+    "role",
+    "content",
+    "value",
+    "target",
+    "dataset",
+    "description",
+    "prompt",
+    "cwd",
+    "config",
+]
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 15),
+    st.floats(allow_nan=True),
+    st.sampled_from(
+        [
+            "llm_judge",
+            "code_judge",
+            "code",
+            "rubric",
+            "user",
+            "assistant",
+            "text",
+            "file",
+            "python",
+            "0",
+            "",
+            "../x",
+            "a::b",
+        ]
+    ),
+    st.text(max_size=8),
+)
+documents = st.recursive(
+    scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(st.one_of(st.sampled_from(KEYS), st.integers(0, 10)), children, max_size=5),
+    ),
+    max_leaves=25,
+)
+
+CORPUS = [
+    path.read_text()
+    for path in sorted((Path(__file__).parent.parent / "examples").rglob("*.eval.yaml"))
+]
+NASTY = "[]{}:,-&*!|>'\"%@`#?\t\n\x00\ufeff"
+
+
+def mutate(text: str, rng: random.Random) -> str:
+    chars = list(text)
+    for _ in range(rng.randint(1, 8)):
+        position = rng.randrange(len(chars) + 1)
+        action = rng.random()
+        if action < 0.4 and chars:
+            del chars[min(position, len(chars) - 1)]
+        elif action < 0.8:
+            chars.insert(position, rng.choice(NASTY + string.ascii_letters))
+        else:
+            start = rng.randrange(len(chars)) if chars else 0
+            chars[position:position] = chars[start : start + rng.randint(1, 40)]
+    return "".join(chars)
+
+
+@settings(
+    max_examples=1200,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    document=st.one_of(
+        documents,
+        st.fixed_dictionaries({"evalcases": st.lists(documents, max_size=3)}),
+        st.fixed_dictionaries(
+            {
+                "evalcases": st.lists(
+                    st.fixed_dictionaries({"id": scalars, "input": documents}), max_size=3
+                )
+            }
+        ),
+    )
+)
+def test_fuzz_generated_files(tmp_path: Path, document: object) -> None:
+    path = tmp_path / "fuzz.eval.yaml"
+    try:
+        path.write_text(yaml.safe_dump(document, allow_unicode=True))
+    except (yaml.YAMLError, UnicodeEncodeError):
+        return
+    check(path, tmp_path)
+
+
+@settings(
+    max_examples=1000,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(seed=st.integers(0, 2**32 - 1), base=st.sampled_from(CORPUS))
+def test_fuzz_mutated_real_files(tmp_path: Path, seed: int, base: str) -> None:
+    path = tmp_path / "fuzz.eval.yaml"
+    path.write_text(mutate(base, random.Random(seed)), errors="surrogatepass")
+    check(path, tmp_path)
+
+
+def test_many_hostile_files_in_one_session_never_internalerror(pytester: pytest.Pytester) -> None:
+    rng = random.Random(1234)
+    for index in range(60):
+        write(pytester, f"f{index:02d}.eval.yaml", mutate(rng.choice(CORPUS), rng))
+    for name, (content, _) in HOSTILE.items():
+        (pytester.path / f"h-{name}.eval.yaml").write_text(content)
+    result = pytester.runpytest("--co", "-q", "--continue-on-collection-errors")
+    assert result.ret != pytest.ExitCode.INTERNAL_ERROR
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in result.stdout.str()
+    errors = [line for line in result.stdout.lines if line.startswith("ERROR ")]
+    headers = [line for line in result.stdout.lines if "ERROR collecting" in line]
+    assert len(errors) == len(headers) >= len(HOSTILE) - 1

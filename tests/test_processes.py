@@ -1,0 +1,157 @@
+"""Code-judge processes: killed with their whole group on time, bounded output, scrubbed env."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from helpers import write
+
+from pytest_agentv.processes import MAX_STDOUT_BYTES, STDERR_TAIL_BYTES, ProcessResult, run_process
+from pytest_agentv.scheduler import shared_loop
+
+
+def run(argv: list[str] | str, timeout: float = 1.0, stdin: bytes = b"{}") -> ProcessResult:
+    coro = run_process(argv, stdin=stdin, timeout=timeout, cwd=Path.cwd())
+    return asyncio.run_coroutine_threadsafe(coro, shared_loop()).result(60)
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if os.getpgid(process.pid) == pgid and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return found
+
+
+def zombie_children() -> list[psutil.Process]:
+    return [c for c in psutil.Process().children() if c.status() == psutil.STATUS_ZOMBIE]
+
+
+HANGERS = {
+    "sleep": "sleep 30",
+    "busy-loop": "while :; do :; done",
+    "ignores-sigterm": "trap '' TERM; while :; do sleep 0.1; done",
+    "never-reads-stdin": f"{sys.executable} -c 'import time; time.sleep(30)'",
+    "grandchildren": "sleep 30 & sleep 30 & (sleep 30 &) ; wait",
+    "double-fork": "( ( sleep 30 & ) & ) ; sleep 30",
+    "floods-while-hung": "yes | head -c 100000; sleep 30",
+}
+
+
+@pytest.mark.parametrize("script", HANGERS.values(), ids=HANGERS.keys())
+def test_hanging_judges_are_killed_with_their_group(script: str) -> None:
+    payload = json.dumps({"candidate_answer": "x" * 2_000_000}).encode()
+    started = time.monotonic()
+    result = run(script, timeout=1.0, stdin=payload)
+    elapsed = time.monotonic() - started
+    assert result.timed_out
+    assert elapsed < 1.0 + 1.0
+    time.sleep(0.2)
+    assert group_members(result.pid) == []
+    assert zombie_children() == []
+
+
+def test_children_left_behind_after_a_normal_exit_are_killed() -> None:
+    result = run("sleep 30 & echo '{\"score\": 1}'", timeout=5)
+    assert result.returncode == 0 and not result.timed_out
+    assert json.loads(result.stdout) == {"score": 1}
+    time.sleep(0.2)
+    assert group_members(result.pid) == []
+
+
+def test_stdout_flood_is_capped_and_memory_stays_bounded() -> None:
+    me = psutil.Process()
+    before = me.memory_info().rss
+    started = time.monotonic()
+    result = run(
+        [sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"], 10
+    )
+    assert time.monotonic() - started < 2
+    assert result.stdout_overflow and result.stdout == b""
+    assert "wrote more than 1024 KiB to stdout" in (result.failure("code judge", 10) or "")
+    assert me.memory_info().rss - before < 20 * MAX_STDOUT_BYTES
+    assert group_members(result.pid) == []
+
+
+def test_stderr_flood_keeps_the_tail_without_deadlock() -> None:
+    script = (
+        "import sys, json\n"
+        "sys.stderr.write('e' * 5_000_000 + 'THE END')\n"
+        "print(json.dumps({'score': 1}))\n"
+    )
+    result = run([sys.executable, "-c", script], timeout=10)
+    assert result.returncode == 0
+    assert len(result.stderr_tail) == STDERR_TAIL_BYTES
+    assert result.stderr_tail.endswith(b"THE END")
+
+
+CANARIES = {
+    "OPENAI_API_KEY": "sk-canary-openai-0123456789abcdef",
+    "ANTHROPIC_API_KEY": "sk-ant-canary-0123456789abcdef",
+    "AWS_SECRET_ACCESS_KEY": "aws-canary-0123456789abcdef",
+    "MY_TOKEN": "token-canary-0123456789abcdef",
+    "X_PASSWORD": "password-canary-0123456789abcdef",
+    "TEAM_SETTING": "team-setting-value",
+}
+
+ENV_DUMPER = """
+import json, os, sys
+environ = open("/proc/self/environ", "rb").read().decode(errors="replace")
+seen = [name for name in os.environ] + [environ]
+with open("seen-env.json", "w") as f:
+    json.dump({"names": sorted(os.environ), "environ": environ}, f)
+print(json.dumps({"score": 1}))
+"""
+
+
+def test_code_judges_get_a_scrubbed_environment(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in CANARIES.items():
+        monkeypatch.setenv(name, value)
+    write(project, "dump_env.py", ENV_DUMPER)
+    write(
+        project,
+        "e.eval.yaml",
+        """
+        evalcases:
+          - id: env
+            input: q
+            evaluators: [{name: dump, type: code_judge, script: [python, dump_env.py]}]
+        """,
+    )
+    project.runpytest("--agentv-code-judge-env=TEAM_SETTING").assert_outcomes(passed=1)
+    seen = json.loads((project.path / "seen-env.json").read_text())
+    for name, value in CANARIES.items():
+        if name == "TEAM_SETTING":
+            assert name in seen["names"] and value in seen["environ"]
+        else:
+            assert name not in seen["names"]
+            assert value not in seen["environ"]
+    assert "PATH" in seen["names"]
+
+
+def test_code_judge_cwd_may_not_leave_the_rootdir(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "c.eval.yaml",
+        """
+        evalcases:
+          - id: escape
+            input: q
+            evaluators: [{name: j, type: code_judge, script: "pwd", cwd: ../..}]
+        """,
+    )
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*cwd reference '../..' resolves outside the rootdir; refused*"])

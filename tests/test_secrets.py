@@ -1,0 +1,115 @@
+"""Canary secrets in the environment never reach an artifact, however a run goes wrong."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_openai import FakeOpenAI, Request, Status
+from fake_openai import freeform as freeform_reply
+from helpers import judge_ini, write
+
+CANARIES = {
+    "OPENAI_API_KEY": "sk-canary-openai-7f3a9c1e5b2d8f40",
+    "ANTHROPIC_API_KEY": "sk-ant-canary-4e8b1d6f2a9c3e7b",
+    "AWS_SECRET_ACCESS_KEY": "awsCanary9d2f7b4e1a6c8e3f5b0d",
+    "MY_TOKEN": "tok-canary-2c7e9a4f1b8d3e6a",
+    "X_PASSWORD": "pw-canary-8a3f6d1c9e4b7a2f",
+}
+
+SUITE = """
+evalcases:
+  - id: judge-401
+    input: "auth please"
+    expected_outcome: x
+  - id: judge-echoes
+    input: "echo please"
+    expected_outcome: x
+  - id: cli-leaks
+    input: q
+    execution: {target: leaky_cli}
+  - id: answer-is-a-key
+    input: q
+    expected_outcome: x
+    execution: {target: key_answer}
+  - id: code-judge-leaks
+    input: q
+    evaluators: [{name: leak, type: code_judge, script: [python, leak.py]}]
+"""
+
+TARGETS = """
+targets:
+  - name: default
+    provider: mock
+    response: A normal answer.
+  - name: leaky_cli
+    provider: cli
+    command_template: 'echo "auth failed for $OPENAI_API_KEY and $X_PASSWORD" >&2; exit 1'
+  - name: key_answer
+    provider: mock
+    response: ${{ ANTHROPIC_API_KEY }}
+"""
+
+LEAKY_JUDGE = """
+import json
+secret = open("secret.txt").read().strip()
+print(json.dumps({"score": 0, "misses": [f"found {secret}"], "reasoning": f"token={secret}"}))
+"""
+
+UNIT = """
+import os
+from pytest_agentv import assert_judged
+
+def test_answer_with_a_secret():
+    assert_judged("leaked " + os.environ["AWS_SECRET_ACCESS_KEY"], expected_outcome="no secrets")
+"""
+
+
+def respond(request: Request) -> object:
+    key = CANARIES["OPENAI_API_KEY"]
+    if "auth please" in request.user:
+        return Status(401, body=json.dumps({"error": {"message": f"Incorrect API key: {key}"}}))
+    return freeform_reply(0.1, [], [f"saw {key}"], f"the header had Bearer {key}")
+
+
+@pytest.mark.parametrize("junit_logging", ["no", "all"])
+def test_no_canary_in_any_artifact(
+    project: pytest.Pytester,
+    fake_llm: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    junit_logging: str,
+) -> None:
+    for name, value in CANARIES.items():
+        monkeypatch.setenv(name, value)
+    ini = judge_ini(fake_llm).replace("agentv_cache_mode = off", "agentv_cache_mode = readwrite")
+    project.makeini(ini)
+    fake_llm.responder = respond  # type: ignore[assignment]
+    write(project, ".agentv/targets.yaml", TARGETS)
+    write(project, "leak.py", LEAKY_JUDGE)
+    write(project, "secret.txt", CANARIES["MY_TOKEN"])
+    write(project, "s.eval.yaml", SUITE)
+    project.makepyfile(test_unit=UNIT)
+    result = project.runpytest(
+        "-vv",
+        "-rA",
+        "--tb=long",
+        "-l",
+        "--junitxml=junit.xml",
+        "-o",
+        f"junit_logging={junit_logging}",
+        "--agentv-results=results.jsonl",
+    )
+    result.assert_outcomes(failed=4, errors=2)
+    assert fake_llm.requests, "the judge was called"
+    artifacts = {
+        "terminal": result.stdout.str() + result.stderr.str(),
+        "junit": (project.path / "junit.xml").read_text(),
+        "results": (project.path / "results.jsonl").read_text(),
+        "store": "".join(p.read_text() for p in (project.path / ".agentv/cache").rglob("*.json")),
+    }
+    assert artifacts["store"], "replies were stored"
+    for artifact, text in artifacts.items():
+        for name, value in CANARIES.items():
+            assert value not in text, (artifact, name)
+            assert value[:16] not in text, (artifact, name)
+    assert "[redacted]" in artifacts["results"] and "[redacted]" in artifacts["junit"]
