@@ -66,6 +66,35 @@ def attach(item: pytest.Item, report: pytest.TestReport) -> None:
         report.agentv = {"judged": list(judged)}  # type: ignore[attr-defined]
 
 
+def results_row(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A results-file line with AgentV's field names, from a ``CaseResult.to_dict()``."""
+    evaluators = result.get("evaluator_results") or []
+    row = {
+        key: result.get(key)
+        for key in (
+            "timestamp",
+            "eval_id",
+            "dataset",
+            "conversation_id",
+            "score",
+            "verdict",
+            "hits",
+            "misses",
+            "candidate_answer",
+            "target",
+            "reasoning",
+        )
+    }
+    if len(evaluators) == 1:
+        row["evaluator_provider_request"] = evaluators[0].get("evaluator_provider_request")
+    elif evaluators:
+        row["evaluator_results"] = evaluators
+    row["error"] = result.get("error")
+    row["trace_summary"] = result.get("trace_summary")
+    row["status"] = result.get("status")
+    return row
+
+
 class AgentvReporter:
     """Controller-side plugin object: results file and terminal summary."""
 
@@ -94,8 +123,6 @@ class AgentvReporter:
             self.cases.append(row)
             self._add_usage(row.get("usage"))
             if self._results is not None:
-                from .runner import results_row
-
                 self._results.write(json.dumps(results_row(row), **_JSON) + "\n")  # type: ignore[arg-type]
         if rows and self._results is not None:
             self._results.flush()

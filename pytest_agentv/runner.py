@@ -43,7 +43,15 @@ from .redaction import redact, redact_obj
 from .replay import ReplayStore
 from .scheduler import Scheduler
 from .settings import run_key, settings_key
-from .targets import LLM_PROVIDERS, FixtureTarget, Target, TargetResponse, build_target, model_spec
+from .targets import (
+    LLM_PROVIDERS,
+    FixtureTarget,
+    Target,
+    TargetResponse,
+    build_target,
+    interpolate,
+    model_spec,
+)
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -160,35 +168,6 @@ class CaseResult:
             "usage": self.usage.to_dict(),
         }
         return redact_obj(data)  # type: ignore[no-any-return]
-
-
-def results_row(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A results-file line with AgentV's field names, from a ``CaseResult.to_dict()``."""
-    evaluators = result.get("evaluator_results") or []
-    row = {
-        key: result.get(key)
-        for key in (
-            "timestamp",
-            "eval_id",
-            "dataset",
-            "conversation_id",
-            "score",
-            "verdict",
-            "hits",
-            "misses",
-            "candidate_answer",
-            "target",
-            "reasoning",
-        )
-    }
-    if len(evaluators) == 1:
-        row["evaluator_provider_request"] = evaluators[0].get("evaluator_provider_request")
-    elif evaluators:
-        row["evaluator_results"] = evaluators
-    row["error"] = result.get("error")
-    row["trace_summary"] = result.get("trace_summary")
-    row["status"] = result.get("status")
-    return row
 
 
 def _segment_text(
@@ -389,8 +368,6 @@ class AgentvRun:
                 f"{loaded.where(target)}: judge_target '{name}' must be an LLM target "
                 f"({', '.join(sorted(LLM_PROVIDERS))}), not '{target.provider}'"
             )
-        from .targets import interpolate
-
         return self.client(
             model_spec(provider, interpolate(target, loaded), f"judge_target '{name}'")
         )
