@@ -358,8 +358,10 @@ class LlmClient:
             attempt += 1
             budget = max(min(deadline - loop.time(), policy.attempt_timeout), 0.001)
             try:
+                # litellm caches HTTP clients by timeout: pass it a constant one, so connections
+                # are reused, and enforce what is left of the deadline here.
                 response = await asyncio.wait_for(
-                    litellm.acompletion(**kwargs, timeout=budget), budget
+                    litellm.acompletion(**kwargs, timeout=policy.attempt_timeout), budget
                 )
                 reply = self._reply(litellm, response)
             except asyncio.CancelledError:
@@ -397,10 +399,13 @@ class LlmClient:
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        try:
-            cost: float | None = float(litellm.completion_cost(completion_response=response))
-        except Exception:
-            cost = None
+        hidden = getattr(response, "_hidden_params", None) or {}
+        cost: float | None = hidden.get("response_cost")
+        if cost is None:
+            try:
+                cost = float(litellm.completion_cost(completion_response=response))
+            except Exception:
+                cost = None
         return Reply(
             text=text,
             cached=False,

@@ -172,12 +172,16 @@ async def run_process(
             proc.stdin.close()
 
     async def read_out() -> None:
+        # Past the cap, keep reading (and discarding) until EOF: a pipe left full would keep
+        # the transport open after the child is killed.
         assert proc.stdout is not None
         while chunk := await proc.stdout.read(_CHUNK):
+            if overflow.is_set():
+                continue
             out.extend(chunk)
             if len(out) > max_stdout:
+                out.clear()
                 overflow.set()
-                return
 
     async def read_err() -> None:
         assert proc.stderr is not None
@@ -208,10 +212,14 @@ async def run_process(
         if proc.returncode is None:
             await asyncio.shield(_terminate(proc))
         exited.cancel()
+        # A process that left our group (setsid) may still hold the pipes; let them go.
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:
+            transport.close()
     return ProcessResult(
         pid=proc.pid,
         returncode=proc.returncode,
-        stdout=bytes(out) if not overflow.is_set() else b"",
+        stdout=bytes(out),
         stderr_tail=bytes(err[-STDERR_TAIL_BYTES:]),
         timed_out=timed_out,
         stdout_overflow=overflow.is_set(),

@@ -1,9 +1,13 @@
 """Keep credentials out of everything we write: reports, JUnit XML, results, the replay store.
 
-Secrets are the values of environment variables whose names look like credentials, plus any
-value registered at run time (an ``api_key`` written into a targets file). A secret is replaced
-wherever its first eight characters appear, so masked or truncated echoes such as
-``sk-canary1234****`` are caught too, along with common token shapes.
+Secrets are the values of environment variables whose names look like credentials, read when a
+session starts (``refresh_secrets``), plus any value registered later (an ``api_key`` from a
+targets file). A secret is replaced wherever its first eight characters appear, so masked or
+truncated echoes such as ``sk-canary1234****`` are caught too, along with common token shapes.
+
+The compiled pattern is cached: redaction runs for every case, on the plugin's event-loop
+thread as well as pytest's, and must neither rescan nor iterate an environment that pytest's
+thread is changing (``PYTEST_CURRENT_TEST``) at that moment.
 """
 
 from __future__ import annotations
@@ -24,36 +28,51 @@ _MIN_SECRET = 8
 REDACTED = "[redacted]"
 
 _lock = threading.Lock()
-_registered: set[str] = set()
-_cache: tuple[frozenset[str], re.Pattern[str]] | None = None
+_environment: frozenset[str] = frozenset()
+_registered: frozenset[str] = frozenset()
+_compiled: re.Pattern[str] | None = None
+
+
+def _environment_secrets() -> frozenset[str]:
+    for _ in range(10):
+        try:
+            items = list(os.environ.items())
+        except (KeyError, RuntimeError):  # changed by another thread while we read it
+            continue
+        return frozenset(
+            value
+            for name, value in items
+            if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET
+        )
+    return _environment
+
+
+def refresh_secrets() -> None:
+    """Read the environment's secrets again (called when a session starts)."""
+    global _environment, _compiled
+    found = _environment_secrets()
+    with _lock:
+        if found != _environment:
+            _environment, _compiled = found, None
 
 
 def register_secret(value: str) -> None:
     """Treat ``value`` as a secret from now on (for keys that do not come from the environment)."""
-    if len(value) >= _MIN_SECRET:
+    global _registered, _compiled
+    if len(value) >= _MIN_SECRET and value not in _registered:
         with _lock:
-            _registered.add(value)
-
-
-def _secrets() -> frozenset[str]:
-    found = {
-        value
-        for name, value in os.environ.items()
-        if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET
-    }
-    return frozenset(found | _registered)
+            _registered, _compiled = _registered | {value}, None
 
 
 def _pattern() -> re.Pattern[str]:
-    global _cache
-    secrets = _secrets()
-    cached = _cache
-    if cached is not None and cached[0] == secrets:
-        return cached[1]
-    prefixes = sorted({re.escape(s[:_MIN_SECRET]) for s in secrets}, key=len, reverse=True)
-    parts = [f"{prefix}\\S*" for prefix in prefixes] + list(_PATTERNS)
-    compiled = re.compile("|".join(f"(?:{part})" for part in parts))
-    _cache = (secrets, compiled)
+    global _compiled
+    compiled = _compiled
+    if compiled is None:
+        with _lock:
+            secrets = _environment | _registered
+            prefixes = sorted({re.escape(s[:_MIN_SECRET]) for s in secrets}, key=len, reverse=True)
+            parts = [f"{prefix}\\S*" for prefix in prefixes] + list(_PATTERNS)
+            compiled = _compiled = re.compile("|".join(f"(?:{part})" for part in parts))
     return compiled
 
 
@@ -63,10 +82,17 @@ def redact(text: str) -> str:
 
 def redact_obj(value: Any) -> Any:
     """Redact every string inside a structure of builtins."""
+    return _redact_with(_pattern(), value)
+
+
+def _redact_with(pattern: re.Pattern[str], value: Any) -> Any:
     if isinstance(value, str):
-        return redact(value)
+        return pattern.sub(REDACTED, value)
     if isinstance(value, dict):
-        return {key: redact_obj(item) for key, item in value.items()}
+        return {key: _redact_with(pattern, item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [redact_obj(item) for item in value]
+        return [_redact_with(pattern, item) for item in value]
     return value
+
+
+refresh_secrets()

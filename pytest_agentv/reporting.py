@@ -24,6 +24,7 @@ result_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 #: Results of ``assert_judged`` calls made by a test, and the model usage they caused.
 judged_key = pytest.StashKey[list[dict[str, Any]]]()
 
+_SUMMARY_FIELDS = ("status", "eval_id", "file", "score", "verdict", "error", "usage")
 _JSON = {"ensure_ascii": False, "separators": (",", ":")}
 
 
@@ -120,12 +121,15 @@ class AgentvReporter:
         rows = [data["case"]] if isinstance(data.get("case"), dict) else []
         rows += [row for row in data.get("judged") or () if isinstance(row, dict)]
         for row in rows:
-            self.cases.append(row)
+            self.cases.append({key: row.get(key) for key in _SUMMARY_FIELDS})
             self._add_usage(row.get("usage"))
             if self._results is not None:
                 self._results.write(json.dumps(results_row(row), **_JSON) + "\n")  # type: ignore[arg-type]
         if rows and self._results is not None:
             self._results.flush()
+        # pytest keeps every report until the session ends: keep only what the summary needs,
+        # not the prompts and answers (10,000 LLM-judged cases would hold hundreds of MB).
+        report.agentv = {"summary": self.cases[-len(rows) :] if rows else []}  # type: ignore[attr-defined]
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:

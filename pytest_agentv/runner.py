@@ -39,7 +39,7 @@ from .loader import (
     search_roots,
 )
 from .models import EvalCase, EvalSuite, EvaluatorConfig, Message, canonical_kind, render_content
-from .redaction import redact, redact_obj
+from .redaction import redact, redact_obj, refresh_secrets
 from .replay import ReplayStore
 from .scheduler import Scheduler
 from .settings import run_key, settings_key
@@ -254,6 +254,7 @@ class AgentvRun:
         self.config = config
         self.settings = settings
         self.rootdir = config.rootpath
+        refresh_secrets()
         self.scheduler = Scheduler(settings.concurrency)
         self.store = (
             ReplayStore(

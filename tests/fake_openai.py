@@ -80,6 +80,11 @@ class Request:
         return next((m["content"] for m in self.body["messages"] if m["role"] == "user"), "")
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's default backlog of 5 drops connections when 32 clients connect at once.
+    request_queue_size = 1024
+
+
 def completion(content: str, model: str) -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake",
@@ -109,7 +114,7 @@ class FakeOpenAI:
         self.peak_in_flight = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True

@@ -92,6 +92,7 @@ def test_run_evaluators_weighted_mean_and_per_evaluator_results() -> None:
     ]
     assert result.score.hits == ("sync",)
     assert result.score.misses == ("async", "Evaluator 'c' failed: ValueError: bug in evaluator")
+    assert result.score.error == "c: Evaluator 'c' failed: ValueError: bug in evaluator"
 
 
 def test_score_is_clamped_and_nan_is_zero() -> None:

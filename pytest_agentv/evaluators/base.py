@@ -220,8 +220,9 @@ async def run_evaluators_for_case(
     """Run every configured evaluator (concurrently) and aggregate by weighted mean.
 
     An evaluator that raises an ``AgentvError`` (judge unavailable, replay miss, no judge) stops
-    the case: it cannot be graded. Any other exception is a bug in that evaluator and gives it
-    score 0 with the exception in its misses, as AgentV does.
+    the case: it cannot be graded. Any other exception is a bug in that evaluator: it is recorded
+    as AgentV does (score 0, the exception in its misses) and marked as an ``error``, so the case
+    is reported as not graded rather than as a failed answer.
     """
 
     async def one(entry: EvaluatorConfig) -> EvaluationScore:
@@ -231,9 +232,8 @@ async def run_evaluators_for_case(
         except AgentvError:
             raise
         except Exception as exc:
-            return EvaluationScore.graded(
-                0.0, misses=(f"Evaluator '{entry.name}' failed: {type(exc).__name__}: {exc}",)
-            )
+            problem = f"Evaluator '{entry.name}' failed: {type(exc).__name__}: {exc}"
+            return EvaluationScore.graded(0.0, misses=(problem,), error=problem)
 
     outcomes = await asyncio.gather(*(one(entry) for entry in evaluators), return_exceptions=True)
     for outcome in outcomes:
