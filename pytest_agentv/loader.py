@@ -111,7 +111,7 @@ def parse_yaml(path: Path, display: str) -> tuple[yaml.Node, Any]:
         root = loader.get_single_node()
         if root is None:
             raise EvalFileError(display, 1, 1, "file is empty; expected a mapping")
-        _check_tree(root, display)
+        _check_tree(root, display, may_alias="&" in text or "*" in text)
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -139,33 +139,44 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def _check_tree(root: yaml.Node, display: str) -> None:
-    """Reject duplicate keys, deep nesting, recursive aliases and alias bombs, without recursion."""
-    height: dict[int, int] = {}
-    size: dict[int, int] = {}
-    on_stack: set[int] = set()
-    stack: list[tuple[yaml.Node, int, bool]] = [(root, 0, False)]
-    cap = MAX_ALIAS_EXPANSION * 10
+def _check_tree(root: yaml.Node, display: str, may_alias: bool) -> None:
+    """Reject duplicate keys and deep nesting (and, if the file has anchors, alias tricks)."""
+    if may_alias:
+        _check_aliases(root, display)
+    stack: list[tuple[yaml.Node, int]] = [(root, 0)]
     while stack:
-        node, depth, done = stack.pop()
-        key = id(node)
-        if done:
-            on_stack.discard(key)
-            kids = _children(node)
-            height[key] = 1 + max((height[id(k)] for k in kids), default=0)
-            size[key] = min(cap, 1 + sum(size[id(k)] for k in kids))
-            continue
-        if key in height:
-            continue
-        if key in on_stack:
-            _fail(display, node, "recursive alias: a node refers to itself")
+        node, depth = stack.pop()
         if depth >= MAX_DEPTH:
             _fail(display, node, f"YAML is nested deeper than {MAX_DEPTH} levels")
         if isinstance(node, yaml.MappingNode):
             _check_duplicate_keys(node, display)
+        stack.extend(
+            (child, depth + 1)
+            for child in _children(node)
+            if not isinstance(child, yaml.ScalarNode)
+        )
+
+
+def _check_aliases(root: yaml.Node, display: str) -> None:
+    """Reject recursive aliases and alias bombs: count expanded nodes, sharing the counts."""
+    size: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    cap = MAX_ALIAS_EXPANSION * 10
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_stack.discard(key)
+            size[key] = min(cap, 1 + sum(size[id(k)] for k in _children(node)))
+            continue
+        if key in size:
+            continue
+        if key in on_stack:
+            _fail(display, node, "recursive alias: a node refers to itself")
         on_stack.add(key)
-        stack.append((node, depth, True))
-        stack.extend((child, depth + 1, False) for child in _children(node))
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node))
     if size[id(root)] > len(size) + MAX_ALIAS_EXPANSION:
         _fail(
             display,

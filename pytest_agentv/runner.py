@@ -272,6 +272,8 @@ class AgentvRun:
             backoff=settings.judge_backoff,
         )
         self._targets: dict[Path, LoadedTargets | None] = {}
+        self._target_paths: dict[Path, Path | None] = {}
+        self._built_targets: dict[tuple[str, Path], Target] = {}
         self._clients: dict[ModelSpec, LlmClient] = {}
         self._lock = threading.Lock()
         self._builtins: dict[str, Evaluator] = {
@@ -374,11 +376,11 @@ class AgentvRun:
         )
 
     # -- targets --------------------------------------------------------------------------
-    def targets_file(self, folder: Path) -> LoadedTargets | None:
+    def _targets_path(self, folder: Path) -> Path | None:
         if self.settings.targets is not None:
-            path: Path | None = self.settings.targets
-        else:
-            path = next(
+            return self.settings.targets
+        if folder not in self._target_paths:
+            self._target_paths[folder] = next(
                 (
                     root / name
                     for root in search_roots(folder, self.rootdir)
@@ -387,6 +389,10 @@ class AgentvRun:
                 ),
                 None,
             )
+        return self._target_paths[folder]
+
+    def targets_file(self, folder: Path) -> LoadedTargets | None:
+        path = self._targets_path(folder)
         if path is None:
             return None
         with self._lock:
@@ -398,6 +404,12 @@ class AgentvRun:
         """``--agentv-target`` > case ``execution.target`` > file target > ``default``."""
         name = self.settings.target or spec.target_name or "default"
         folder = spec.loaded.path.parent
+        built = self._built_targets.get((name, folder))
+        if built is None:
+            built = self._built_targets[(name, folder)] = self._build_target(spec, name, folder)
+        return built
+
+    def _build_target(self, spec: CaseSpec, name: str, folder: Path) -> Target:
         loaded = self.targets_file(folder)
         if loaded is None:
             raise ConfigError(

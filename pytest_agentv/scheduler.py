@@ -138,9 +138,14 @@ class Scheduler:
         """Wait for the early work of ``key`` (starting it now if it has not started yet)."""
         index = self._index[key]
         self._position = max(self._position, index)
-        shared_loop().call_soon_threadsafe(self._pump, index)
+        future = self._futures[key]
+        started = future.running() or future.done()
+        # Waking the loop costs a system call: do it when this item still has to start, or when
+        # the look-ahead window is half used up, not for every item.
+        if not started or self._cursor <= self._position + self.lookahead // 2:
+            shared_loop().call_soon_threadsafe(self._pump, index)
         try:
-            return self._futures[key].result()
+            return future.result()
         finally:
             del self._futures[key]
 

@@ -235,7 +235,10 @@ async def run_evaluators_for_case(
             problem = f"Evaluator '{entry.name}' failed: {type(exc).__name__}: {exc}"
             return EvaluationScore.graded(0.0, misses=(problem,), error=problem)
 
-    outcomes = await asyncio.gather(*(one(entry) for entry in evaluators), return_exceptions=True)
+    if len(evaluators) == 1:  # the common case: no tasks to create
+        outcomes: list[EvaluationScore | BaseException] = [await one(evaluators[0])]
+    else:
+        outcomes = await asyncio.gather(*(one(e) for e in evaluators), return_exceptions=True)
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome
