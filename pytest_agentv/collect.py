@@ -28,20 +28,22 @@ from .targets import FixtureTarget
 from .verdicts import borderline_reason, outcome_for, report_text, summary_line
 
 
-def fixture_target_scopes(config: pytest.Config) -> list[Path | None]:
-    """Folders whose conftest.py defines ``agentv_target`` (None: a plugin defines it everywhere).
+def target_fixture_defined(config: pytest.Config, path: Path) -> bool:
+    """Whether a conftest.py above ``path`` (or a plugin) defines its own ``agentv_target``.
 
-    Cases under them are answered at item time by the fixture, so they are not started early.
+    Only then do eval items request that fixture; the plugin's default returns None anyway.
     """
-    scopes: list[Path | None] = []
     for plugin in config.pluginmanager.get_plugins():
         if getattr(plugin, "agentv_target", None) is None:
             continue
         if getattr(plugin, "__name__", "") == "pytest_agentv.plugin":
             continue
         file = getattr(plugin, "__file__", None)
-        scopes.append(Path(file).parent if file and Path(file).name == "conftest.py" else None)
-    return scopes
+        if not (file and Path(file).name == "conftest.py"):
+            return True
+        if path.is_relative_to(Path(file).parent):
+            return True
+    return False
 
 
 class EvalFailed(AssertionError):
@@ -49,7 +51,11 @@ class EvalFailed(AssertionError):
 
 
 def _run_case(agentv_target: Any) -> None:
-    """Declares the fixtures every eval item requests; the work happens in ``EvalItem``."""
+    """Declares the fixtures an eval item requests; the work happens in ``EvalItem``."""
+
+
+def _run_case_without_target_fixture() -> None:
+    """For folders where no conftest defines ``agentv_target``: one fixture less per case."""
 
 
 def load_specs(
@@ -106,8 +112,10 @@ class EvalFile(pytest.File):
             raise self.CollectError(str(exc)) from None
         for warning in loaded.warnings:
             warnings.warn_explicit(warning.message, warning.category, str(self.path), warning.line)
+        defined = target_fixture_defined(self.config, self.path)
+        callobj = _run_case if defined else _run_case_without_target_fixture
         for spec in specs:
-            item = EvalItem.from_parent(self, name=spec.case.id, callobj=_run_case, spec=spec)
+            item = EvalItem.from_parent(self, name=spec.case.id, callobj=callobj, spec=spec)
             item.add_marker("agentv")
             yield item
 

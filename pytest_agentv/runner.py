@@ -315,16 +315,15 @@ class AgentvRun:
         return registry
 
     def plan(self, items: Sequence[pytest.Item]) -> None:
-        """Let the scheduler start the cases of these items early, unless a fixture answers them."""
-        from .collect import EvalItem, fixture_target_scopes
+        """Let the scheduler start these items' cases early, unless a fixture answers them
+        (its value is only known at item setup)."""
+        from .collect import EvalItem
 
-        scopes = fixture_target_scopes(self.config)
         self.scheduler.plan(
             [
                 (item.nodeid, partial(self.run_case, item.spec))
                 for item in items
-                if isinstance(item, EvalItem)
-                and not any(scope is None or item.path.is_relative_to(scope) for scope in scopes)
+                if isinstance(item, EvalItem) and "agentv_target" not in item.fixturenames
             ]
         )
 
