@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import hypothesis.internal.observability  # noqa: F401
 import pytest
-from fake_openai import FakeOpenAI
+from fake_openai import FakeOpenAI, Reset, Status
 from helpers import judge_ini
 
 import pytest_agentv.collect  # noqa: F401
@@ -106,11 +106,14 @@ def _litellm_imported() -> None:
     """
     import asyncio
 
-    from pytest_agentv.judge import LlmClient, ModelSpec
+    from pytest_agentv.judge import LlmClient, ModelSpec, RetryPolicy
 
     server = FakeOpenAI().start()
+    server.push(Status(500), Reset())  # error paths import modules of their own
     try:
-        client = LlmClient(ModelSpec("openai/warm-up", api_base=server.api_base))
+        client = LlmClient(
+            ModelSpec("openai/warm-up", api_base=server.api_base), RetryPolicy(backoff=0.001)
+        )
         asyncio.run(client.complete([{"role": "user", "content": "warm up"}], accept=str))
     finally:
         server.stop()
