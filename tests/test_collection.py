@@ -124,3 +124,17 @@ def test_collection_is_cheap_and_does_not_run_cases(project: pytest.Pytester) ->
     result = project.runpytest("--co", "-q")
     result.stdout.fnmatch_lines(["slow.eval.yaml::would-hang"])
     assert result.duration < 10
+
+
+def test_loading_the_plugin_imports_nothing_heavy() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pytest, pytest_agentv.plugin\n"
+        "print(sorted(m for m in ('pydantic', 'yaml', 'litellm', 'openai') if m in sys.modules))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert shown.strip() == "[]"
