@@ -26,10 +26,10 @@ from .evaluators.base import (
 )
 from .judge import Usage, current_usage
 from .models import EvaluatorConfig, RubricItem, rubric_items
-from .redaction import redact, redact_obj
+from .redaction import redact_obj
 from .reporting import judged_key, record_properties
 from .targets import response_from
-from .verdicts import borderline_reason, outcome_for, report_text, summary_line
+from .verdicts import borderline_reason, outcome_for, report_text, settle_ungraded, summary_line
 
 if TYPE_CHECKING:
     from .runner import AgentvRun
@@ -213,15 +213,11 @@ class AgentvJudge:
         """Record the result on the calling test, then pass, xfail, skip or fail."""
         __tracebackhide__ = True
         settings = self.run.settings
-        status = "graded"
+        score = evaluation.score if evaluation is not None else None
+        message = str(error) if error is not None else (score.error if score else None)
+        status = "graded" if message is None else "error"
         if isinstance(error, JudgeNotConfiguredError):
             status = "skipped"
-        elif error is not None or (evaluation is not None and evaluation.score.error):
-            status = "error"
-        message = redact(str(error)) if error is not None else None
-        if evaluation is not None and evaluation.score.error:
-            message = evaluation.score.error
-        score = evaluation.score if evaluation is not None else None
         where = self.item.nodeid if self.item is not None else "assert_judged"
         data: dict[str, Any] = redact_obj(
             {
@@ -242,17 +238,14 @@ class AgentvJudge:
         if self.item is not None:
             self.item.stash.setdefault(judged_key, []).append(data)
             record_properties(self.item, data)
-        if status == "skipped":
-            if settings.require_judge:
-                pytest.fail(
-                    f"assert_judged needs a judge: {message} (--agentv-require-judge)",
-                    pytrace=False,
-                )
-            pytest.skip(f"assert_judged skipped: {message}")
-        if status == "error":
-            if settings.fail_on_error:
-                pytest.fail(f"assert_judged could not grade the answer: {message}", pytrace=False)
-            pytest.skip(f"assert_judged could not grade the answer: {message}")
+        settle_ungraded(
+            data,
+            subject="assert_judged",
+            where="",
+            require_judge=settings.require_judge,
+            fail_on_error=settings.fail_on_error,
+            skip=pytest.skip,
+        )
         assert score is not None
         outcome = outcome_for(score.verdict, settings.borderline)
         if outcome == "xfailed":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -25,7 +25,22 @@ from .redaction import redact
 from .reporting import record_properties, result_key
 from .runner import CaseSpec, effective_evaluators, get_run
 from .targets import FixtureTarget
-from .verdicts import borderline_reason, outcome_for, report_text, summary_line
+from .verdicts import borderline_reason, outcome_for, report_text, settle_ungraded, summary_line
+
+
+def _defines_target_fixture(plugin: object) -> bool:
+    if getattr(plugin, "agentv_target", None) is not None:
+        return True
+    try:
+        values = vars(plugin).values()
+    except TypeError:
+        return False
+    # @pytest.fixture(name="agentv_target") on a function with another name
+    return any(
+        type(value).__name__ == "FixtureFunctionDefinition"
+        and getattr(value, "name", None) == "agentv_target"
+        for value in values
+    )
 
 
 def target_fixture_defined(config: pytest.Config, path: Path) -> bool:
@@ -34,9 +49,9 @@ def target_fixture_defined(config: pytest.Config, path: Path) -> bool:
     Only then do eval items request that fixture; the plugin's default returns None anyway.
     """
     for plugin in config.pluginmanager.get_plugins():
-        if getattr(plugin, "agentv_target", None) is None:
-            continue
         if getattr(plugin, "__name__", "") == "pytest_agentv.plugin":
+            continue
+        if not _defines_target_fixture(plugin):
             continue
         file = getattr(plugin, "__file__", None)
         if not (file and Path(file).name == "conftest.py"):
@@ -142,28 +157,23 @@ class EvalItem(pytest.Function):
             result = run.run_now(self.spec, fixture)
         data = self.stash[result_key] = result.to_dict()
         record_properties(self, data)
-        where = f"{self.spec.loaded.display}:{self.spec.line + 1}"
-        if result.status == "skipped":
-            if run.settings.require_judge:
-                pytest.fail(
-                    f"{where}: eval '{self.name}' needs a judge: {data['error']} "
-                    "(--agentv-require-judge is set)",
-                    pytrace=False,
-                )
-            self._skip(f"eval '{self.name}' skipped: {data['error']}")
-        if result.status == "error":
-            message = f"eval '{self.name}' was not graded: {data['error']}"
-            if run.settings.fail_on_error:
-                pytest.fail(f"{where}: {message}", pytrace=False)
-            self._skip(message)
+        settle_ungraded(
+            data,
+            subject=f"eval '{self.name}'",
+            where=f"{self.spec.loaded.display}:{self.spec.line + 1}: ",
+            require_judge=run.settings.require_judge,
+            fail_on_error=run.settings.fail_on_error,
+            skip=self._skip,
+        )
 
-    def _skip(self, reason: str) -> None:
+    def _skip(self, reason: str) -> NoReturn:
         """Skip so that ``-rs`` shows the case's line in its eval file, not our source."""
         raiser = compile("\n" * self.spec.line + "raise skipped", str(self.path), "exec")
         try:
             pytest.skip(reason)
         except pytest.skip.Exception as skipped:
             exec(raiser, {"skipped": skipped.with_traceback(None)})
+        raise AssertionError("unreachable: the compiled code raises")
 
     def runtest(self) -> None:
         data = self.stash[result_key]

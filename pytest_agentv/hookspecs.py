@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 def pytest_agentv_make_evaluator(config: pytest.Config, kind: str) -> Evaluator | None:
     """Return the evaluator for an evaluator ``type`` used in an eval file, or None.
 
-    Called once per kind and eval file while the file is collected, through the file's hook
-    proxy, so a ``conftest.py`` adds kinds for its own folder. The first non-None result wins;
+    Called through the hook proxy of the file being collected (once per kind and eval file), so
+    a ``conftest.py`` adds kinds for its own folder; ``assert_judged`` asks it through the
+    calling test's proxy, at each call. The first non-None result wins;
     pytest-agentv's built-in kinds (``llm_judge``, ``code_judge`` and their aliases ``rubric``
     and ``code``) are answered last, so an implementation may also replace them. An evaluator
     is any object with a ``kind`` attribute and an ``evaluate(context)`` method returning an

@@ -143,7 +143,6 @@ class Reply:
 class Failure:
     retryable: bool
     message: str
-    status: int | None = None
     retry_after: float | None = None
     rate_limited: bool = False
 
@@ -199,15 +198,15 @@ def classify(exc: BaseException) -> Failure:
         "Timeout",
         "APITimeoutError",
     ):
-        return Failure(True, f"timed out: {message}", 408)
+        return Failure(True, f"timed out: {message}")
     if status == 429:
         if "insufficient_quota" in text or ("quota" in text.lower() and "exceeded" in text.lower()):
-            return Failure(False, message, status)
-        return Failure(True, message, status, parse_retry_after(exc), rate_limited=True)
+            return Failure(False, message)
+        return Failure(True, message, parse_retry_after(exc), rate_limited=True)
     if status is not None and (status in RETRYABLE_STATUS or status >= 500):
-        return Failure(True, message, status, parse_retry_after(exc))
+        return Failure(True, message, parse_retry_after(exc))
     if status is not None:
-        return Failure(False, message, status)
+        return Failure(False, message)
     if name in ("APIConnectionError", "APIError", "InternalServerError", "ServiceUnavailableError"):
         return Failure(True, message)
     if isinstance(exc, (ConnectionError, OSError)):

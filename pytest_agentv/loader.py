@@ -21,7 +21,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import AgentvDeprecationWarning, AgentvWarning, ConfigError, EvalFileError
-from .models import EvalCase, EvalSuite, EvaluatorConfig, TargetConfig, TargetsFile
+from .models import (
+    EvalCase,
+    EvalSuite,
+    EvaluatorConfig,
+    TargetConfig,
+    TargetsFile,
+    canonical_kind,
+)
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_DEPTH = 100
@@ -353,11 +360,6 @@ def load_eval_file(
                 f"duplicate case id '{case.id}' (first defined at line {first_line[case.id]})",
             )
         first_line[case.id] = id_node.start_mark.line + 1
-        if case.grader is not None:
-            message = "'grader' is deprecated; use 'evaluator'"
-            if case.evaluator is not None:
-                message += " ('evaluator' wins, as both are given)"
-            warn(("evalcases", index, "grader"), message, AgentvDeprecationWarning)
         for field_name in ("input_messages", "expected_messages"):
             written = ("evalcases", index, _used_key(case_node, field_name))
             for m_index, message_model in enumerate(getattr(case, field_name)):
@@ -366,11 +368,14 @@ def load_eval_file(
                         tail = (m_index, "content", s_index, "value")
                         node, _ = locate(root, (*written, *tail))
                         positions[("evalcases", index, field_name, *tail)] = _mark(node)
-    if suite.grader is not None:
-        message = "'grader' is deprecated; use 'evaluator'"
-        if suite.evaluator is not None:
-            message += " ('evaluator' wins, as both are given)"
-        warn(("grader",), message, AgentvDeprecationWarning)
+    graders: list[tuple[Loc, EvalSuite | EvalCase]] = [(("grader",), suite)]
+    graders += [(("evalcases", i, "grader"), case) for i, case in enumerate(suite.evalcases)]
+    for loc, owner in graders:
+        if owner.grader is not None:
+            message = "'grader' is deprecated; use 'evaluator'"
+            if owner.evaluator is not None:
+                message += " ('evaluator' wins, as both are given)"
+            warn(loc, message, AgentvDeprecationWarning)
 
     for loc, entry in evaluator_locs(suite):
         if not is_known_kind(entry.type):
@@ -392,13 +397,27 @@ def load_eval_file(
                 positions[(*loc, key)] = _mark(node)
     for index, case in enumerate(suite.evalcases):
         default_kind = case.evaluator or case.grader or suite.evaluator or suite.grader
-        if default_kind is None or is_known_kind(default_kind):
+        if default_kind is None:
             continue
         if case.evaluator or case.grader:
             where: Loc = ("evalcases", index, "evaluator" if case.evaluator else "grader")
         else:
             where = ("evaluator",) if suite.evaluator else ("grader",)
-        fail(where, f"unknown evaluator kind '{default_kind}'; known: {', '.join(known_kinds())}")
+        if not is_known_kind(default_kind):
+            kinds = ", ".join(known_kinds())
+            fail(where, f"unknown evaluator kind '{default_kind}'; known: {kinds}")
+        listed = bool(
+            case.rubrics
+            or case.evaluators
+            or (case.execution and case.execution.evaluators)
+            or (suite.execution and suite.execution.evaluators)
+        )
+        if canonical_kind(default_kind) == "code_judge" and not listed:
+            fail(
+                where,
+                f"'{default_kind}' as the default kind needs a script: list the code judge under "
+                "'evaluators' with its 'script'",
+            )
     return LoadedFile(
         path=path,
         display=display,

@@ -45,11 +45,22 @@ ENV_ALLOWLIST = (
 _ENV_PREFIXES = ("LC_", "PYTHON")
 
 
+def environment() -> dict[str, str]:
+    """A copy of ``os.environ`` that is safe to take while another thread changes it
+    (pytest's thread sets ``PYTEST_CURRENT_TEST`` around every test)."""
+    for _ in range(10):
+        try:
+            return dict(os.environ.items())
+        except (KeyError, RuntimeError):
+            continue
+    return dict(os.environ.items())
+
+
 def scrubbed_env(
     extra_names: Iterable[str] = (), base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The allowlisted part of the environment plus the names a user asked to pass on."""
-    source = os.environ if base is None else base
+    source = environment() if base is None else base
     allowed = set(ENV_ALLOWLIST) | set(extra_names)
     return {
         name: value
@@ -144,7 +155,7 @@ async def run_process(
 ) -> ProcessResult:
     """Run a command (argv list, or a string for ``/bin/sh -c``) and collect its output."""
     args = ["/bin/sh", "-c", argv] if isinstance(argv, str) else python_argv(argv)
-    child_env = dict(os.environ if env is None else env)
+    child_env = environment() if env is None else dict(env)
     # `python` in a shell command means the interpreter running pytest, as in an active venv.
     bindir = os.path.dirname(sys.executable)
     child_env["PATH"] = os.pathsep.join(p for p in (bindir, child_env.get("PATH")) if p)

@@ -12,10 +12,11 @@ thread is changing (``PYTEST_CURRENT_TEST``) at that moment.
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from typing import Any
+
+from .processes import environment
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
 _PATTERNS = (
@@ -33,18 +34,20 @@ _registered: frozenset[str] = frozenset()
 _compiled: re.Pattern[str] | None = None
 
 
+def _looks_secret(name: str, value: str) -> bool:
+    """Credential-like names, but not values that are plainly URLs or paths (on CI runners
+    ``ACTIONS_ID_TOKEN_REQUEST_URL`` would otherwise make every ``https://`` a secret)."""
+    return (
+        len(value) >= _MIN_SECRET
+        and _SECRET_NAME.search(name) is not None
+        and "://" not in value
+        and not value.startswith(("/", "."))
+        and not any(c.isspace() for c in value)
+    )
+
+
 def _environment_secrets() -> frozenset[str]:
-    for _ in range(10):
-        try:
-            items = list(os.environ.items())
-        except (KeyError, RuntimeError):  # changed by another thread while we read it
-            continue
-        return frozenset(
-            value
-            for name, value in items
-            if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET
-        )
-    return _environment
+    return frozenset(value for name, value in environment().items() if _looks_secret(name, value))
 
 
 def refresh_secrets() -> None:

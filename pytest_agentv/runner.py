@@ -135,10 +135,6 @@ class CaseResult:
         default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds")
     )
 
-    @property
-    def verdict(self) -> str | None:
-        return self.evaluation.score.verdict if self.evaluation else None
-
     def to_dict(self) -> dict[str, Any]:
         """Plain builtins, redacted: what reports, JUnit XML and results files are made of."""
         score = self.evaluation.score if self.evaluation else None
@@ -342,19 +338,23 @@ class AgentvRun:
                 self._clients[spec] = client
             return client
 
-    def session_judge(self, model: str | None = None) -> LlmClient | None:
-        chosen = model or self.settings.judge_model
-        if not chosen:
+    def session_judge(self) -> LlmClient | None:
+        if not self.settings.judge_model:
             return None
-        return self.client(ModelSpec(model=chosen, api_base=self.settings.judge_api_base))
+        return self.client(
+            ModelSpec(model=self.settings.judge_model, api_base=self.settings.judge_api_base)
+        )
 
     def resolve_judge(self, context: EvaluationContext) -> LlmClient | None:
         """Evaluator ``model:`` > the target's ``judge_target`` > the session's judge model."""
         entry = context.evaluator
         if entry is not None and entry.model:
-            return self.session_judge(entry.model)
+            # Another model is called at its provider's endpoint unless the entry names one:
+            # the session's API base (and the key sent with it) belongs to the session's model.
+            base = entry.options.get("api_base")
+            return self.client(ModelSpec(model=entry.model, api_base=str(base) if base else None))
         if context.judge_model:
-            return self.session_judge(context.judge_model)
+            return self.client(ModelSpec(model=context.judge_model))
         if context.judge_target:
             return self._judge_target(context.judge_target, context.eval_case.folder)
         return self.session_judge()

@@ -90,7 +90,6 @@ class Scheduler:
         self._position = 0
         self._in_flight = 0
         self._halted = False
-        self.peak_in_flight = 0
 
     @property
     def enabled(self) -> bool:
@@ -123,9 +122,10 @@ class Scheduler:
         for key, factory in work:
             if key in self._index:
                 continue
+            # The future must exist before the loop thread can see the plan entry.
+            self._futures[key] = concurrent.futures.Future()
             self._index[key] = len(self._plan)
             self._plan.append((key, factory))
-            self._futures[key] = concurrent.futures.Future()
             added = True
         if added:
             shared_loop().call_soon_threadsafe(self._pump)
@@ -186,7 +186,6 @@ class Scheduler:
             if future is None or not future.set_running_or_notify_cancel():
                 continue
             self._in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
             task = asyncio.ensure_future(work())
             self._tasks.add(task)
             task.add_done_callback(partial(self._finished, future=future))

@@ -295,7 +295,9 @@ def _boolean(text: str, source: str) -> bool:
         return True
     if lowered in _FALSE:
         return False
-    raise pytest.UsageError(f"{source} is invalid; use yes or no")
+    flag = source.split("=", 1)[0]
+    hint = f" (write {flag}=yes, or put test paths before {flag})" if flag.startswith("--") else ""
+    raise pytest.UsageError(f"{source} is invalid; use yes or no{hint}")
 
 
 def _choice(text: str, option: _Option, source: str) -> str:

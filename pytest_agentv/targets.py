@@ -221,7 +221,7 @@ class CliTarget:
                 command = command.replace("{" + name + "}", shlex.quote(value))
             command = command.replace("{FILES}", " ".join(shlex.quote(f) for f in case.input_files))
             started = time.monotonic()
-            result = await run_process(command, cwd=self.cwd, env=os.environ, timeout=self.timeout)
+            result = await run_process(command, cwd=self.cwd, timeout=self.timeout)
             failure = result.failure(what, self.timeout)
             if failure:
                 raise NotGradedError(redact(failure))
@@ -231,6 +231,8 @@ class CliTarget:
                 text = output_file.read_text(encoding="utf-8", errors="replace")
             else:
                 text = result.stdout.decode("utf-8", errors="replace")
+        if not text.strip():
+            raise NotGradedError(f"{what} exited 0 but produced an empty answer")
         response = parse_output_text(text, what)
         if response.duration_ms is None:
             elapsed = (time.monotonic() - started) * 1000
@@ -266,10 +268,18 @@ class LlmTarget:
         max_tokens = settings.get("max_tokens", settings.get("max_output_tokens"))
         self.max_tokens = int(max_tokens) if isinstance(max_tokens, int) else None
 
+    def _accept(self, text: str) -> str:
+        """An empty reply (a content filter, say) is no answer: never stored, not graded."""
+        if not text.strip():
+            raise NotGradedError(
+                f"target '{self.name}' ({self.client.model}) returned an empty reply"
+            )
+        return text
+
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
         text, reply = await self.client.complete(
             chat_messages(case),
-            accept=str,
+            accept=self._accept,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             trial=attempt,

@@ -6,8 +6,10 @@ text appears whether a YAML case or an ``assert_judged`` call failed, with or wi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, NoReturn
+
+import pytest
 
 Verdict = Literal["pass", "borderline", "fail"]
 Outcome = Literal["passed", "xfailed", "failed"]
@@ -55,7 +57,7 @@ def _gate_note(result: Mapping[str, Any]) -> str:
     score = result.get("score")
     if result.get("verdict") == "fail" and isinstance(score, (int, float)):
         if score_to_verdict(float(score)) != "fail":
-            return " (a required rubric item was not met)"
+            return " (a required criterion or check was not met)"
     return ""
 
 
@@ -132,3 +134,33 @@ def borderline_reason(result: Mapping[str, Any]) -> str:
     misses = "; ".join(str(m) for m in (result.get("misses") or ())[:4])
     reason = f"borderline: score {fmt(result.get('score'))}"
     return f"{reason}; misses: {misses}" if misses else reason
+
+
+def settle_ungraded(
+    data: Mapping[str, Any],
+    *,
+    subject: str,
+    where: str,
+    require_judge: bool,
+    fail_on_error: bool,
+    skip: Callable[[str], NoReturn],
+) -> None:
+    """End the test of a result that was not graded; return for a graded one.
+
+    Skipped for want of a judge: a skip, or an error under ``--agentv-require-judge``. Not
+    graded (target or judge unavailable): an error, or a skip with ``--agentv-fail-on-error=no``.
+    The same words for eval cases and ``assert_judged``; ``data`` is already redacted.
+    """
+    error = data.get("error")
+    if data.get("status") == "skipped":
+        if require_judge:
+            pytest.fail(
+                f"{where}{subject} needs a judge: {error} (--agentv-require-judge is set)",
+                pytrace=False,
+            )
+        skip(f"{subject} skipped: {error}")
+    if data.get("status") == "error":
+        message = f"{subject} was not graded: {error}"
+        if fail_on_error:
+            pytest.fail(f"{where}{message}", pytrace=False)
+        skip(message)

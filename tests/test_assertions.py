@@ -174,16 +174,55 @@ def test_judge_fixture_evaluates_without_asserting(
 ) -> None:
     fake_llm.responder = lambda r: freeform_reply(0.1, [], ["wrong"])
     judged.makepyfile(
-        test_fixture="""
+        test_fixture=f"""
         def test_evaluate(agentv_judge):
-            result = agentv_judge.evaluate("answer", expected_outcome="ok", model="openai/other")
+            assert agentv_judge.model == "openai/fake-judge"
+            result = agentv_judge.evaluate("answer", expected_outcome="ok")
             assert result.score.score == 0.1 and result.score.verdict == "fail"
             assert [r.name for r in result.evaluator_results] == ["llm_judge"]
-            assert agentv_judge.model == "openai/fake-judge"
+            other = agentv_judge.evaluate(
+                "answer",
+                expected_outcome="ok",
+                evaluators=[{{"name": "j", "type": "llm_judge", "model": "openai/other",
+                             "api_base": "{fake_llm.api_base}"}}],
+            )
+            assert [r.name for r in other.evaluator_results] == ["j"]
         """
     )
     judged.runpytest().assert_outcomes(passed=1)
-    assert fake_llm.requests[0].body["model"] == "other"
+    assert [r.body["model"] for r in fake_llm.requests] == ["fake-judge", "other"]
+
+
+def test_evaluator_crash_message_is_redacted(
+    judged: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_API_TOKEN", "tok-canary-5b1e9f3a7c2d")
+    judged.makeconftest(
+        """
+        import os
+
+        class Crash:
+            kind = "crash"
+            def evaluate(self, context):
+                raise RuntimeError("token " + os.environ["MY_API_TOKEN"])
+
+        def pytest_agentv_make_evaluator(config, kind):
+            return Crash() if kind == "crash" else None
+        """
+    )
+    judged.makepyfile(
+        test_crash="""
+        from pytest_agentv import assert_judged
+
+        def test_it():
+            assert_judged("x", evaluators=[{"name": "c", "type": "crash"}])
+        """
+    )
+    result = judged.runpytest("--junitxml=junit.xml")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*assert_judged was not graded: c: Evaluator 'c' failed: *"])
+    for text in (result.stdout.str(), (judged.path / "junit.xml").read_text()):
+        assert "tok-canary" not in text
 
 
 def test_outside_a_session_is_a_clear_error() -> None:
@@ -214,7 +253,7 @@ def test_not_graded_assertion_says_so(judged: pytest.Pytester, fake_llm: FakeOpe
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*assert_judged could not grade the answer: llm_judge: the judge's reply could not be "
+            "*assert_judged was not graded: llm_judge: the judge's reply could not be "
             "parsed after 3 attempts*"
         ]
     )

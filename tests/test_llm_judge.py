@@ -278,7 +278,7 @@ def test_required_rubric_gates_and_omitted_items_count_as_unmet(
     assert row["verdict"] == "fail"
     result.stdout.fnmatch_lines(
         [
-            "*eval 'refund' failed: score 0.75 (fail) (a required rubric item was not met)",
+            "*eval 'refund' failed: score 0.75 (fail) (a required criterion or check was not met)",
             "*✗ [[]rubric-1] (required, weight 1) States the 30-day window — not assessed by the "
             "judge",
             "*✓ [[]tone] (optional, weight 2) Is friendly — tone checked",
@@ -341,6 +341,7 @@ def test_required_min_score_gates(judged: pytest.Pytester, fake_llm: FakeOpenAI)
     [
         '{"checks": [{"id": "accuracy", "score": 11}]}',
         '{"checks": [{"id": "accuracy", "score": 7.5}]}',
+        '{"checks": [{"id": "accuracy", "score": Infinity}]}',
         '{"checks": "all good"}',
     ],
 )
@@ -373,7 +374,8 @@ def test_custom_prompt_file_and_inline_prompt(
             evaluators: [{name: strict, type: llm_judge, prompt: prompts/strict.md}]
           - id: inline
             input: Refund window?
-            evaluators: [{name: terse, type: llm_judge, prompt: Penalize answers over 20 words.}]
+            evaluators:
+              - {name: terse, type: llm_judge, prompt: Penalize over 20 words and/or jargon.}
         """,
     )
     judged.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=2)
@@ -381,7 +383,9 @@ def test_custom_prompt_file_and_inline_prompt(
     assert from_file.user.startswith("Grade strictly.\nQ: Refund window?\nA: <AGENTV-DATA nonce=")
     assert "Unknown: {{nope}}" in from_file.user
     assert from_file.system.startswith("You grade answers.")
-    assert inline.user.startswith("Penalize answers over 20 words.\n\nYou are an expert evaluator.")
+    assert inline.user.startswith(
+        "Penalize over 20 words and/or jargon.\n\nYou are an expert evaluator."
+    )
     rows = results(judged)
     assert rows["from-file"]["evaluator_provider_request"]["custom_prompt"] == "prompts/strict.md"
     assert rows["inline"]["evaluator_provider_request"]["custom_prompt"] == "inline"
@@ -471,11 +475,15 @@ def test_judge_model_overrides(project: pytest.Pytester, fake_llm: FakeOpenAI) -
             input: q
           - id: by-evaluator
             input: q
-            evaluators: [{name: j, type: llm_judge, model: openai/evaluator-model}]
+            evaluators:
+              - {name: j, type: llm_judge, model: openai/evaluator-model, api_base: API_BASE}
           - id: by-session
             input: q
             execution: {target: plain}
         """,
+    )
+    (project.path / "m.eval.yaml").write_text(
+        (project.path / "m.eval.yaml").read_text().replace("API_BASE", fake_llm.api_base)
     )
     fake_llm.responder = lambda r: freeform_reply(0.9)
     project.runpytest().assert_outcomes(passed=3)
@@ -616,3 +624,23 @@ def test_litellm_is_imported_on_first_model_call_only(
     result = project.runpytest_subprocess("-s", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*litellm imported: True*", "*cost map: True*"])
+
+
+def test_empty_llm_target_reply_is_not_graded_nor_stored(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    project.makeini(
+        judge_ini(fake_llm).replace("agentv_cache_mode = off", "agentv_cache_mode = readwrite")
+    )
+    write(
+        project,
+        ".agentv/targets.yaml",
+        f"targets:\n  - {{name: default, provider: litellm, model: openai/agent, "
+        f"api_base: {fake_llm.api_base}}}\n",
+    )
+    fake_llm.responder = lambda r: "" if r.body["model"] == "agent" else freeform_reply(0.9)
+    write(project, "t.eval.yaml", FREEFORM)
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*target 'default' (openai/agent) returned an empty reply*"])
+    assert not list((project.path / ".agentv" / "cache").rglob("*.json"))

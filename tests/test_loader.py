@@ -329,6 +329,10 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
             "a: 1\na: 2\nevalcases: [{id: x, input: q}]\n",
             "bad.eval.yaml:2:1: duplicate key 'a' (first defined at line 1)*",
         ),
+        (
+            "evaluator: code_judge\nevalcases: [{id: a, input: q}]\n",
+            "bad.eval.yaml:1:12: evaluator: 'code_judge' as the default kind needs a script*",
+        ),
     ],
     ids=[
         "empty",
@@ -347,6 +351,7 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
         "unknown-type",
         "yaml-in-flow",
         "duplicate-key",
+        "code-judge-default-kind",
     ],
 )
 def test_invalid_files_are_one_clear_collection_error(

@@ -132,6 +132,13 @@ def test_bad_option_values_are_usage_errors(scores: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result = scores.runpytest("--agentv-concurrency=0")
     result.stderr.fnmatch_lines(["ERROR: --agentv-concurrency=0 is invalid*an integer >= 1"])
+    result = scores.runpytest("--agentv-require-judge", "v.eval.yaml")
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --agentv-require-judge=v.eval.yaml is invalid; use yes or no (write "
+            "--agentv-require-judge=yes, or put test paths before --agentv-require-judge)"
+        ]
+    )
 
 
 def test_not_graded_is_an_error_not_a_failure(scores: pytest.Pytester) -> None:

@@ -155,3 +155,27 @@ def test_code_judge_cwd_may_not_leave_the_rootdir(project: pytest.Pytester) -> N
     result = project.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*cwd reference '../..' resolves outside the rootdir; refused*"])
+
+
+def test_environment_copy_survives_concurrent_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from pytest_agentv.processes import environment, scrubbed_env
+
+    stop = threading.Event()
+
+    def toggle() -> None:
+        while not stop.is_set():
+            os.environ["AGENTV_TEST_TOGGLE"] = "1"
+            os.environ.pop("AGENTV_TEST_TOGGLE", None)
+
+    monkeypatch.delenv("AGENTV_TEST_TOGGLE", raising=False)
+    thread = threading.Thread(target=toggle)
+    thread.start()
+    try:
+        for _ in range(20_000):
+            assert "PATH" in environment()
+            scrubbed_env()
+    finally:
+        stop.set()
+        thread.join()

@@ -127,8 +127,9 @@ def test_cli_target_stdout_when_no_output_file(project: pytest.Pytester) -> None
             "true {OUTPUT_FILE}",
             "*cli target 'default' exited 0 but wrote nothing to {OUTPUT_FILE}*",
         ),
+        ("true", "*cli target 'default' exited 0 but produced an empty answer*"),
     ],
-    ids=["exit-code", "timeout", "no-output"],
+    ids=["exit-code", "timeout", "no-output", "empty-answer"],
 )
 def test_cli_target_failures_are_not_graded(
     project: pytest.Pytester, command: str, message: str
@@ -334,3 +335,19 @@ def test_crashing_target_is_an_error_and_isolated(project: pytest.Pytester) -> N
         ]
     )
     assert "Traceback" not in result.stdout.str()
+
+
+def test_target_fixture_under_another_function_name(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "conftest.py",
+        """
+        import pytest
+
+        @pytest.fixture(name="agentv_target")
+        def my_agent():
+            return lambda case: "renamed"
+        """,
+    )
+    write(project, "r.eval.yaml", "evalcases:" + expect_case("a", "renamed"))
+    project.runpytest().assert_outcomes(passed=1)

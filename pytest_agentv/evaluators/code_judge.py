@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -193,14 +194,4 @@ class CodeEvaluator:
         failure = result.failure("code judge", timeout)
         if failure:
             return EvaluationScore.graded(0.0, misses=(failure,), evaluator_raw_request=request)
-        parsed = parse_judge_output(result.stdout)
-        return EvaluationScore(
-            score=parsed.score,
-            hits=parsed.hits,
-            misses=parsed.misses,
-            expected_aspect_count=parsed.expected_aspect_count,
-            reasoning=parsed.reasoning,
-            verdict=parsed.verdict,
-            details=parsed.details,
-            evaluator_raw_request=request,
-        )
+        return replace(parse_judge_output(result.stdout), evaluator_raw_request=request)

@@ -2,7 +2,7 @@
 
 Rubric mode when the evaluator has rubrics (score ranges if any criterion has them), freeform
 otherwise (seeds 000, 002, 003). Each mode asks for one JSON object, parses the first valid
-object in the reply, validates it and retries the call up to three times. A reply that never
+object in the reply and validates it, in up to three attempts. A reply that never
 parses gives score 0 and an ``error`` saying so: the case is then reported as not graded, so
 nobody mistakes a judge that could not answer for an answer that failed.
 """
@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -168,6 +168,7 @@ def parse_score_ranges(text: str, rubrics: Sequence[RubricItem]) -> EvaluationSc
         if (
             isinstance(score, bool)
             or not isinstance(score, (int, float))
+            or not math.isfinite(score)
             or score != int(score)
             or not 0 <= score <= 10
         ):
@@ -228,8 +229,11 @@ def parse_score_ranges(text: str, rubrics: Sequence[RubricItem]) -> EvaluationSc
 
 
 def looks_like_path(prompt: str) -> bool:
-    single_line = "\n" not in prompt.strip() and "{{" not in prompt
-    return single_line and (prompt.strip().lower().endswith(_PATH_SUFFIXES) or "/" in prompt)
+    """One word with a prompt-file suffix or a folder in it: meant as a file, not as text."""
+    text = prompt.strip()
+    if not text or any(c.isspace() for c in text) or "{{" in text:
+        return False
+    return text.lower().endswith(_PATH_SUFFIXES) or "/" in text
 
 
 def load_prompt_file(prompt: str, *, start: Path, rootdir: Path) -> str | None:
@@ -418,27 +422,15 @@ def _rejecting(parse: Callable[[str], T]) -> Callable[[str], T]:
             return parse(text)
         except ReplyError:
             raise
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, OverflowError) as exc:
             raise ReplyError(str(exc)) from exc
 
     return accept
 
 
 def _with_request(score: EvaluationScore, request: dict[str, Any], reply: Reply) -> EvaluationScore:
-    details = dict(score.details or {})
-    if reply.cached:
-        details["replayed"] = True
-    return EvaluationScore(
-        score=score.score,
-        hits=score.hits,
-        misses=score.misses,
-        expected_aspect_count=score.expected_aspect_count,
-        reasoning=score.reasoning,
-        raw_aspects=score.raw_aspects,
-        evaluator_raw_request=request,
-        verdict=score.verdict,
-        details=details or None,
-    )
+    details = {**(score.details or {}), **({"replayed": True} if reply.cached else {})}
+    return replace(score, evaluator_raw_request=request, details=details or None)
 
 
 def _number(value: Any, default: float) -> float:
