@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 from pydantic import ValidationError
@@ -32,10 +32,23 @@ from .targets import response_from
 from .verdicts import borderline_reason, outcome_for, report_text, settle_ungraded, summary_line
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from .runner import AgentvRun
 
 Rubrics = Sequence[str | Mapping[str, Any] | RubricItem]
 Entries = Sequence[Mapping[str, Any] | EvaluatorConfig]
+
+
+class JudgeOptions(TypedDict, total=False):
+    """What to judge an answer against; every judging entry point takes these keywords."""
+
+    expected_outcome: str | None
+    question: str | None
+    reference_answer: str | None
+    rubrics: Rubrics | None
+    evaluators: Entries | None
+    model: str | None
 
 
 class JudgedAssertionError(AssertionError):
@@ -116,19 +129,19 @@ class AgentvJudge:
         )
 
     async def _evaluate(
-        self,
-        candidate: Any,
-        *,
-        expected_outcome: str | None,
-        question: str | None,
-        reference_answer: str | None,
-        rubrics: Rubrics | None,
-        evaluators: Entries | None,
-        model: str | None,
-        usage: Usage,
+        self, candidate: Any, usage: Usage, options: JudgeOptions
     ) -> CaseEvaluation:
-        entries = _entries(evaluators, rubrics)
-        context = self._context(candidate, question, expected_outcome, reference_answer, model)
+        unknown = sorted(set(options) - set(JudgeOptions.__annotations__))
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
+        entries = _entries(options.get("evaluators"), options.get("rubrics"))
+        context = self._context(
+            candidate,
+            options.get("question"),
+            options.get("expected_outcome"),
+            options.get("reference_answer"),
+            options.get("model"),
+        )
         hook = self.item.ihook if self.item is not None else self.run.config.hook
         registry = self.run.registry_for([e.type for e in entries], hook)
         token = current_usage.set(usage)
@@ -137,71 +150,31 @@ class AgentvJudge:
         finally:
             current_usage.reset(token)
 
-    def evaluate(
-        self,
-        candidate: Any,
-        *,
-        expected_outcome: str | None = None,
-        question: str | None = None,
-        reference_answer: str | None = None,
-        rubrics: Rubrics | None = None,
-        evaluators: Entries | None = None,
-        model: str | None = None,
-    ) -> CaseEvaluation:
+    def evaluate(self, candidate: Any, **options: Unpack[JudgeOptions]) -> CaseEvaluation:
         """Grade ``candidate`` without asserting; raises ``JudgeNotConfiguredError`` if no judge."""
-        return self.run.scheduler.run(
-            self._evaluate(
-                candidate,
-                usage=Usage(),
-                expected_outcome=expected_outcome,
-                question=question,
-                reference_answer=reference_answer,
-                rubrics=rubrics,
-                evaluators=evaluators,
-                model=model,
-            )
-        )
+        return self.run.scheduler.run(self._evaluate(candidate, Usage(), options))
 
-    async def aevaluate(
-        self,
-        candidate: Any,
-        *,
-        expected_outcome: str | None = None,
-        question: str | None = None,
-        reference_answer: str | None = None,
-        rubrics: Rubrics | None = None,
-        evaluators: Entries | None = None,
-        model: str | None = None,
-    ) -> CaseEvaluation:
+    async def aevaluate(self, candidate: Any, **options: Unpack[JudgeOptions]) -> CaseEvaluation:
         """The awaitable ``evaluate``; calls from ``asyncio.gather`` overlap."""
-        future = self.run.scheduler.submit(
-            self._evaluate(
-                candidate,
-                usage=Usage(),
-                expected_outcome=expected_outcome,
-                question=question,
-                reference_answer=reference_answer,
-                rubrics=rubrics,
-                evaluators=evaluators,
-                model=model,
-            )
-        )
+        future = self.run.scheduler.submit(self._evaluate(candidate, Usage(), options))
         return await asyncio.wrap_future(future)
 
-    def assert_judged(self, candidate: Any, **options: Any) -> EvaluationScore:
+    def assert_judged(self, candidate: Any, **options: Unpack[JudgeOptions]) -> EvaluationScore:
         __tracebackhide__ = True
         usage = Usage()
         try:
-            evaluation = self.run.scheduler.run(self._evaluate(candidate, usage=usage, **options))
+            evaluation = self.run.scheduler.run(self._evaluate(candidate, usage, options))
         except AgentvError as exc:
             return self._conclude(None, usage, exc)
         return self._conclude(evaluation, usage, None)
 
-    async def assert_judged_async(self, candidate: Any, **options: Any) -> EvaluationScore:
+    async def assert_judged_async(
+        self, candidate: Any, **options: Unpack[JudgeOptions]
+    ) -> EvaluationScore:
         __tracebackhide__ = True
         usage = Usage()
         try:
-            future = self.run.scheduler.submit(self._evaluate(candidate, usage=usage, **options))
+            future = self.run.scheduler.submit(self._evaluate(candidate, usage, options))
             evaluation = await asyncio.wrap_future(future)
         except AgentvError as exc:
             return self._conclude(None, usage, exc)
@@ -269,52 +242,19 @@ def _judge() -> AgentvJudge:
     return AgentvJudge(get_run(config), active["item"])
 
 
-def assert_judged(
-    candidate: Any,
-    *,
-    expected_outcome: str | None = None,
-    question: str | None = None,
-    reference_answer: str | None = None,
-    rubrics: Rubrics | None = None,
-    evaluators: Entries | None = None,
-    model: str | None = None,
-) -> EvaluationScore:
+def assert_judged(candidate: Any, **options: Unpack[JudgeOptions]) -> EvaluationScore:
     """Grade ``candidate`` with the session's judge and assert on the verdict.
 
-    ``rubrics`` are strings, dicts or ``RubricItem``s; ``evaluators`` takes the same entries as
-    YAML (so code judges work too). Pass returns the ``EvaluationScore``; borderline calls
+    Keywords: ``expected_outcome``, ``question``, ``reference_answer``, ``rubrics`` (strings,
+    dicts or ``RubricItem``s), ``evaluators`` (the same entries as YAML, so code judges work
+    too) and ``model``. Pass returns the ``EvaluationScore``; borderline calls
     ``pytest.xfail``; fail raises ``JudgedAssertionError`` with the evaluator table.
     """
     __tracebackhide__ = True
-    return _judge().assert_judged(
-        candidate,
-        expected_outcome=expected_outcome,
-        question=question,
-        reference_answer=reference_answer,
-        rubrics=rubrics,
-        evaluators=evaluators,
-        model=model,
-    )
+    return _judge().assert_judged(candidate, **options)
 
 
-async def assert_judged_async(
-    candidate: Any,
-    *,
-    expected_outcome: str | None = None,
-    question: str | None = None,
-    reference_answer: str | None = None,
-    rubrics: Rubrics | None = None,
-    evaluators: Entries | None = None,
-    model: str | None = None,
-) -> EvaluationScore:
+async def assert_judged_async(candidate: Any, **options: Unpack[JudgeOptions]) -> EvaluationScore:
     """The awaitable ``assert_judged``: several can run at once with ``asyncio.gather``."""
     __tracebackhide__ = True
-    return await _judge().assert_judged_async(
-        candidate,
-        expected_outcome=expected_outcome,
-        question=question,
-        reference_answer=reference_answer,
-        rubrics=rubrics,
-        evaluators=evaluators,
-        model=model,
-    )
+    return await _judge().assert_judged_async(candidate, **options)

@@ -112,11 +112,15 @@ def test_code_judges_and_rubric_forms(judged: pytest.Pytester, fake_llm: FakeOpe
 
         def test_bad_entry():
             assert_judged("x", evaluators=[{"type": "code_judge"}])
+
+        def test_unknown_keyword():
+            assert_judged("x", expected_outcom="typo")
         """
     )
     result = judged.runpytest()
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines(["*ValueError: evaluators[[]0] is invalid: name: Field required*"])
+    result.stdout.fnmatch_lines(["*TypeError: unexpected keyword argument(s): expected_outcom*"])
     assert "- [tone] (REQUIRED) (weight: 1): Polite" in fake_llm.requests[0].user
 
 
