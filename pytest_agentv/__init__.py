@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .assertions import AgentvJudge, JudgedAssertionError, assert_judged, assert_judged_async
+    from .cases import PreparedCase
     from .errors import (
         AgentvDeprecationWarning,
         AgentvError,
@@ -21,16 +22,13 @@ if TYPE_CHECKING:
         NotGradedError,
         ReplayMissError,
     )
+    from .evaluators import EVALUATOR_KINDS, build_evaluator_registry, is_evaluator_kind
     from .evaluators.base import (
-        EVALUATOR_KINDS,
         CaseEvaluation,
         EvaluationContext,
         EvaluationScore,
         Evaluator,
         EvaluatorResult,
-        PreparedCase,
-        build_evaluator_registry,
-        is_evaluator_kind,
         run_evaluators_for_case,
     )
     from .evaluators.code_judge import CodeEvaluator
@@ -52,15 +50,15 @@ _EXPORTS = {
     "JudgeNotConfiguredError": "errors",
     "NotGradedError": "errors",
     "ReplayMissError": "errors",
-    "EVALUATOR_KINDS": "evaluators.base",
+    "EVALUATOR_KINDS": "evaluators",
     "CaseEvaluation": "evaluators.base",
     "EvaluationContext": "evaluators.base",
     "EvaluationScore": "evaluators.base",
     "Evaluator": "evaluators.base",
     "EvaluatorResult": "evaluators.base",
-    "PreparedCase": "evaluators.base",
-    "build_evaluator_registry": "evaluators.base",
-    "is_evaluator_kind": "evaluators.base",
+    "PreparedCase": "cases",
+    "build_evaluator_registry": "evaluators",
+    "is_evaluator_kind": "evaluators",
     "run_evaluators_for_case": "evaluators.base",
     "CodeEvaluator": "evaluators.code_judge",
     "LlmJudgeEvaluator": "evaluators.llm_judge",

@@ -1,43 +1,53 @@
 """``assert_judged`` for plain unit tests, its async twin, and the ``agentv_judge`` object.
 
 They enter the pipeline at "evaluators" with an answer in hand and leave through the same
-verdict function and the same failure text as YAML cases: pass returns the score, borderline
-xfails (per ``--agentv-borderline``), fail raises an ``AssertionError`` carrying the evaluator
-table. Without a configured judge an LLM-judged assertion skips, like an LLM-judged YAML case.
+``CaseResult``, the same verdict function and the same failure text as YAML cases: pass returns
+the score, borderline xfails (per ``--agentv-borderline``), fail raises an ``AssertionError``
+carrying the evaluator table. Without a configured judge an LLM-judged assertion skips, like an
+LLM-judged YAML case.
+
+The plugin sets ``current_test`` around every test, so this module is imported for every test:
+what grading needs (pydantic, the evaluators) is imported when a judgement is first asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import contextvars
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
-from pydantic import ValidationError
 
 from .errors import AgentvError, JudgeNotConfiguredError
-from .evaluators.base import (
-    CaseEvaluation,
-    EvaluationContext,
-    EvaluationScore,
-    PreparedCase,
-    run_evaluators_for_case,
-)
-from .judge import Usage, current_usage
-from .models import EvaluatorConfig, RubricItem, rubric_items
-from .redaction import redact_obj
-from .reporting import judged_key, record_properties
-from .targets import response_from
-from .verdicts import borderline_reason, outcome_for, report_text, settle_ungraded, summary_line
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from .evaluators.base import CaseEvaluation, EvaluationContext, EvaluationScore
+    from .judge import Usage
+    from .models import EvaluatorConfig, RubricItem
+    from .results import ResultRow
     from .runner import AgentvRun
 
-Rubrics = Sequence[str | Mapping[str, Any] | RubricItem]
-Entries = Sequence[Mapping[str, Any] | EvaluatorConfig]
+    Rubrics = Sequence[str | Mapping[str, Any] | RubricItem]
+    Entries = Sequence[Mapping[str, Any] | EvaluatorConfig]
+
+
+@dataclass(frozen=True)
+class CurrentTest:
+    """The test pytest is running, and how to reach the run (created on first use)."""
+
+    item: pytest.Item
+    run: Callable[[], AgentvRun]
+
+
+#: Set by the plugin around each test, so that module-level ``assert_judged`` finds its test.
+current_test: contextvars.ContextVar[CurrentTest | None] = contextvars.ContextVar(
+    "agentv_current_test", default=None
+)
 
 
 class JudgeOptions(TypedDict, total=False):
@@ -54,12 +64,16 @@ class JudgeOptions(TypedDict, total=False):
 class JudgedAssertionError(AssertionError):
     """``assert_judged`` failed: the message is the evaluator and rubric table."""
 
-    def __init__(self, message: str, result: dict[str, Any]) -> None:
+    def __init__(self, message: str, result: ResultRow) -> None:
         super().__init__(message)
         self.result = result
 
 
 def _entries(evaluators: Entries | None, rubrics: Rubrics | None) -> tuple[EvaluatorConfig, ...]:
+    from pydantic import ValidationError
+
+    from .models import EvaluatorConfig, rubric_items
+
     entries: list[EvaluatorConfig] = []
     for index, entry in enumerate(evaluators or ()):
         if isinstance(entry, EvaluatorConfig):
@@ -104,6 +118,10 @@ class AgentvJudge:
         reference_answer: str | None,
         model: str | None,
     ) -> EvaluationContext:
+        from .cases import PreparedCase
+        from .evaluators.base import EvaluationContext
+        from .targets import response_from
+
         response = response_from(candidate, "assert_judged candidate")
         folder = self.item.path.parent if self.item is not None else Path.cwd()
         case = PreparedCase(
@@ -131,6 +149,9 @@ class AgentvJudge:
     async def _evaluate(
         self, candidate: Any, usage: Usage, options: JudgeOptions
     ) -> CaseEvaluation:
+        from .evaluators.base import run_evaluators_for_case
+        from .judge import current_usage
+
         unknown = sorted(set(options) - set(JudgeOptions.__annotations__))
         if unknown:
             raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
@@ -143,24 +164,33 @@ class AgentvJudge:
             options.get("model"),
         )
         hook = self.item.ihook if self.item is not None else self.run.config.hook
-        registry = self.run.registry_for([e.type for e in entries], hook)
+        registry = self.run.registry.scoped(
+            lambda kind: hook.pytest_agentv_make_evaluator(config=self.run.config, kind=kind)
+        )
+        evaluators = registry.evaluators_for(entries)
         token = current_usage.set(usage)
         try:
-            return await run_evaluators_for_case(context, entries, registry)
+            return await run_evaluators_for_case(context, entries, evaluators)
         finally:
             current_usage.reset(token)
 
     def evaluate(self, candidate: Any, **options: Unpack[JudgeOptions]) -> CaseEvaluation:
         """Grade ``candidate`` without asserting; raises ``JudgeNotConfiguredError`` if no judge."""
+        from .judge import Usage
+
         return self.run.scheduler.run(self._evaluate(candidate, Usage(), options))
 
     async def aevaluate(self, candidate: Any, **options: Unpack[JudgeOptions]) -> CaseEvaluation:
         """The awaitable ``evaluate``; calls from ``asyncio.gather`` overlap."""
+        from .judge import Usage
+
         future = self.run.scheduler.submit(self._evaluate(candidate, Usage(), options))
         return await asyncio.wrap_future(future)
 
     def assert_judged(self, candidate: Any, **options: Unpack[JudgeOptions]) -> EvaluationScore:
         __tracebackhide__ = True
+        from .judge import Usage
+
         usage = Usage()
         try:
             evaluation = self.run.scheduler.run(self._evaluate(candidate, usage, options))
@@ -172,6 +202,8 @@ class AgentvJudge:
         self, candidate: Any, **options: Unpack[JudgeOptions]
     ) -> EvaluationScore:
         __tracebackhide__ = True
+        from .judge import Usage
+
         usage = Usage()
         try:
             future = self.run.scheduler.submit(self._evaluate(candidate, usage, options))
@@ -185,61 +217,51 @@ class AgentvJudge:
     ) -> EvaluationScore:
         """Record the result on the calling test, then pass, xfail, skip or fail."""
         __tracebackhide__ = True
-        settings = self.run.settings
-        score = evaluation.score if evaluation is not None else None
-        message = str(error) if error is not None else (score.error if score else None)
-        status = "graded" if message is None else "error"
-        if isinstance(error, JudgeNotConfiguredError):
-            status = "skipped"
-        where = self.item.nodeid if self.item is not None else "assert_judged"
-        data: dict[str, Any] = redact_obj(
-            {
-                "status": status,
-                "eval_id": where,
-                "score": score.score if score else 0.0,
-                "verdict": score.verdict if score else None,
-                "hits": list(score.hits) if score else [],
-                "misses": list(score.misses) if score else [],
-                "reasoning": score.reasoning if score else None,
-                "evaluator_results": [r.to_dict() for r in evaluation.evaluator_results]
-                if evaluation
-                else [],
-                "error": message,
-                "usage": usage.to_dict(),
-            }
+        from .reporting import judged_key, record_properties
+        from .results import CaseResult
+        from .verdicts import apply_verdict, settle_ungraded
+
+        grade = evaluation.grade() if evaluation is not None else None
+        message = str(error) if error is not None else (grade.error if grade else None)
+        result = CaseResult(
+            status="graded" if message is None else "error",
+            eval_id=self.item.nodeid if self.item is not None else "assert_judged",
+            grade=grade,
+            error=message,
+            usage=usage.row(),
         )
+        if isinstance(error, JudgeNotConfiguredError):
+            result.status = "skipped"
+        row = result.row()
         if self.item is not None:
-            self.item.stash.setdefault(judged_key, []).append(data)
-            record_properties(self.item, data)
+            self.item.stash.setdefault(judged_key, []).append(row)
+            record_properties(self.item, row)
+        settings = self.run.settings
         settle_ungraded(
-            data,
+            row,
             subject="assert_judged",
             where="",
             require_judge=settings.require_judge,
             fail_on_error=settings.fail_on_error,
             skip=pytest.skip,
         )
-        assert score is not None
-        outcome = outcome_for(score.verdict, settings.borderline)
-        if outcome == "xfailed":
-            pytest.xfail(borderline_reason(data))
-        elif outcome == "failed":
-            raise JudgedAssertionError(
-                report_text(data, f"assert_judged failed: {summary_line(data)}"), data
-            )
-        return score
+        assert evaluation is not None
+        apply_verdict(
+            row,
+            borderline=settings.borderline,
+            headline="assert_judged failed",
+            failure=lambda report: JudgedAssertionError(report, row),
+        )
+        return evaluation.score
 
 
 def _judge() -> AgentvJudge:
-    from .plugin import active
-    from .runner import get_run
-
-    config = active["config"]
-    if config is None:
+    test = current_test.get()
+    if test is None:
         raise RuntimeError(
             "assert_judged needs a running pytest session with pytest-agentv (call it from a test)"
         )
-    return AgentvJudge(get_run(config), active["item"])
+    return AgentvJudge(test.run(), test.item)
 
 
 def assert_judged(candidate: Any, **options: Unpack[JudgeOptions]) -> EvaluationScore:

@@ -10,35 +10,47 @@ passed, xfailed or failed.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 
+from .cases import CaseSpec
 from .errors import AgentvError, ConfigError, EvalFileError
-from .evaluators.base import EVALUATOR_KINDS, Evaluator
-from .evaluators.llm_judge import load_prompt_file
-from .loader import LoadedFile, display_path, evaluator_locs, load_eval_file
-from .models import KIND_ALIASES
+from .evaluators import ScopedRegistry
+from .evaluators.base import Evaluator
+from .evaluators.prompts import load_prompt_file
+from .loader import LoadedFile, evaluator_locs, load_eval_file
+from .paths import display_path
 from .redaction import redact
 from .reporting import record_properties, result_key
-from .runner import CaseSpec, effective_evaluators, get_run
+from .results import ResultRow
+from .runner import AgentvRun, CaseWork
 from .targets import FixtureTarget
-from .verdicts import borderline_reason, outcome_for, report_text, settle_ungraded, summary_line
+from .verdicts import apply_verdict, settle_ungraded
+
+
+@pytest.fixture
+def _probe() -> None:
+    """Never requested: its decorated form shows what pytest's fixture decorator returns."""
+
+
+#: What ``@pytest.fixture`` turns a function into (pytest has no public name for this type).
+_FIXTURE_TYPE = type(_probe)
 
 
 def _defines_target_fixture(plugin: object) -> bool:
+    """Whether a plugin or conftest module defines a fixture named ``agentv_target``, also
+    through ``@pytest.fixture(name="agentv_target")`` on a function with another name."""
     if getattr(plugin, "agentv_target", None) is not None:
         return True
     try:
         values = vars(plugin).values()
     except TypeError:
         return False
-    # @pytest.fixture(name="agentv_target") on a function with another name
     return any(
-        type(value).__name__ == "FixtureFunctionDefinition"
-        and getattr(value, "name", None) == "agentv_target"
+        isinstance(value, _FIXTURE_TYPE) and getattr(value, "name", None) == "agentv_target"
         for value in values
     )
 
@@ -74,29 +86,14 @@ def _run_case_without_target_fixture() -> None:
 
 
 def load_specs(
-    path: Path, display: str, rootdir: Path, evaluator_for: Callable[[str], Evaluator | None]
-) -> tuple[LoadedFile, list[CaseSpec]]:
+    path: Path, display: str, rootdir: Path, registry: ScopedRegistry
+) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
     """Everything collection does with an eval file, without pytest: raises ``AgentvError``."""
-    loaded = load_eval_file(
-        path,
-        display,
-        lambda kind: evaluator_for(kind) is not None,
-        lambda: sorted({*EVALUATOR_KINDS, *KIND_ALIASES}),
-    )
+    loaded = load_eval_file(path, display, registry.problem)
     _check_prompt_files(loaded, rootdir)
-    specs: list[CaseSpec] = []
-    for index, case in enumerate(loaded.suite.evalcases):
-        entries = effective_evaluators(case, loaded.suite)
-        registry = {entry.type: evaluator_for(entry.type) for entry in entries}
-        specs.append(
-            CaseSpec(
-                loaded=loaded,
-                index=index,
-                evaluators=entries,
-                registry={kind: e for kind, e in registry.items() if e is not None},
-            )
-        )
-    return loaded, specs
+    return loaded, [
+        (spec, registry.evaluators_for(spec.evaluators)) for spec in CaseSpec.all_of(loaded)
+    ]
 
 
 def _check_prompt_files(loaded: LoadedFile, rootdir: Path) -> None:
@@ -114,14 +111,19 @@ def _check_prompt_files(loaded: LoadedFile, rootdir: Path) -> None:
 
 
 class EvalFile(pytest.File):
+    def __init__(self, *, run: AgentvRun, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.run = run
+
     def collect(self) -> Iterable[pytest.Item]:
-        run = get_run(self.config)
+        run = self.run
+        hook = self.ihook
+        registry = run.registry.scoped(
+            lambda kind: hook.pytest_agentv_make_evaluator(config=self.config, kind=kind)
+        )
         try:
-            loaded, specs = load_specs(
-                self.path,
-                display_path(self.path, run.rootdir),
-                run.rootdir,
-                run.evaluator_lookup(self.ihook),
+            loaded, cases = load_specs(
+                self.path, display_path(self.path, run.rootdir), run.rootdir, registry
             )
         except AgentvError as exc:
             raise self.CollectError(str(exc)) from None
@@ -129,20 +131,36 @@ class EvalFile(pytest.File):
             warnings.warn_explicit(warning.message, warning.category, str(self.path), warning.line)
         defined = target_fixture_defined(self.config, self.path)
         callobj = _run_case if defined else _run_case_without_target_fixture
-        for spec in specs:
-            item = EvalItem.from_parent(self, name=spec.case.id, callobj=callobj, spec=spec)
+        for spec, evaluators in cases:
+            item = EvalItem.from_parent(
+                self,
+                name=spec.case.id,
+                callobj=callobj,
+                run=run,
+                spec=spec,
+                evaluators=evaluators,
+            )
             item.add_marker("agentv")
             yield item
 
 
 class EvalItem(pytest.Function):
-    def __init__(self, *, spec: CaseSpec, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        run: AgentvRun,
+        spec: CaseSpec,
+        evaluators: Mapping[str, Evaluator],
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
+        self.run = run
         self.spec = spec
+        self.evaluators = evaluators
 
     def setup(self) -> None:
         super().setup()
-        run = get_run(self.config)
+        run = self.run
         value = self.funcargs.get("agentv_target")
         if value is not None and not callable(value):
             pytest.fail(
@@ -154,38 +172,26 @@ class EvalItem(pytest.Function):
         if fixture is None and run.scheduler.planned(self.nodeid):
             result = run.scheduler.result(self.nodeid)
         else:
-            result = run.run_now(self.spec, fixture)
-        data = self.stash[result_key] = result.to_dict()
-        record_properties(self, data)
+            result = run.run_now(self.spec, self.evaluators, fixture)
+        row = self.stash[result_key] = result.row()
+        record_properties(self, row)
         settle_ungraded(
-            data,
+            row,
             subject=f"eval '{self.name}'",
-            where=f"{self.spec.loaded.display}:{self.spec.line + 1}: ",
+            where=f"{self.spec.where}: ",
             require_judge=run.settings.require_judge,
             fail_on_error=run.settings.fail_on_error,
-            skip=self._skip,
+            skip=pytest.skip,
         )
 
-    def _skip(self, reason: str) -> NoReturn:
-        """Skip so that ``-rs`` shows the case's line in its eval file, not our source."""
-        raiser = compile("\n" * self.spec.line + "raise skipped", str(self.path), "exec")
-        try:
-            pytest.skip(reason)
-        except pytest.skip.Exception as skipped:
-            exec(raiser, {"skipped": skipped.with_traceback(None)})
-        raise AssertionError("unreachable: the compiled code raises")
-
     def runtest(self) -> None:
-        data = self.stash[result_key]
-        outcome = outcome_for(str(data["verdict"]), get_run(self.config).settings.borderline)
-        if outcome == "xfailed":
-            # Last statement of its branch: with --runxfail, pytest.xfail does nothing.
-            pytest.xfail(borderline_reason(data))
-        elif outcome == "failed":
-            where = f"{self.spec.loaded.display}:{self.spec.line + 1}"
-            raise EvalFailed(
-                report_text(data, f"{where}: eval '{self.name}' failed: {summary_line(data)}")
-            )
+        row: ResultRow = self.stash[result_key]
+        apply_verdict(
+            row,
+            borderline=self.run.settings.borderline,
+            headline=f"{self.spec.where}: eval '{self.name}' failed",
+            failure=EvalFailed,
+        )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         # pytest also asks for a repr of an imperative xfail (borderline) before it rewrites the
@@ -197,3 +203,25 @@ class EvalItem(pytest.Function):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, self.spec.line, f"eval: {self.name}"
+
+
+def early_work(items: Sequence[pytest.Item]) -> list[CaseWork]:
+    """The cases the scheduler may start before their items run: every eval item's, unless an
+    ``agentv_target`` fixture answers it (its value is only known at item setup)."""
+    return [
+        (item.nodeid, item.spec, item.evaluators)
+        for item in items
+        if isinstance(item, EvalItem) and "agentv_target" not in item.fixturenames
+    ]
+
+
+def place_skip(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Point a skipped eval item's report at the case's line in its eval file, so that ``-rs``
+    shows where the case is rather than where pytest-agentv skipped it."""
+    if (
+        isinstance(item, EvalItem)
+        and report.skipped
+        and isinstance(report.longrepr, tuple)
+        and len(report.longrepr) == 3
+    ):
+        report.longrepr = (str(item.path), item.spec.line + 1, report.longrepr[2])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import warnings
+import difflib
+from collections.abc import Iterable
 
 
 class AgentvError(Exception):
@@ -44,6 +45,7 @@ class AgentvDeprecationWarning(AgentvWarning, DeprecationWarning):
     """Legacy AgentV spellings that still work (``grader:``, ``type: rubric``)."""
 
 
-def warn_at(path: str, line: int, message: str, category: type[Warning] = AgentvWarning) -> None:
-    """Emit a warning attributed to a line of a YAML file rather than to our own code."""
-    warnings.warn_explicit(message, category, filename=path, lineno=line)
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest known spelling of a typo, else nothing."""
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""

@@ -16,6 +16,7 @@ import contextvars
 import email.utils
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any, TypeVar
 from .errors import NotGradedError, ReplayMissError
 from .redaction import redact, register_secret
 from .replay import ReplayStore, request_key
+from .results import UsageRow
 
 T = TypeVar("T")
 
@@ -54,15 +56,15 @@ class Usage:
         self.completion_tokens += other.completion_tokens
         self.cost_usd += other.cost_usd
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "reused": self.reused,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "tokens": self.tokens,
-            "cost_usd": round(self.cost_usd, 8),
-        }
+    def row(self) -> UsageRow:
+        return UsageRow(
+            calls=self.calls,
+            reused=self.reused,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            tokens=self.tokens,
+            cost_usd=round(self.cost_usd, 8),
+        )
 
 
 #: The usage record of the case whose work is running; set by the runner per case task.
@@ -398,13 +400,10 @@ class LlmClient:
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        hidden = getattr(response, "_hidden_params", None) or {}
-        cost: float | None = hidden.get("response_cost")
-        if cost is None:
-            try:
-                cost = float(litellm.completion_cost(completion_response=response))
-            except Exception:
-                cost = None
+        try:
+            cost: float | None = float(litellm.completion_cost(completion_response=response))
+        except Exception:
+            cost = None
         return Reply(
             text=text,
             cached=False,
@@ -417,3 +416,34 @@ class LlmClient:
 
 #: The judge is a model client like any other.
 JudgeClient = LlmClient
+
+
+class ModelClients:
+    """One client per model and endpoint for the whole run, sharing its policy and store."""
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        store: ReplayStore | None,
+        on_rate_limit: Callable[[], None] | None = None,
+        on_success: Callable[[], None] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.store = store
+        self._on_rate_limit = on_rate_limit
+        self._on_success = on_success
+        self._clients: dict[ModelSpec, LlmClient] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, spec: ModelSpec) -> LlmClient:
+        with self._lock:
+            client = self._clients.get(spec)
+            if client is None:
+                client = self._clients[spec] = LlmClient(
+                    spec,
+                    self.policy,
+                    self.store,
+                    on_rate_limit=self._on_rate_limit,
+                    on_success=self._on_success,
+                )
+            return client

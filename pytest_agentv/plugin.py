@@ -10,13 +10,14 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Generator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .reporting import AgentvReporter, attach
-from .settings import Settings, add_options, run_key, settings_key
+from .settings import Settings, add_options, settings_key
 
 if TYPE_CHECKING:
     from .assertions import AgentvJudge
@@ -24,15 +25,18 @@ if TYPE_CHECKING:
     from .runner import AgentvRun
 
 reporter_key = pytest.StashKey[AgentvReporter]()
+#: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
+run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
 _EVALCASES = re.compile(rb"^evalcases\s*:", re.MULTILINE)
-#: The test pytest is running, so that module-level ``assert_judged`` can find its session.
-active: dict[str, Any] = {"config": None, "item": None}
 
 
 def _run(config: pytest.Config) -> AgentvRun:
-    from .runner import get_run
+    run = config.stash.get(run_key, None)
+    if run is None:
+        from .runner import AgentvRun
 
-    return get_run(config)
+        run = config.stash[run_key] = AgentvRun(config, config.stash[settings_key])
+    return run
 
 
 def _existing_run(config: pytest.Config) -> AgentvRun | None:
@@ -60,8 +64,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if active["config"] is config:
-        active.update(config=None, item=None)
     reporter = config.stash.get(reporter_key, None)
     if reporter is not None:
         reporter.close()
@@ -89,22 +91,23 @@ def _is_eval_file(file_path: Path, parent: pytest.Collector) -> bool:
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if not _is_eval_file(file_path, parent):
         return None
-    _run(parent.config)
     from .collect import EvalFile
 
-    return EvalFile.from_parent(parent, path=file_path)
+    return EvalFile.from_parent(parent, path=file_path, run=_run(parent.config))
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_agentv_make_evaluator(config: pytest.Config, kind: str) -> Evaluator | None:
-    return _run(config).builtin_evaluator(kind)
+    return _run(config).registry.builtin(kind)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     run = _existing_run(session.config)
     if run is not None and not session.config.option.collectonly:
         if not hasattr(session.config, "workerinput"):
-            run.plan(session.items)
+            from .collect import early_work
+
+            run.plan(early_work(session.items))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -113,14 +116,17 @@ def pytest_runtest_protocol(
 ) -> Generator[None, Any, Any]:
     run = _existing_run(item.config)
     if run is not None and hasattr(item.config, "workerinput"):
+        from .collect import early_work
         from .scheduler import xdist_upcoming
 
-        run.plan([item, *xdist_upcoming(item.session)])
-    active.update(config=item.config, item=item)
+        run.plan(early_work([item, *xdist_upcoming(item.session)]))
+    from .assertions import CurrentTest, current_test
+
+    token = current_test.set(CurrentTest(item, partial(_run, item.config)))
     try:
         return (yield)
     finally:
-        active["item"] = None
+        current_test.reset(token)
         if run is not None and (item.session.shouldfail or item.session.shouldstop):
             run.scheduler.halt()
 
@@ -131,6 +137,10 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     attach(item, report)
+    if report.skipped and _existing_run(item.config) is not None:
+        from .collect import place_skip
+
+        place_skip(item, report)
     return report
 
 

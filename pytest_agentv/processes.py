@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,7 +23,6 @@ from pathlib import Path
 MAX_STDOUT_BYTES = 1024 * 1024
 STDERR_TAIL_BYTES = 8 * 1024
 KILL_GRACE_SECONDS = 0.25
-_CHUNK = 64 * 1024
 
 #: Environment variables a code judge always receives; everything else must be listed.
 ENV_ALLOWLIST = (
@@ -121,27 +121,51 @@ def _kill_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
 
 
-async def _exit(proc: asyncio.subprocess.Process) -> None:
-    """Wait for the child itself to exit.
+class _Collector(asyncio.SubprocessProtocol):
+    """Collects a child's output as it arrives: stdout up to a cap, then discarded to the end
+    (a pipe left full would keep the child's writers blocked), and the tail of stderr."""
 
-    ``Process.wait()`` also waits for its pipes to close, which never happens while a process
-    the child left behind holds them; the return code is known as soon as the child is reaped.
-    """
-    pause = 0.002
-    while proc.returncode is None:
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 0.05)
+    def __init__(self, max_stdout: int) -> None:
+        loop = asyncio.get_running_loop()
+        self.max_stdout = max_stdout
+        self.out = bytearray()
+        self.err = bytearray()
+        self.exited = loop.create_future()
+        self.flooded = loop.create_future()
+        self.pipes_closed = loop.create_future()
+        self._open = {1, 2}
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd == 2:
+            self.err.extend(data)
+            del self.err[:-STDERR_TAIL_BYTES]
+        elif not self.flooded.done():
+            self.out.extend(data)
+            if len(self.out) > self.max_stdout:
+                self.out.clear()
+                self.flooded.set_result(None)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open.discard(fd)
+        if not self._open and not self.pipes_closed.done():
+            self.pipes_closed.set_result(None)
+
+    def process_exited(self) -> None:
+        # Called when the child itself is reaped, even while a process it left behind still
+        # holds the pipes open.
+        if not self.exited.done():
+            self.exited.set_result(None)
 
 
-async def _terminate(proc: asyncio.subprocess.Process) -> None:
-    _kill_group(proc.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(proc.wait(), KILL_GRACE_SECONDS)
-    except asyncio.TimeoutError:
-        pass
-    _kill_group(proc.pid, signal.SIGKILL)
+async def _terminate(transport: asyncio.SubprocessTransport, collector: _Collector) -> None:
+    """SIGTERM to the whole group, SIGKILL after a grace period; then wait for the child."""
+    pid = transport.get_pid()
+    _kill_group(pid, signal.SIGTERM)
     with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(proc.wait(), 5)
+        await asyncio.wait_for(asyncio.shield(collector.exited), KILL_GRACE_SECONDS)
+    _kill_group(pid, signal.SIGKILL)
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(asyncio.shield(collector.exited), 5)
 
 
 async def run_process(
@@ -160,79 +184,47 @@ async def run_process(
     bindir = os.path.dirname(sys.executable)
     child_env["PATH"] = os.pathsep.join(p for p in (bindir, child_env.get("PATH")) if p)
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
+    loop = asyncio.get_running_loop()
+    transport, collector = await loop.subprocess_exec(
+        lambda: _Collector(max_stdout),
         *args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         cwd=str(cwd) if cwd else None,
         env=child_env,
         start_new_session=True,
     )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    out = bytearray()
-    err = bytearray()
-    overflow = asyncio.Event()
-
-    async def feed() -> None:
-        assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            proc.stdin.write(stdin)
-            await proc.stdin.drain()
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            proc.stdin.close()
-
-    async def read_out() -> None:
-        # Past the cap, keep reading (and discarding) until EOF: a pipe left full would keep
-        # the transport open after the child is killed.
-        assert proc.stdout is not None
-        while chunk := await proc.stdout.read(_CHUNK):
-            if overflow.is_set():
-                continue
-            out.extend(chunk)
-            if len(out) > max_stdout:
-                out.clear()
-                overflow.set()
-
-    async def read_err() -> None:
-        assert proc.stderr is not None
-        while chunk := await proc.stderr.read(_CHUNK):
-            err.extend(chunk)
-            del err[:-STDERR_TAIL_BYTES]
-
-    readers = [asyncio.ensure_future(c) for c in (feed(), read_out(), read_err())]
-    exited = asyncio.ensure_future(_exit(proc))
-    flood = asyncio.ensure_future(overflow.wait())
+    pid = transport.get_pid()
     timed_out = False
     try:
+        feed = transport.get_pipe_transport(0)
+        if isinstance(feed, asyncio.WriteTransport):
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                feed.write(stdin)
+                feed.close()
         done, _ = await asyncio.wait(
-            {exited, flood}, timeout=timeout, return_when="FIRST_COMPLETED"
+            {collector.exited, collector.flooded}, timeout=timeout, return_when="FIRST_COMPLETED"
         )
-        if not done:
-            timed_out = True
-        if not exited.done():
-            await _terminate(proc)
+        timed_out = not done
+        if not collector.exited.done():
+            await _terminate(transport, collector)
         else:
-            _kill_group(proc.pid, signal.SIGKILL)
+            # Anything the child left behind in its group goes with it.
+            _kill_group(pid, signal.SIGKILL)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*readers, return_exceptions=True), 1.0)
+            await asyncio.wait_for(asyncio.shield(collector.pipes_closed), 1.0)
     finally:
-        flood.cancel()
-        for task in readers:
-            task.cancel()
-        if proc.returncode is None:
-            await asyncio.shield(_terminate(proc))
-        exited.cancel()
+        if transport.get_returncode() is None:
+            await asyncio.shield(_terminate(transport, collector))
         # A process that left our group (setsid) may still hold the pipes; let them go.
-        transport = getattr(proc, "_transport", None)
-        if transport is not None:
-            transport.close()
+        transport.close()
     return ProcessResult(
-        pid=proc.pid,
-        returncode=proc.returncode,
-        stdout=bytes(out),
-        stderr_tail=bytes(err[-STDERR_TAIL_BYTES:]),
+        pid=pid,
+        returncode=transport.get_returncode(),
+        stdout=bytes(collector.out),
+        stderr_tail=bytes(collector.err[-STDERR_TAIL_BYTES:]),
         timed_out=timed_out,
-        stdout_overflow=overflow.is_set(),
+        stdout_overflow=collector.flooded.done(),
         duration=time.monotonic() - started,
     )

@@ -15,12 +15,20 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeGuard, get_args
 
 from .redaction import redact_obj
-from .settings import CacheMode
 
 STORE_FORMAT = 1
+
+#: readwrite: reuse, call and store on a miss; replay: never call; refresh: always call and
+#: overwrite; off: neither read nor write.
+CacheMode = Literal["readwrite", "replay", "refresh", "off"]
+CACHE_MODES: tuple[CacheMode, ...] = get_args(CacheMode)
+
+
+def is_cache_mode(value: str) -> TypeGuard[CacheMode]:
+    return value in CACHE_MODES
 
 
 def request_key(request: dict[str, Any]) -> str:
@@ -29,9 +37,11 @@ def request_key(request: dict[str, Any]) -> str:
 
 
 class ReplayStore:
-    def __init__(self, directory: Path, mode: CacheMode, label: str | None = None) -> None:
+    def __init__(self, directory: Path, mode: str, label: str | None = None) -> None:
+        if not is_cache_mode(mode):
+            raise ValueError(f"cache mode must be one of {', '.join(CACHE_MODES)}, not {mode!r}")
         self.directory = directory
-        self.mode = mode
+        self.mode: CacheMode = mode
         self.label = label or str(directory)
 
     @property

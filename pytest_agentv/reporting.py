@@ -10,48 +10,52 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import pytest
 
 from .verdicts import fmt
 
 if TYPE_CHECKING:
+    from .results import ResultRow
     from .settings import Settings
 
-#: An eval item's result, as the plain dict that goes on its report.
-result_key: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
-#: Results of ``assert_judged`` calls made by a test, and the model usage they caused.
-judged_key = pytest.StashKey[list[dict[str, Any]]]()
+#: An eval item's result row, which goes on its report.
+result_key: pytest.StashKey[ResultRow] = pytest.StashKey()
+#: Rows of the ``assert_judged`` calls a test made.
+judged_key: pytest.StashKey[list[ResultRow]] = pytest.StashKey()
 
 _SUMMARY_FIELDS = ("status", "eval_id", "file", "score", "verdict", "error", "usage")
-_JSON = {"ensure_ascii": False, "separators": (",", ":")}
 
 
-def properties_for(data: Mapping[str, Any], prefix: str = "agentv") -> list[tuple[str, str]]:
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, str]]:
     """JUnit ``<property>`` pairs for one graded (or ungraded) evaluation."""
     props: list[tuple[str, str]] = [
-        (f"{prefix}.status", str(data.get("status", "graded"))),
-        (f"{prefix}.score", f"{float(data.get('score') or 0):.4f}"),
-        (f"{prefix}.verdict", str(data.get("verdict"))),
+        (f"{prefix}.status", row["status"]),
+        (f"{prefix}.score", f"{row['score']:.4f}"),
+        (f"{prefix}.verdict", str(row["verdict"])),
     ]
-    for entry in data.get("evaluator_results") or ():
-        props.append((f"{prefix}.evaluator.{entry['name']}.score", f"{float(entry['score']):.4f}"))
-        props.append((f"{prefix}.evaluator.{entry['name']}.verdict", str(entry["verdict"])))
-    props.append((f"{prefix}.hits", json.dumps(data.get("hits") or [], **_JSON)))  # type: ignore[arg-type]
-    props.append((f"{prefix}.misses", json.dumps(data.get("misses") or [], **_JSON)))  # type: ignore[arg-type]
-    usage = data.get("usage") or {}
-    if usage.get("calls") or usage.get("reused"):
-        props.append((f"{prefix}.tokens", str(usage.get("tokens", 0))))
-        props.append((f"{prefix}.cost_usd", f"{float(usage.get('cost_usd') or 0):.6f}"))
-    if data.get("error"):
-        props.append((f"{prefix}.error", str(data["error"])))
+    for entry in row["evaluator_results"]:
+        props.append((f"{prefix}.evaluator.{entry['name']}.score", f"{entry['score']:.4f}"))
+        props.append((f"{prefix}.evaluator.{entry['name']}.verdict", entry["verdict"]))
+    props.append((f"{prefix}.hits", _json(row["hits"])))
+    props.append((f"{prefix}.misses", _json(row["misses"])))
+    usage = row["usage"]
+    if usage["calls"] or usage["reused"]:
+        props.append((f"{prefix}.tokens", str(usage["tokens"])))
+        props.append((f"{prefix}.cost_usd", f"{usage['cost_usd']:.6f}"))
+    if row["error"]:
+        props.append((f"{prefix}.error", row["error"]))
     return props
 
 
-def record_properties(item: pytest.Item, data: Mapping[str, Any], prefix: str = "agentv") -> None:
+def record_properties(item: pytest.Item, row: ResultRow, prefix: str = "agentv") -> None:
     # Appended to the item, not the report: junitxml writes them from the teardown report.
-    item.user_properties.extend(properties_for(data, prefix))
+    item.user_properties.extend(properties_for(row, prefix))
 
 
 def attach(item: pytest.Item, report: pytest.TestReport) -> None:
@@ -67,35 +71,6 @@ def attach(item: pytest.Item, report: pytest.TestReport) -> None:
         report.agentv = {"judged": list(judged)}  # type: ignore[attr-defined]
 
 
-def results_row(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A results-file line with AgentV's field names, from a ``CaseResult.to_dict()``."""
-    evaluators = result.get("evaluator_results") or []
-    row = {
-        key: result.get(key)
-        for key in (
-            "timestamp",
-            "eval_id",
-            "dataset",
-            "conversation_id",
-            "score",
-            "verdict",
-            "hits",
-            "misses",
-            "candidate_answer",
-            "target",
-            "reasoning",
-        )
-    }
-    if len(evaluators) == 1:
-        row["evaluator_provider_request"] = evaluators[0].get("evaluator_provider_request")
-    elif evaluators:
-        row["evaluator_results"] = evaluators
-    row["error"] = result.get("error")
-    row["trace_summary"] = result.get("trace_summary")
-    row["status"] = result.get("status")
-    return row
-
-
 class AgentvReporter:
     """Controller-side plugin object: results file and terminal summary."""
 
@@ -109,23 +84,26 @@ class AgentvReporter:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._results = path.open("w", encoding="utf-8")
 
-    def _add_usage(self, usage: Mapping[str, Any] | None) -> None:
+    def _add_usage(self, usage: Mapping[str, Any]) -> None:
         for key in self.usage:
-            self.usage[key] += (usage or {}).get(key) or 0
+            self.usage[key] += usage.get(key) or 0
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "agentv", None)
         if not isinstance(data, dict):
             return
-        rows = [data["case"]] if isinstance(data.get("case"), dict) else []
-        rows += [row for row in data.get("judged") or () if isinstance(row, dict)]
+        # Rows arrive as plain dicts (through pytest-xdist from a worker); their shape is ResultRow.
+        found = [data.get("case"), *(data.get("judged") or ())]
+        rows = [cast("ResultRow", row) for row in found if isinstance(row, dict)]
         for row in rows:
             self.cases.append({key: row.get(key) for key in _SUMMARY_FIELDS})
-            self._add_usage(row.get("usage"))
-            if self._results is not None:
-                self._results.write(json.dumps(results_row(row), **_JSON) + "\n")  # type: ignore[arg-type]
+            self._add_usage(row["usage"])
         if rows and self._results is not None:
+            from .results import results_line
+
+            for row in rows:
+                self._results.write(_json(results_line(row)) + "\n")
             self._results.flush()
         # pytest keeps every report until the session ends: keep only what the summary needs,
         # not the prompts and answers (10,000 LLM-judged cases would hold hundreds of MB).

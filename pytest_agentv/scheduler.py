@@ -208,7 +208,8 @@ def xdist_upcoming(session: Any) -> Iterable[Any]:
     """Items a pytest-xdist worker has been given but not yet run, in the order it will run them.
 
     Read from xdist's worker queue when it can be found; without it a worker only plans the item
-    it is running, which is always correct, just slower.
+    it is running, which is always correct, just slower. pytest-xdist has no public API for
+    this: ``test_each_xdist_worker_prefetches_its_share`` fails if its internals change.
     """
     for plugin in session.config.pluginmanager.get_plugins():
         queue: Any = getattr(plugin, "torun", None)

@@ -12,15 +12,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pytest
 
-if TYPE_CHECKING:
-    from .runner import AgentvRun
-
 BorderlineMode = Literal["xfail", "fail", "pass"]
-CacheMode = Literal["readwrite", "replay", "refresh", "off"]
 
 DEFAULT_EVAL_PATTERNS = ("*.eval.yaml", "*.eval.yml")
 
@@ -210,7 +206,8 @@ class Settings:
     judge_retries: int
     judge_backoff: float
     require_judge: bool
-    cache_mode: CacheMode
+    #: One of ``replay.CACHE_MODES``, checked against the option's choices.
+    cache_mode: str
     cache_dir: Path
     concurrency: int
     fail_on_error: bool
@@ -307,5 +304,3 @@ def _choice(text: str, option: _Option, source: str) -> str:
 
 
 settings_key: pytest.StashKey[Settings] = pytest.StashKey()
-#: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
-run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()

@@ -14,22 +14,25 @@ import os
 import re
 import shlex
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from .cases import CaseSpec, PreparedCase
 from .errors import ConfigError, NotGradedError
-from .evaluators.base import PreparedCase
 from .judge import LlmClient, ModelSpec
-from .loader import LoadedTargets, resolve_reference
+from .loader import LoadedTargets, load_targets_file
 from .models import TargetConfig, render_content
+from .paths import display_path, resolve_reference, search_roots
 from .processes import run_process
 from .redaction import redact
 
 DEFAULT_MOCK_RESPONSE = "Mock target response. Set 'response' on the mock target to change it."
 DEFAULT_CLI_TIMEOUT = 120.0
+TARGETS_FILE_NAMES = (".agentv/targets.yaml", ".agentv/targets.yml", "targets.yaml", "targets.yml")
 _ENV_REF = re.compile(r"^\$\{\{\s*([A-Za-z0-9_]+)\s*\}\}$")
 
 #: AgentV providers that are LLM APIs, and the litellm prefix each maps onto.
@@ -406,3 +409,89 @@ def build_target(
         f"{what}: provider '{target.provider}' is not supported by pytest-agentv; use mock, cli, "
         f"an LLM provider ({', '.join(sorted(LLM_PROVIDERS))}) or an agentv_target fixture"
     )
+
+
+class TargetCatalog:
+    """Targets files found from an eval file's folder up to the rootdir (or named by
+    ``--agentv-targets``), loaded once each, and the targets built from them, once per folder."""
+
+    def __init__(
+        self,
+        rootdir: Path,
+        clients: Callable[[ModelSpec], LlmClient],
+        *,
+        targets_file: Path | None = None,
+        override: str | None = None,
+    ) -> None:
+        self.rootdir = rootdir
+        self.clients = clients
+        self.targets_file_option = targets_file
+        self.override = override
+        self._paths: dict[Path, Path | None] = {}
+        self._loaded: dict[Path, LoadedTargets] = {}
+        self._built: dict[tuple[str, Path], Target] = {}
+        self._lock = threading.Lock()
+
+    def _path(self, folder: Path) -> Path | None:
+        if self.targets_file_option is not None:
+            return self.targets_file_option
+        if folder not in self._paths:
+            self._paths[folder] = next(
+                (
+                    root / name
+                    for root in search_roots(folder, self.rootdir)
+                    for name in TARGETS_FILE_NAMES
+                    if (root / name).is_file()
+                ),
+                None,
+            )
+        return self._paths[folder]
+
+    def targets_file(self, folder: Path) -> LoadedTargets | None:
+        path = self._path(folder)
+        if path is None:
+            return None
+        with self._lock:
+            if path not in self._loaded:
+                self._loaded[path] = load_targets_file(path, display_path(path, self.rootdir))
+            return self._loaded[path]
+
+    def target_for(self, spec: CaseSpec) -> Target:
+        """``--agentv-target`` > case ``execution.target`` > file target > ``default``."""
+        name = self.override or spec.target_name or "default"
+        folder = spec.loaded.path.parent
+        built = self._built.get((name, folder))
+        if built is None:
+            built = self._built[(name, folder)] = self._build(spec, name, folder)
+        return built
+
+    def _build(self, spec: CaseSpec, name: str, folder: Path) -> Target:
+        loaded = self.targets_file(folder)
+        if loaded is None:
+            raise ConfigError(
+                f"no target for case '{spec.case.id}': define an 'agentv_target' fixture in a "
+                f"conftest.py, or a target named '{name}' in .agentv/targets.yaml"
+            )
+        target = next((t for t in loaded.model.targets if t.name == name), None)
+        if target is None:
+            known = ", ".join(t.name for t in loaded.model.targets) or "none"
+            raise ConfigError(
+                f"target '{name}' is not defined in {loaded.display} (known: {known})"
+            )
+        return build_target(
+            target, loaded, folder=folder, rootdir=self.rootdir, llm_client=self.clients
+        )
+
+    def judge_target(self, name: str, folder: Path) -> ModelSpec:
+        """The model of a target's ``judge_target``, which must be an LLM target."""
+        loaded = self.targets_file(folder)
+        target = next((t for t in loaded.model.targets if t.name == name), None) if loaded else None
+        if loaded is None or target is None:
+            raise ConfigError(f"judge_target '{name}' is not defined in a targets file")
+        provider = target.provider.lower()
+        if provider not in LLM_PROVIDERS:
+            raise ConfigError(
+                f"{loaded.where(target)}: judge_target '{name}' must be an LLM target "
+                f"({', '.join(sorted(LLM_PROVIDERS))}), not '{target.provider}'"
+            )
+        return model_spec(provider, interpolate(target, loaded), f"judge_target '{name}'")

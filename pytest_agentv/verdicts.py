@@ -6,12 +6,13 @@ text appears whether a YAML case or an ``assert_judged`` call failed, with or wi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, NoReturn
+from collections.abc import Callable, Sequence
+from typing import Literal, NoReturn
 
 import pytest
 
-Verdict = Literal["pass", "borderline", "fail"]
+from .results import EvaluatorRow, ResultRow, Verdict
+
 Outcome = Literal["passed", "xfailed", "failed"]
 
 PASS_THRESHOLD = 0.8
@@ -53,19 +54,17 @@ def _table(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
     return lines
 
 
-def _gate_note(result: Mapping[str, Any]) -> str:
-    score = result.get("score")
-    if result.get("verdict") == "fail" and isinstance(score, (int, float)):
-        if score_to_verdict(float(score)) != "fail":
-            return " (a required criterion or check was not met)"
+def _gate_note(result: ResultRow | EvaluatorRow) -> str:
+    if result["verdict"] == "fail" and score_to_verdict(result["score"]) != "fail":
+        return " (a required criterion or check was not met)"
     return ""
 
 
-def summary_line(result: Mapping[str, Any]) -> str:
-    return f"score {fmt(result.get('score'))} ({result.get('verdict')}){_gate_note(result)}"
+def summary_line(result: ResultRow | EvaluatorRow) -> str:
+    return f"score {fmt(result['score'])} ({result['verdict']}){_gate_note(result)}"
 
 
-def _rubric_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def _rubric_lines(rows: Sequence[dict[str, object]]) -> list[str]:
     lines = []
     for row in rows:
         if "raw_score" in row:
@@ -76,68 +75,63 @@ def _rubric_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         else:
             mark = "✓" if row.get("satisfied") else "✗"
             grade = "required" if row.get("required") else "optional"
-        weight = f"weight {row.get('weight', 1):g}"
+        weight = row.get("weight", 1)
+        weight_text = f"weight {weight:g}" if isinstance(weight, (int, float)) else "weight ?"
         reasoning = str(row.get("reasoning") or "").strip()
-        text = f"    {mark} [{row.get('id')}] ({grade}, {weight}) {row.get('outcome', '')}".rstrip()
-        lines.append(text + (f" — {reasoning}" if reasoning else ""))
+        text = f"    {mark} [{row.get('id')}] ({grade}, {weight_text}) {row.get('outcome', '')}"
+        lines.append(text.rstrip() + (f" — {reasoning}" if reasoning else ""))
     return lines
 
 
-def evaluator_details(results: Sequence[Mapping[str, Any]]) -> list[str]:
+def evaluator_details(results: Sequence[EvaluatorRow]) -> list[str]:
     """Per evaluator: rubric rows (or hits and misses), errors and reasoning."""
     lines: list[str] = []
     for entry in results:
-        lines.append(f"{entry.get('name')} ({entry.get('type')}): {summary_line(entry)}")
+        lines.append(f"{entry['name']} ({entry['type']}): {summary_line(entry)}")
         if entry.get("error"):
             lines.append(f"    ! {entry['error']}")
         rubric = (entry.get("details") or {}).get("rubric")
         if rubric:
             lines.extend(_rubric_lines(rubric))
         else:
-            lines.extend(f"    ✓ {hit}" for hit in entry.get("hits") or ())
-            lines.extend(f"    ✗ {miss}" for miss in entry.get("misses") or ())
-        reasoning = str(entry.get("reasoning") or "").strip()
+            lines.extend(f"    ✓ {hit}" for hit in entry["hits"])
+            lines.extend(f"    ✗ {miss}" for miss in entry["misses"])
+        reasoning = str(entry["reasoning"] or "").strip()
         if reasoning:
             lines.append(f"    reasoning: {reasoning}")
     return lines
 
 
-def report_text(result: Mapping[str, Any], headline: str) -> str:
+def report_text(result: ResultRow, headline: str) -> str:
     """The failure report: headline, evaluator table, then each evaluator's details."""
     lines = [headline]
-    if result.get("target"):
+    if result["target"]:
         lines.append(f"target: {result['target']}")
-    evaluators: Sequence[Mapping[str, Any]] = result.get("evaluator_results") or []
+    evaluators = result["evaluator_results"]
     if evaluators:
         rows = [("evaluator", "type", "weight", "score", "verdict")]
         rows += [
-            (
-                str(e.get("name")),
-                str(e.get("type")),
-                f"{float(e.get('weight', 1)):g}",
-                fmt(e.get("score")),
-                str(e.get("verdict")),
-            )
+            (e["name"], e["type"], f"{e['weight']:g}", fmt(e["score"]), e["verdict"])
             for e in evaluators
         ]
         lines += ["", *_table(rows, right={2, 3}), ""]
         lines += evaluator_details(evaluators)
     else:
-        lines.extend(f"  ✓ {hit}" for hit in result.get("hits") or ())
-        lines.extend(f"  ✗ {miss}" for miss in result.get("misses") or ())
-        if result.get("reasoning"):
+        lines.extend(f"  ✓ {hit}" for hit in result["hits"])
+        lines.extend(f"  ✗ {miss}" for miss in result["misses"])
+        if result["reasoning"]:
             lines.append(f"reasoning: {result['reasoning']}")
     return "\n".join(lines)
 
 
-def borderline_reason(result: Mapping[str, Any]) -> str:
-    misses = "; ".join(str(m) for m in (result.get("misses") or ())[:4])
-    reason = f"borderline: score {fmt(result.get('score'))}"
+def borderline_reason(result: ResultRow) -> str:
+    misses = "; ".join(result["misses"][:4])
+    reason = f"borderline: score {fmt(result['score'])}"
     return f"{reason}; misses: {misses}" if misses else reason
 
 
 def settle_ungraded(
-    data: Mapping[str, Any],
+    row: ResultRow,
     *,
     subject: str,
     where: str,
@@ -149,18 +143,32 @@ def settle_ungraded(
 
     Skipped for want of a judge: a skip, or an error under ``--agentv-require-judge``. Not
     graded (target or judge unavailable): an error, or a skip with ``--agentv-fail-on-error=no``.
-    The same words for eval cases and ``assert_judged``; ``data`` is already redacted.
+    The same words for eval cases and ``assert_judged``; ``row`` is already redacted.
     """
-    error = data.get("error")
-    if data.get("status") == "skipped":
+    error = row["error"]
+    if row["status"] == "skipped":
         if require_judge:
             pytest.fail(
                 f"{where}{subject} needs a judge: {error} (--agentv-require-judge is set)",
                 pytrace=False,
             )
         skip(f"{subject} skipped: {error}")
-    if data.get("status") == "error":
+    if row["status"] == "error":
         message = f"{subject} was not graded: {error}"
         if fail_on_error:
             pytest.fail(f"{where}{message}", pytrace=False)
         skip(message)
+
+
+def apply_verdict(
+    row: ResultRow, *, borderline: str, headline: str, failure: Callable[[str], BaseException]
+) -> None:
+    """Turn a graded row's verdict into its pytest outcome: return on pass, ``pytest.xfail`` on
+    borderline (per ``--agentv-borderline``), raise ``failure(report)`` on fail."""
+    __tracebackhide__ = True
+    outcome = outcome_for(str(row["verdict"]), borderline)
+    if outcome == "xfailed":
+        # Last statement of its branch: with --runxfail, pytest.xfail does nothing.
+        pytest.xfail(borderline_reason(row))
+    elif outcome == "failed":
+        raise failure(report_text(row, f"{headline}: {summary_line(row)}"))

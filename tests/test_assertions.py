@@ -230,16 +230,15 @@ def test_evaluator_crash_message_is_redacted(
 
 
 def test_outside_a_session_is_a_clear_error() -> None:
-    import pytest_agentv.plugin as plugin
     from pytest_agentv import assert_judged
+    from pytest_agentv.assertions import current_test
 
-    saved = dict(plugin.active)
-    plugin.active.update(config=None, item=None)
+    saved = current_test.set(None)
     try:
         with pytest.raises(RuntimeError, match="needs a running pytest session"):
             assert_judged("x")
     finally:
-        plugin.active.update(saved)
+        current_test.reset(saved)
 
 
 def test_not_graded_assertion_says_so(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:

@@ -27,8 +27,9 @@ from helpers import judge_ini, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_agentv.cases import PreparedCase
 from pytest_agentv.errors import NotGradedError
-from pytest_agentv.evaluators.base import EvaluationContext, EvaluationScore, PreparedCase
+from pytest_agentv.evaluators.base import EvaluationContext, EvaluationScore
 from pytest_agentv.evaluators.llm_judge import LlmJudgeEvaluator
 from pytest_agentv.judge import LlmClient, ModelSpec, RetryPolicy
 from pytest_agentv.scheduler import shared_loop

@@ -15,22 +15,16 @@ from hypothesis import strategies as st
 
 from pytest_agentv.collect import load_specs
 from pytest_agentv.errors import AgentvError
-from pytest_agentv.evaluators.base import build_evaluator_registry
-from pytest_agentv.loader import MAX_FILE_BYTES
+from pytest_agentv.evaluators import EvaluatorRegistry, build_evaluator_registry
+from pytest_agentv.yamlfile import MAX_FILE_BYTES
 
-REGISTRY = build_evaluator_registry()
-
-
-def lookup(kind: str) -> object:
-    return {"code": REGISTRY["code_judge"], "rubric": REGISTRY["llm_judge"]}.get(
-        kind
-    ) or REGISTRY.get(kind)
+REGISTRY = EvaluatorRegistry(build_evaluator_registry())
 
 
 def check(path: Path, root: Path) -> str | None:
     """Load like collection does: None when it collects, else the one error message."""
     try:
-        load_specs(path, path.name, root, lookup)  # type: ignore[arg-type]
+        load_specs(path, path.name, root, REGISTRY.scoped(REGISTRY.builtin))
     except AgentvError as exc:
         message = str(exc)
         assert message.startswith(f"{path.name}:"), message

@@ -9,23 +9,25 @@ from pathlib import Path
 import pytest
 from helpers import write
 
+from pytest_agentv.cases import CaseSpec, effective_evaluators, prepare_case
 from pytest_agentv.errors import ConfigError, EvalFileError
-from pytest_agentv.evaluators.base import EVALUATOR_KINDS
-from pytest_agentv.loader import load_eval_file, resolve_reference
-from pytest_agentv.runner import CaseSpec, effective_evaluators, prepare_case
+from pytest_agentv.evaluators import EvaluatorRegistry, build_evaluator_registry
+from pytest_agentv.loader import load_eval_file
+from pytest_agentv.paths import resolve_reference
+
+BUILTINS = EvaluatorRegistry(build_evaluator_registry())
+KINDS = BUILTINS.scoped(BUILTINS.builtin)
 
 
 def load(tmp_path: Path, text: str, name: str = "x.eval.yaml"):
     path = tmp_path / name
     path.write_text(textwrap.dedent(text))
-    return load_eval_file(
-        path, name, lambda kind: kind in (*EVALUATOR_KINDS, "code", "rubric"), lambda: ["llm_judge"]
-    )
+    return load_eval_file(path, name, KINDS.problem)
 
 
 def spec(loaded, index: int = 0) -> CaseSpec:
     case = loaded.suite.evalcases[index]
-    return CaseSpec(loaded, index, effective_evaluators(case, loaded.suite), {})
+    return CaseSpec(loaded, index, effective_evaluators(case, loaded.suite))
 
 
 def collect_error(pytester: pytest.Pytester, content: str) -> str:
@@ -199,7 +201,7 @@ def test_file_segments_resolve_from_folder_then_ancestors(tmp_path: Path) -> Non
             """
         )
     )
-    loaded = load_eval_file(path, "f.eval.yaml", lambda k: True, list)
+    loaded = load_eval_file(path, "f.eval.yaml", lambda kind: None)
     prepared = prepare_case(spec(loaded), tmp_path)
     content = prepared.input_messages[0]["content"]
     assert '<file path="docs/policy.md">\n30 days\n</file>' in content

@@ -125,14 +125,14 @@ def test_fixture_targets_run_at_item_time(judged: pytest.Pytester, fake_llm: Fak
         "fixture/conftest.py",
         """
         import pytest
-        import pytest_agentv.plugin as plugin
+        from pytest_agentv.assertions import current_test
 
         SEEN = []
 
         @pytest.fixture
         def agentv_target():
             def answer(case):
-                SEEN.append((case.id, plugin.active["item"].name))
+                SEEN.append((case.id, current_test.get().item.name))
                 return "answer"
             return answer
 

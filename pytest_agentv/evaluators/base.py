@@ -2,53 +2,29 @@
 
 Names follow AgentV's evaluation API (seed 001) in snake_case. Evaluators may be sync or async:
 the engine is async and runs a sync ``evaluate`` in a worker thread so judge calls overlap.
+The JSON payload that scripts receive on stdin (code judges, prompt scripts) is made here too,
+so every script sees the same wire format.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from ..cases import PreparedCase
 from ..errors import AgentvError, ConfigError
+from ..judge import JudgeClient
 from ..models import EvaluatorConfig, canonical_kind
-from ..verdicts import Verdict, score_to_verdict
-
-if TYPE_CHECKING:
-    from ..judge import JudgeClient
-
-#: The evaluator kinds built into pytest-agentv (``code`` and ``rubric`` are accepted aliases).
-EVALUATOR_KINDS: tuple[str, ...] = ("llm_judge", "code_judge")
-
-
-def is_evaluator_kind(value: object) -> bool:
-    return isinstance(value, str) and canonical_kind(value) in EVALUATOR_KINDS
-
-
-@dataclass(frozen=True)
-class PreparedCase:
-    """An eval case with its file references read and its derived values computed.
-
-    This is what targets (including an ``agentv_target`` fixture) and evaluators receive.
-    """
-
-    id: str
-    question: str
-    input_messages: tuple[dict[str, Any], ...]
-    expected_outcome: str = ""
-    reference_answer: str = ""
-    expected_messages: tuple[dict[str, Any], ...] = ()
-    authored_input: tuple[dict[str, Any], ...] = ()
-    input_files: tuple[str, ...] = ()
-    conversation_id: str | None = None
-    dataset: str = ""
-    folder: Path = field(default_factory=Path.cwd)
-    rootdir: Path = field(default_factory=Path.cwd)
+from ..processes import ProcessResult, run_process
+from ..results import EvaluatorRow, Grade, Verdict
+from ..verdicts import score_to_verdict
 
 
 @dataclass(frozen=True)
@@ -125,19 +101,19 @@ class EvaluatorResult:
     weight: float
     score: EvaluationScore
 
-    def to_dict(self) -> dict[str, Any]:
+    def row(self) -> EvaluatorRow:
         s = self.score
-        row: dict[str, Any] = {
-            "name": self.name,
-            "type": self.type,
-            "score": s.score,
-            "weight": self.weight,
-            "verdict": s.verdict,
-            "hits": list(s.hits),
-            "misses": list(s.misses),
-            "reasoning": s.reasoning,
-            "evaluator_provider_request": s.evaluator_raw_request,
-        }
+        row = EvaluatorRow(
+            name=self.name,
+            type=self.type,
+            score=s.score,
+            weight=self.weight,
+            verdict=s.verdict,
+            hits=list(s.hits),
+            misses=list(s.misses),
+            reasoning=s.reasoning,
+            evaluator_provider_request=s.evaluator_raw_request,
+        )
         if s.details is not None:
             row["details"] = s.details
         if s.error is not None:
@@ -156,27 +132,13 @@ class Evaluator(Protocol):
     ) -> EvaluationScore | Awaitable[EvaluationScore]: ...
 
 
-ResolveJudge = Callable[[EvaluationContext], "JudgeClient | None"]
-
-
-def build_evaluator_registry(
-    overrides: Mapping[str, Evaluator] | None = None,
-    resolve_judge_provider: ResolveJudge | None = None,
-) -> dict[str, Evaluator]:
-    """Built-in evaluators by kind, with ``overrides`` replacing or adding kinds (REQ-EVAL-006)."""
-    from .code_judge import CodeEvaluator
-    from .llm_judge import LlmJudgeEvaluator
-
-    registry: dict[str, Evaluator] = {
-        "llm_judge": LlmJudgeEvaluator(resolve_judge_provider=resolve_judge_provider),
-        "code_judge": CodeEvaluator(),
-    }
-    registry.update(overrides or {})
-    return registry
+ResolveJudge = Callable[[EvaluationContext], JudgeClient | None]
 
 
 def lookup_evaluator(registry: Mapping[str, Evaluator], kind: str) -> Evaluator:
-    """The evaluator for ``kind``, falling back to ``llm_judge``, else a clear error."""
+    """The evaluator for ``kind``, falling back to ``llm_judge``, else a clear error (seed 001,
+    REQ-EVAL-006). The plugin resolves every kind before a case runs, so inside pytest the
+    fallback is never reached: an unknown kind is a collection error."""
     evaluator = (
         registry.get(kind) or registry.get(canonical_kind(kind)) or registry.get("llm_judge")
     )
@@ -210,6 +172,19 @@ class CaseEvaluation:
 
     score: EvaluationScore
     evaluator_results: tuple[EvaluatorResult, ...]
+
+    def grade(self) -> Grade:
+        """The evaluation as the plain data a ``CaseResult`` carries."""
+        s = self.score
+        return Grade(
+            score=s.score,
+            verdict=s.verdict,
+            hits=s.hits,
+            misses=s.misses,
+            reasoning=s.reasoning,
+            evaluator_results=tuple(r.row() for r in self.evaluator_results),
+            error=s.error,
+        )
 
 
 async def run_evaluators_for_case(
@@ -266,4 +241,50 @@ def aggregate(results: Sequence[EvaluatorResult]) -> EvaluationScore:
         reasoning=reasoning or None,
         evaluator_raw_request=results[0].score.evaluator_raw_request if len(results) == 1 else None,
         error="; ".join(errors) or None,
+    )
+
+
+#: Seconds a script (code judge, prompt script) may run unless its entry or the run says more.
+DEFAULT_SCRIPT_TIMEOUT = 60.0
+
+
+def script_payload(context: EvaluationContext) -> dict[str, Any]:
+    """The stdin object of a code judge and of an executable prompt template (AgentV's wire
+    format: snake_case envelope keys, user data as it was written)."""
+    case = context.eval_case
+    entry = context.evaluator
+    options = entry.options if entry is not None else {}
+    return {
+        "question": case.question,
+        "expected_outcome": case.expected_outcome,
+        "expected_messages": list(case.expected_messages),
+        "reference_answer": case.reference_answer,
+        "candidate_answer": context.candidate,
+        "output_messages": list(context.output_messages)
+        if context.output_messages is not None
+        else None,
+        "input_messages": list(case.authored_input),
+        "input_files": list(case.input_files),
+        "guideline_files": [],
+        "trace_summary": context.trace_summary,
+        "config": options or None,
+    }
+
+
+async def run_script(
+    script: Sequence[str] | str,
+    payload: Mapping[str, Any],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,
+) -> ProcessResult:
+    """Run a script with ``payload`` as JSON on its stdin, bounded like every child process."""
+    argv: list[str] | str = script if isinstance(script, str) else list(script)
+    return await run_process(
+        argv,
+        stdin=json.dumps(payload, ensure_ascii=False).encode("utf-8"),
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
     )

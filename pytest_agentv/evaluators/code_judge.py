@@ -16,34 +16,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..loader import resolve_reference
-from ..processes import run_process, scrubbed_env
+from ..paths import resolve_reference
+from ..processes import scrubbed_env
 from ..verdicts import score_to_verdict
-from .base import EvaluationContext, EvaluationScore
-
-DEFAULT_TIMEOUT_SECONDS = 60.0
-
-
-def judge_payload(context: EvaluationContext) -> dict[str, Any]:
-    """The stdin object of a code judge (and of an executable prompt template)."""
-    case = context.eval_case
-    entry = context.evaluator
-    options = entry.options if entry is not None else {}
-    return {
-        "question": case.question,
-        "expected_outcome": case.expected_outcome,
-        "expected_messages": list(case.expected_messages),
-        "reference_answer": case.reference_answer,
-        "candidate_answer": context.candidate,
-        "output_messages": list(context.output_messages)
-        if context.output_messages is not None
-        else None,
-        "input_messages": list(case.authored_input),
-        "input_files": list(case.input_files),
-        "guideline_files": [],
-        "trace_summary": context.trace_summary,
-        "config": options or None,
-    }
+from .base import (
+    DEFAULT_SCRIPT_TIMEOUT,
+    EvaluationContext,
+    EvaluationScore,
+    run_script,
+    script_payload,
+)
 
 
 def _reject_constant(name: str) -> float:
@@ -155,7 +137,7 @@ class CodeEvaluator:
         cwd: str | Path | None = None,
         timeout_seconds: float | None = None,
         *,
-        default_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        default_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
         env_passthrough: Sequence[str] = (),
     ) -> None:
         self.script = script
@@ -183,10 +165,9 @@ class CodeEvaluator:
         )
         argv: list[str] | str = script if isinstance(script, str) else list(script)
         request = {"script": argv, "cwd": str(cwd_ref) if cwd_ref is not None else "."}
-        payload = json.dumps(judge_payload(context), ensure_ascii=False).encode("utf-8")
-        result = await run_process(
+        result = await run_script(
             argv,
-            stdin=payload,
+            script_payload(context),
             cwd=cwd,
             env=scrubbed_env(self.env_passthrough),
             timeout=timeout,

@@ -14,22 +14,25 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import ConfigError, JudgeNotConfiguredError, NotGradedError
+from ..errors import JudgeNotConfiguredError, NotGradedError
 from ..judge import NONCE_PLACEHOLDER, LlmClient, Reply
-from ..loader import read_reference, resolve_reference
 from ..models import EvaluatorConfig, PromptScript, RubricItem, rubric_items
-from ..processes import run_process, scrubbed_env
+from ..processes import scrubbed_env
 from . import prompts
-from .base import EvaluationContext, EvaluationScore, ResolveJudge
-from .code_judge import DEFAULT_TIMEOUT_SECONDS, judge_payload
+from .base import (
+    DEFAULT_SCRIPT_TIMEOUT,
+    EvaluationContext,
+    EvaluationScore,
+    ResolveJudge,
+    run_script,
+    script_payload,
+)
 
 MAX_ATTEMPTS = 3
 MAX_HITS = 4
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-_PATH_SUFFIXES = (".md", ".txt", ".prompt", ".j2", ".jinja", ".tmpl", ".yaml", ".yml")
 
 T = TypeVar("T")
 
@@ -228,35 +231,6 @@ def parse_score_ranges(text: str, rubrics: Sequence[RubricItem]) -> EvaluationSc
     )
 
 
-def looks_like_path(prompt: str) -> bool:
-    """One word with a prompt-file suffix or a folder in it: meant as a file, not as text."""
-    text = prompt.strip()
-    if not text or any(c.isspace() for c in text) or "{{" in text:
-        return False
-    return text.lower().endswith(_PATH_SUFFIXES) or "/" in text
-
-
-def load_prompt_file(prompt: str, *, start: Path, rootdir: Path) -> str | None:
-    """The text of a prompt file, or None when ``prompt`` is inline text.
-
-    A file must use ``{{candidate_answer}}`` or ``{{expected_messages}}``; a path that is
-    missing, or that leads outside the rootdir, is an error rather than inline text.
-    """
-    try:
-        path = resolve_reference(prompt.strip(), start=start, rootdir=rootdir, what="prompt file")
-    except ConfigError:
-        if looks_like_path(prompt):
-            raise
-        return None
-    text = read_reference(path, prompt)
-    if not prompts.uses_required_variable(text):
-        raise ConfigError(
-            f"prompt file '{prompt}' must use {{{{candidate_answer}}}} or {{{{expected_messages}}}}"
-            f"; it uses neither. Template variables: {', '.join(prompts.TEMPLATE_VARIABLES)}"
-        )
-    return text
-
-
 @dataclass(frozen=True)
 class _Prompt:
     """A custom user prompt: a full template, or extra instructions for the default one."""
@@ -279,7 +253,7 @@ class LlmJudgeEvaluator:
         temperature: float = 0.0,
         prompt: str | None = None,
         rubrics: Sequence[RubricItem | str | dict[str, Any]] | None = None,
-        prompt_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        prompt_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
     ) -> None:
         self.resolve_judge_provider = resolve_judge_provider
         self.max_output_tokens = max_output_tokens
@@ -389,7 +363,7 @@ class LlmJudgeEvaluator:
         case = context.eval_case
         if isinstance(prompt, PromptScript):
             return await self._scripted_prompt(prompt, entry, context)
-        text = load_prompt_file(prompt, start=case.folder, rootdir=case.rootdir)
+        text = prompts.load_prompt_file(prompt, start=case.folder, rootdir=case.rootdir)
         if text is not None:
             return _Prompt(text, is_template=True, source=prompt.strip())
         return _Prompt(prompt, is_template=prompts.has_variables(prompt), source="inline")
@@ -397,12 +371,12 @@ class LlmJudgeEvaluator:
     async def _scripted_prompt(
         self, prompt: PromptScript, entry: EvaluatorConfig | None, context: EvaluationContext
     ) -> _Prompt:
-        payload = judge_payload(context)
+        payload = script_payload(context)
         payload["config"] = {**prompt.config, **(entry.options if entry else {})} or None
         script = prompt.script if isinstance(prompt.script, str) else list(prompt.script)
-        result = await run_process(
+        result = await run_script(
             script,
-            stdin=json.dumps(payload, ensure_ascii=False).encode("utf-8"),
+            payload,
             cwd=context.eval_case.folder,
             env=scrubbed_env(),
             timeout=self.prompt_timeout,

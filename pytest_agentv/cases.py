@@ -1,0 +1,183 @@
+"""One eval case: what was written (``CaseSpec``), which evaluators grade it, and what targets
+and evaluators receive once its files are read (``PreparedCase``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .loader import LoadedFile
+from .models import EvalCase, EvalSuite, EvaluatorConfig, Message, render_content
+from .paths import read_reference, resolve_reference
+
+_DATASET_SUFFIXES = (".eval.yaml", ".eval.yml", ".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class PreparedCase:
+    """An eval case with its file references read and its derived values computed.
+
+    This is what targets (including an ``agentv_target`` fixture) and evaluators receive.
+    """
+
+    id: str
+    question: str
+    input_messages: tuple[dict[str, Any], ...]
+    expected_outcome: str = ""
+    reference_answer: str = ""
+    expected_messages: tuple[dict[str, Any], ...] = ()
+    authored_input: tuple[dict[str, Any], ...] = ()
+    input_files: tuple[str, ...] = ()
+    conversation_id: str | None = None
+    dataset: str = ""
+    folder: Path = field(default_factory=Path.cwd)
+    rootdir: Path = field(default_factory=Path.cwd)
+
+
+def effective_evaluators(case: EvalCase, suite: EvalSuite) -> tuple[EvaluatorConfig, ...]:
+    """Case ``execution.evaluators`` > case ``evaluators`` > suite ``execution.evaluators`` >
+    the case's or file's default kind; inline ``rubrics`` become a judge named ``rubric`` first."""
+    explicit = (
+        (case.execution.evaluators if case.execution else None)
+        or case.evaluators
+        or (suite.execution.evaluators if suite.execution else None)
+        or []
+    )
+    entries = list(explicit)
+    if case.rubrics:
+        names = {entry.name for entry in entries}
+        name = "rubric" if "rubric" not in names else "inline-rubric"
+        entries.insert(0, EvaluatorConfig(name=name, type="llm_judge", rubrics=case.rubrics))
+    if not entries:
+        kind = case.evaluator or case.grader or suite.evaluator or suite.grader or "llm_judge"
+        entries.append(EvaluatorConfig.model_construct(name=kind, type=kind, weight=1.0, config={}))
+    return tuple(entries)
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """A case as its file wrote it, and the evaluators that grade it; file data is shared."""
+
+    loaded: LoadedFile
+    index: int
+    evaluators: tuple[EvaluatorConfig, ...]
+
+    @classmethod
+    def all_of(cls, loaded: LoadedFile) -> list[CaseSpec]:
+        suite = loaded.suite
+        return [
+            cls(loaded, index, effective_evaluators(case, suite))
+            for index, case in enumerate(suite.evalcases)
+        ]
+
+    @property
+    def case(self) -> EvalCase:
+        return self.loaded.suite.evalcases[self.index]
+
+    @property
+    def line(self) -> int:
+        """0-based line of the case in its file."""
+        return self.loaded.case_lines[self.index]
+
+    @property
+    def where(self) -> str:
+        """``file:line`` of the case, as failure headlines and not-graded reasons show it."""
+        return f"{self.loaded.display}:{self.line + 1}"
+
+    @property
+    def dataset(self) -> str:
+        name = self.loaded.path.name
+        for suffix in _DATASET_SUFFIXES:
+            if name.endswith(suffix):
+                name = name[: -len(suffix)]
+                break
+        return self.loaded.suite.dataset or name
+
+    @property
+    def target_name(self) -> str | None:
+        case, suite = self.case, self.loaded.suite
+        return (
+            (case.execution.target if case.execution else None)
+            or (suite.execution.target if suite.execution else None)
+            or suite.target
+        )
+
+
+def _segment_text(
+    spec: CaseSpec, rootdir: Path, message: Message, loc: tuple[int | str, ...], files: list[str]
+) -> str:
+    parts: list[str] = []
+    folder = spec.loaded.path.parent
+    for s_index, segment in enumerate(message.content):
+        if segment.type == "file":
+            seg_loc = (*loc, "content", s_index, "value")
+            try:
+                path = resolve_reference(segment.value, start=folder, rootdir=rootdir)
+                text = read_reference(path, segment.value)
+            except ConfigError as exc:
+                line, col = spec.loaded.position(seg_loc, spec.index)
+                dotted = ".".join(map(str, seg_loc))
+                raise ConfigError(f"{spec.loaded.display}:{line}:{col}: {dotted}: {exc}") from None
+            files.append(str(path))
+            parts.append(f'<file path="{segment.value}">\n{text}\n</file>')
+        else:
+            parts.append(render_content(segment.value))
+    return "\n\n".join(parts)
+
+
+def prepare_case(spec: CaseSpec, rootdir: Path) -> PreparedCase:
+    """Read the case's file references (inside the rootdir only) and derive its values."""
+    case = spec.case
+    files: list[str] = []
+    chat: list[dict[str, Any]] = []
+    question_parts: list[str] = []
+    for m_index, message in enumerate(case.input_messages):
+        loc = ("evalcases", spec.index, "input_messages", m_index)
+        text = _segment_text(spec, rootdir, message, loc, files)
+        chat.append({"role": message.role, "content": text})
+        question_parts.extend(render_content(s.value) for s in message.content if s.type != "file")
+    expected: list[dict[str, Any]] = []
+    for m_index, message in enumerate(case.expected_messages):
+        has_files = any(s.type == "file" for s in message.content)
+        content: Any = (
+            _segment_text(
+                spec, rootdir, message, ("evalcases", spec.index, "expected_messages", m_index), []
+            )
+            if has_files
+            else message.authored_content()
+        )
+        entry: dict[str, Any] = {"role": message.role, "content": content}
+        if message.tool_calls:
+            entry["tool_calls"] = message.tool_calls
+        expected.append(entry)
+    reference = ""
+    if expected:
+        last = expected[-1]
+        reference = (
+            render_content(last["content"])
+            if last["content"] not in ("", [], None)
+            else render_content(last.get("tool_calls") or "")
+        )
+    return PreparedCase(
+        id=case.id,
+        question="\n\n".join(part for part in question_parts if part),
+        input_messages=tuple(chat),
+        expected_outcome=case.expected_outcome,
+        reference_answer=reference,
+        expected_messages=tuple(expected),
+        authored_input=tuple(
+            {
+                **m.model_dump(exclude_none=True, exclude={"content"}),
+                "content": m.authored_content(),
+            }
+            for m in case.input_messages
+        ),
+        input_files=tuple(files),
+        conversation_id=case.conversation_id,
+        dataset=spec.dataset,
+        folder=spec.loaded.path.parent,
+        rootdir=rootdir,
+    )

@@ -1,0 +1,84 @@
+"""The rootdir policy for every file an eval names: message segments, prompts, scripts' cwd.
+
+A reference is looked up from the eval file's folder up to the rootdir and may never lead
+outside it, whatever the spelling: ``..``, an absolute path or a symlink.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from .errors import ConfigError
+from .yamlfile import MAX_FILE_BYTES
+
+
+def display_path(path: Path, rootdir: Path) -> str:
+    try:
+        return path.relative_to(rootdir).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def search_roots(start: Path, rootdir: Path) -> list[Path]:
+    """The folder itself, then each ancestor up to and including the rootdir."""
+    roots = [start]
+    if start == rootdir or rootdir not in start.parents:
+        return roots
+    for parent in start.parents:
+        roots.append(parent)
+        if parent == rootdir:
+            break
+    return roots
+
+
+_ENCODED_DOTS = re.compile(r"%2e", re.IGNORECASE)
+
+
+def resolve_reference(ref: str, *, start: Path, rootdir: Path, what: str = "file") -> Path:
+    """Find a referenced file inside the rootdir, or raise ``ConfigError`` saying why not.
+
+    Relative paths are tried against ``start`` and each ancestor up to the rootdir. Whatever the
+    spelling (``..``, an absolute path, a symlink), the real path must stay inside the rootdir.
+    The message names the path as written, never the resolved absolute path.
+    """
+    if "\x00" in ref or not ref.strip():
+        raise ConfigError(f"{what} reference {ref!r} is not a valid path")
+    if _ENCODED_DOTS.search(ref):
+        raise ConfigError(f"{what} reference '{ref}' contains URL-encoded dots; write a plain path")
+    root = rootdir.resolve()
+    written = Path(ref)
+    candidates = (
+        [written] if written.is_absolute() else [d / written for d in search_roots(start, root)]
+    )
+    for candidate in candidates:
+        real = Path(os.path.realpath(candidate))
+        if not real.exists():
+            continue
+        if not real.is_relative_to(root):
+            raise ConfigError(f"{what} reference '{ref}' resolves outside the rootdir; refused")
+        mode = real.stat().st_mode
+        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+            raise ConfigError(f"{what} reference '{ref}' is not a regular file")
+        return real
+    if all(not Path(os.path.realpath(c)).is_relative_to(root) for c in candidates):
+        raise ConfigError(f"{what} reference '{ref}' resolves outside the rootdir; refused")
+    raise ConfigError(
+        f"{what} '{ref}' not found (searched from the eval file's folder up to the rootdir)"
+    )
+
+
+def read_reference(path: Path, ref: str) -> str:
+    if path.is_dir():
+        raise ConfigError(f"file reference '{ref}' is a directory, not a file")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ConfigError(
+            f"file reference '{ref}' is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}"
+        )
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"file reference '{ref}' is not UTF-8 text") from None

@@ -1,0 +1,169 @@
+"""``CaseResult`` and its row: the one result contract that JUnit properties, the results file,
+the terminal summary, failure reports and ``assert_judged`` all read.
+
+A row is plain builtins (it travels on pytest reports, across pytest-xdist) and is redacted
+once, when it is made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal, TypedDict
+
+from .redaction import redact_obj
+
+Verdict = Literal["pass", "borderline", "fail"]
+#: graded: the evaluators concluded; error: not graded (target or judge unavailable, or a
+#: judge reply outside its contract); skipped: an LLM judge was needed and none is configured.
+Status = Literal["graded", "error", "skipped"]
+
+
+class UsageRow(TypedDict):
+    calls: int
+    reused: int
+    prompt_tokens: int
+    completion_tokens: int
+    tokens: int
+    cost_usd: float
+
+
+def no_usage() -> UsageRow:
+    return UsageRow(calls=0, reused=0, prompt_tokens=0, completion_tokens=0, tokens=0, cost_usd=0.0)
+
+
+class _EvaluatorRow(TypedDict):
+    name: str
+    type: str
+    score: float
+    weight: float
+    verdict: Verdict
+    hits: list[str]
+    misses: list[str]
+    reasoning: str | None
+    evaluator_provider_request: dict[str, Any] | None
+
+
+class EvaluatorRow(_EvaluatorRow, total=False):
+    """One evaluator's result within a case (AgentV's ``evaluator_results`` entries)."""
+
+    details: dict[str, Any]
+    error: str
+
+
+class ResultRow(TypedDict):
+    """A case (or an ``assert_judged`` call) as every report sees it."""
+
+    status: Status
+    timestamp: str
+    eval_id: str
+    dataset: str
+    conversation_id: str | None
+    file: str | None
+    line: int | None
+    target: str | None
+    score: float
+    verdict: Verdict | None
+    hits: list[str]
+    misses: list[str]
+    reasoning: str | None
+    candidate_answer: str
+    evaluator_results: list[EvaluatorRow]
+    error: str | None
+    trace_summary: dict[str, Any] | None
+    usage: UsageRow
+
+
+@dataclass(frozen=True)
+class Grade:
+    """What a case's evaluators concluded, as plain data."""
+
+    score: float
+    verdict: Verdict
+    hits: tuple[str, ...] = ()
+    misses: tuple[str, ...] = ()
+    reasoning: str | None = None
+    evaluator_results: tuple[EvaluatorRow, ...] = ()
+    #: Set when an evaluator could not grade at all: the case is then not graded.
+    error: str | None = None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class CaseResult:
+    """How one case ended: graded (with its grade), not graded, or skipped."""
+
+    status: Status
+    eval_id: str
+    dataset: str = ""
+    file: str | None = None
+    line: int | None = None
+    conversation_id: str | None = None
+    target: str | None = None
+    candidate: str = ""
+    grade: Grade | None = None
+    error: str | None = None
+    trace_summary: dict[str, Any] | None = None
+    usage: UsageRow = field(default_factory=no_usage)
+    timestamp: str = field(default_factory=_now)
+
+    def row(self) -> ResultRow:
+        """Plain builtins, redacted: what reports, JUnit XML and results files are made of."""
+        grade = self.grade
+        misses = list(grade.misses) if grade else ([f"Error: {self.error}"] if self.error else [])
+        row = ResultRow(
+            status=self.status,
+            timestamp=self.timestamp,
+            eval_id=self.eval_id,
+            dataset=self.dataset,
+            conversation_id=self.conversation_id,
+            file=self.file,
+            line=self.line,
+            target=self.target,
+            score=grade.score if grade else 0.0,
+            verdict=grade.verdict if grade else None,
+            hits=list(grade.hits) if grade else [],
+            misses=misses,
+            reasoning=grade.reasoning if grade else None,
+            candidate_answer=self.candidate,
+            evaluator_results=list(grade.evaluator_results) if grade else [],
+            error=self.error,
+            trace_summary=self.trace_summary,
+            usage=self.usage,
+        )
+        redacted: ResultRow = redact_obj(row)
+        return redacted
+
+
+#: Row keys a results-file line carries, in AgentV's order.
+_AGENTV_KEYS = (
+    "timestamp",
+    "eval_id",
+    "dataset",
+    "conversation_id",
+    "score",
+    "verdict",
+    "hits",
+    "misses",
+    "candidate_answer",
+    "target",
+    "reasoning",
+)
+
+
+def results_line(row: ResultRow) -> dict[str, Any]:
+    """A results-file line with AgentV's field names: one evaluator's request stands at the top
+    level, several evaluators are listed under ``evaluator_results``."""
+    line: dict[str, Any] = {key: row[key] for key in _AGENTV_KEYS}  # type: ignore[literal-required]
+    evaluators = row["evaluator_results"]
+    if len(evaluators) == 1:
+        line["evaluator_provider_request"] = evaluators[0]["evaluator_provider_request"]
+    elif evaluators:
+        line["evaluator_results"] = evaluators
+    line["error"] = row["error"]
+    line["trace_summary"] = row["trace_summary"]
+    line["status"] = row["status"]
+    return line

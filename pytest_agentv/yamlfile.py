@@ -1,0 +1,188 @@
+"""Safe YAML with line marks, and the limits that hold before anything recursive runs.
+
+A file is parsed once into a node tree (which keeps line marks) and constructed from it with a
+safe loader. Before construction the tree is checked for what PyYAML lets through silently or turns
+into tracebacks: duplicate keys, nesting deeper than ``MAX_DEPTH``, alias bombs and recursive
+aliases. Files larger than ``MAX_FILE_BYTES`` are refused before they are read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import EvalFileError
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+MAX_DEPTH = 100
+#: How many nodes aliases may add on top of the nodes actually written in the file.
+MAX_ALIAS_EXPANSION = 100_000
+
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
+    """Safe loader that keeps YAML timestamps as the strings they were written as."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+
+#: A path into a YAML document: mapping keys and sequence indexes.
+Loc = tuple[int | str, ...]
+
+
+def parse_yaml(path: Path, display: str) -> tuple[yaml.Node, Any]:
+    """Parse a YAML file safely into ``(node tree, data)`` or raise ``EvalFileError``."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise EvalFileError(display, 1, 1, f"cannot read file: {exc.strerror}") from None
+    if info.st_size > MAX_FILE_BYTES:
+        raise EvalFileError(
+            display,
+            1,
+            1,
+            f"file is {info.st_size:,} bytes; eval files are limited to {MAX_FILE_BYTES:,} bytes",
+        )
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise EvalFileError(display, line, 1, "file is not valid UTF-8 text") from None
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            raise EvalFileError(display, 1, 1, "file is empty; expected a mapping")
+        _check_tree(root, display, may_alias="&" in text or "*" in text)
+        data = loader.construct_document(root)
+    except yaml.MarkedYAMLError as exc:
+        at = exc.problem_mark or exc.context_mark
+        line, col = (at.line + 1, at.column + 1) if at else (1, 1)
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise EvalFileError(display, line, col, f"invalid YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise EvalFileError(display, 1, 1, f"invalid YAML: {exc}") from None
+    except RecursionError:
+        raise EvalFileError(
+            display, 1, 1, f"YAML is nested too deeply (the limit is {MAX_DEPTH} levels)"
+        ) from None
+    except (ValueError, OverflowError) as exc:
+        raise EvalFileError(display, 1, 1, f"a YAML value cannot be read: {exc}") from None
+    finally:
+        loader.dispose()
+    return root, data
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_tree(root: yaml.Node, display: str, may_alias: bool) -> None:
+    """Reject duplicate keys and deep nesting (and, if the file has anchors, alias tricks)."""
+    if may_alias:
+        _check_aliases(root, display)
+    stack: list[tuple[yaml.Node, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth >= MAX_DEPTH:
+            _fail(display, node, f"YAML is nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, yaml.MappingNode):
+            _check_duplicate_keys(node, display)
+        stack.extend(
+            (part, depth + 1) for part in _children(node) if not isinstance(part, yaml.ScalarNode)
+        )
+
+
+def _check_aliases(root: yaml.Node, display: str) -> None:
+    """Reject recursive aliases and alias bombs: count expanded nodes, sharing the counts."""
+    size: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    cap = MAX_ALIAS_EXPANSION * 10
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_stack.discard(key)
+            size[key] = min(cap, 1 + sum(size[id(k)] for k in _children(node)))
+            continue
+        if key in size:
+            continue
+        if key in on_stack:
+            _fail(display, node, "recursive alias: a node refers to itself")
+        on_stack.add(key)
+        stack.append((node, True))
+        stack.extend((part, False) for part in _children(node))
+    if size[id(root)] > len(size) + MAX_ALIAS_EXPANSION:
+        _fail(
+            display,
+            root,
+            "YAML aliases expand to too many nodes (alias bomb?); "
+            f"at most {MAX_ALIAS_EXPANSION:,} nodes may come from aliases",
+        )
+
+
+def _check_duplicate_keys(node: yaml.MappingNode, display: str) -> None:
+    seen: dict[str, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+            continue
+        first = seen.setdefault(key_node.value, key_node)
+        if first is not key_node:
+            _fail(
+                display,
+                key_node,
+                f"duplicate key '{key_node.value}' (first defined at line "
+                f"{first.start_mark.line + 1}); YAML would silently keep only the last one",
+            )
+
+
+def _fail(display: str, node: yaml.Node, message: str) -> None:
+    raise EvalFileError(display, node.start_mark.line + 1, node.start_mark.column + 1, message)
+
+
+def child_at(node: yaml.Node, part: int | str) -> yaml.Node | None:
+    """The value under a mapping key or at a sequence index, if there is one."""
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(part):
+                found: yaml.Node = value_node
+                return found
+        return None
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+        items: list[yaml.Node] = node.value
+        return items[part] if 0 <= part < len(items) else None
+    return None
+
+
+def key_at(node: yaml.Node, part: int | str) -> yaml.Node | None:
+    """The key node of a mapping entry, where a warning about the key itself should point."""
+    if isinstance(node, yaml.MappingNode):
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(part):
+                return key_node
+    return None
+
+
+def locate(root: yaml.Node, loc: Loc) -> tuple[yaml.Node, int]:
+    """Walk ``loc`` down the node tree; return the deepest node found and how many parts matched."""
+    node = root
+    for matched, part in enumerate(loc):
+        found = child_at(node, part)
+        if found is None:
+            return node, matched
+        node = found
+    return node, len(loc)
+
+
+def line_col(node: yaml.Node) -> tuple[int, int]:
+    """1-based line and column where a node starts."""
+    return node.start_mark.line + 1, node.start_mark.column + 1
