@@ -192,11 +192,12 @@ class AgentvJudge:
         from .judge import Usage
 
         usage = Usage()
+        listed = bool(options.get("evaluators") or options.get("rubrics"))
         try:
             evaluation = self.run.scheduler.run(self._evaluate(candidate, usage, options))
         except AgentvError as exc:
-            return self._conclude(None, usage, exc)
-        return self._conclude(evaluation, usage, None)
+            return self._conclude(None, usage, exc, listed)
+        return self._conclude(evaluation, usage, None, listed)
 
     async def assert_judged_async(
         self, candidate: Any, **options: Unpack[JudgeOptions]
@@ -205,15 +206,20 @@ class AgentvJudge:
         from .judge import Usage
 
         usage = Usage()
+        listed = bool(options.get("evaluators") or options.get("rubrics"))
         try:
             future = self.run.scheduler.submit(self._evaluate(candidate, usage, options))
             evaluation = await asyncio.wrap_future(future)
         except AgentvError as exc:
-            return self._conclude(None, usage, exc)
-        return self._conclude(evaluation, usage, None)
+            return self._conclude(None, usage, exc, listed)
+        return self._conclude(evaluation, usage, None, listed)
 
     def _conclude(
-        self, evaluation: CaseEvaluation | None, usage: Usage, error: AgentvError | None
+        self,
+        evaluation: CaseEvaluation | None,
+        usage: Usage,
+        error: AgentvError | None,
+        listed: bool,
     ) -> EvaluationScore:
         """Record the result on the calling test, then pass, xfail, skip or fail."""
         __tracebackhide__ = True
@@ -227,6 +233,7 @@ class AgentvJudge:
             status="graded" if message is None else "error",
             eval_id=self.item.nodeid if self.item is not None else "assert_judged",
             grade=grade,
+            evaluators_listed=listed,
             error=message,
             usage=usage.row(),
         )

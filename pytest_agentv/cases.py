@@ -78,6 +78,18 @@ class CaseSpec:
         return self.loaded.suite.evalcases[self.index]
 
     @property
+    def listed(self) -> bool:
+        """Whether the file lists this case's evaluators (rubrics count), rather than leaving
+        it to the default kind: AgentV's results then carry ``evaluator_results``."""
+        suite, case = self.loaded.suite, self.case
+        return bool(
+            case.rubrics
+            or (case.execution and case.execution.evaluators)
+            or case.evaluators
+            or (suite.execution and suite.execution.evaluators)
+        )
+
+    @property
     def line(self) -> int:
         """0-based line of the case in its file."""
         return self.loaded.case_lines[self.index]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import email.utils
+import json
 import os
 import random
 import threading
@@ -31,6 +32,14 @@ from .results import UsageRow
 T = TypeVar("T")
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+class ReplyError(ValueError):
+    """A reply that does not answer its request's contract; ``reply`` is its text."""
+
+    reply: str = ""
+
+
 NONCE_PLACEHOLDER = "{nonce}"
 _MESSAGE_LIMIT = 400
 
@@ -260,22 +269,26 @@ class LlmClient:
         trial: int = 0,
         protocol: str = "",
         label: str = "",
+        replay_as: Sequence[dict[str, str]] | None = None,
     ) -> tuple[T, Reply]:
-        """Return ``(accept(text), reply)``; a reply ``accept`` rejects (raises) is never stored.
+        """Return ``(accept(text), reply)``; a reply ``accept`` rejects is never stored.
 
-        ``structured`` is a JSON-schema response format to send where the model supports it.
-        Whether it does is only asked (which imports litellm) when a call must be made: a reply
-        stored for either choice is reused, so replaying never imports litellm.
+        ``accept`` raises ``ReplyError`` (which then carries the reply's text) for a reply
+        outside its contract. A call that corrects such a reply passes the first attempt's
+        messages as ``replay_as``: its accepted reply is stored as the answer to that request,
+        so a replayed run gets it at once. ``structured`` is a JSON-schema response format to
+        send where the model supports it. Whether it does is only asked (which imports litellm)
+        when a call must be made: a reply stored for either choice is reused, so replaying never
+        imports litellm. The per-call ``nonce`` never reaches the store: keys and stored replies
+        hold a placeholder in its place.
         """
-        keyed = [
-            {
-                **m,
-                "content": m["content"].replace(nonce, NONCE_PLACEHOLDER)
-                if nonce
-                else m["content"],
-            }
-            for m in messages
-        ]
+
+        def unnonced(value: Any) -> Any:
+            if not nonce:
+                return value
+            return json.loads(json.dumps(value).replace(nonce, NONCE_PLACEHOLDER))
+
+        keyed = unnonced(list(replay_as or messages))
 
         def fingerprint(response_format: dict[str, Any] | None) -> dict[str, Any]:
             return {
@@ -283,10 +296,17 @@ class LlmClient:
                 "messages": keyed,
                 "temperature": temperature,
                 "max_tokens": max_tokens,
-                "response_format": response_format,
+                "response_format": unnonced(response_format),
                 "protocol": protocol,
                 "trial": trial,
             }
+
+        def judged(text: str) -> T:
+            try:
+                return accept(text)
+            except ReplyError as exc:
+                exc.reply = text
+                raise
 
         usage = current_usage.get()
         store = self.store
@@ -295,13 +315,15 @@ class LlmClient:
                 stored = store.get(request_key(fingerprint(choice)))
                 if stored is None or not isinstance(stored.get("content"), str):
                     continue
-                try:
-                    value = accept(stored["content"])
-                except ValueError:
-                    continue
+                text = stored["content"]
+                recorded = stored.get("nonce")
+                if nonce:
+                    text = text.replace(
+                        recorded if isinstance(recorded, str) else NONCE_PLACEHOLDER, nonce
+                    )
                 if usage is not None:
                     usage.reused += 1
-                return value, Reply(stored["content"], cached=True)
+                return judged(text), Reply(text, cached=True)
             if store.mode == "replay":
                 raise ReplayMissError(
                     f"{label or 'model call'}: no stored reply for this request in "
@@ -317,20 +339,10 @@ class LlmClient:
             usage.prompt_tokens += reply.prompt_tokens
             usage.completion_tokens += reply.completion_tokens
             usage.cost_usd += reply.cost_usd or 0.0
-        value = accept(reply.text)
+        value = judged(reply.text)
         if store is not None:
             request = fingerprint(response_format)
-            store.put(
-                request_key(request),
-                request,
-                {
-                    "content": reply.text,
-                    "usage": {
-                        "prompt_tokens": reply.prompt_tokens,
-                        "completion_tokens": reply.completion_tokens,
-                    },
-                },
-            )
+            store.put(request_key(request), request, _stored_reply(reply, nonce))
         return value, reply
 
     async def _call(
@@ -412,6 +424,24 @@ class LlmClient:
             cost_usd=cost,
             finish_reason=getattr(choice, "finish_reason", None),
         )
+
+
+def _stored_reply(reply: Reply, nonce: str | None) -> dict[str, Any]:
+    """A reply as the store keeps it: the nonce as a placeholder, so that the file is the same
+    every time it is recorded. A reply that already holds the placeholder text (quoted from an
+    answer) keeps its nonce instead, so that replaying never turns that quote into the nonce."""
+    response: dict[str, Any] = {
+        "content": reply.text,
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+        },
+    }
+    if nonce and NONCE_PLACEHOLDER in reply.text:
+        response["nonce"] = nonce
+    elif nonce:
+        response["content"] = reply.text.replace(nonce, NONCE_PLACEHOLDER)
+    return response
 
 
 #: The judge is a model client like any other.

@@ -23,6 +23,7 @@ from .models import (
     TargetConfig,
     TargetsFile,
     canonical_kind,
+    problem_text,
 )
 from .yamlfile import Loc, child_at, key_at, line_col, locate, parse_yaml
 
@@ -74,11 +75,7 @@ def _validation_error(display: str, root: yaml.Node, exc: ValidationError) -> Ev
         loc = tuple(err["loc"])
         node, matched = locate(root, loc)
         shown = loc[:matched] + (loc[matched : matched + 1] if err["type"] == "missing" else ())
-        message = str(err["msg"])
-        if err["type"] == "missing":
-            message = "required field is missing"
-        elif message.startswith(("Value error, ", "Assertion failed, ")):
-            message = message.split(", ", 1)[1]
+        message = problem_text(err)
         field_path = ".".join(map(str, shown)) or "(top level)"
         described.setdefault(field_path, (*line_col(node), message))
     first_path, (line, col, message) = next(iter(described.items()))

@@ -17,10 +17,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -267,12 +269,34 @@ def _rubric_list(value: Any) -> Any:
     return items
 
 
+def problem_text(error: ErrorDetails) -> str:
+    """A validation problem in the words eval-file errors use."""
+    if error["type"] == "missing":
+        return "required field is missing"
+    message = str(error["msg"])
+    if message.startswith(("Value error, ", "Assertion failed, ")):
+        return message.split(", ", 1)[1]
+    return message
+
+
 def rubric_items(items: Any) -> list[RubricItem]:
-    """Rubrics given in Python (strings, dicts or ``RubricItem``), with AgentV's default ids."""
-    return [
-        item if isinstance(item, RubricItem) else RubricItem.model_validate(item)
-        for item in _rubric_list(list(items))
-    ]
+    """Rubrics given in Python (strings, dicts or ``RubricItem``), with AgentV's default ids.
+
+    An invalid item is a ``ValueError`` worded as in eval files:
+    ``rubrics.0.score_ranges: Overlapping score_ranges in rubric 'x': ...``.
+    """
+    found: list[RubricItem] = []
+    for index, item in enumerate(_rubric_list(list(items))):
+        if isinstance(item, RubricItem):
+            found.append(item)
+            continue
+        try:
+            found.append(RubricItem.model_validate(item))
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(map(str, ("rubrics", index, *first["loc"])))
+            raise ValueError(f"{where}: {problem_text(first)}") from None
+    return found
 
 
 class PromptScript(_Model):

@@ -42,6 +42,8 @@ class _EvaluatorRow(TypedDict):
     misses: list[str]
     reasoning: str | None
     evaluator_provider_request: dict[str, Any] | None
+    #: A required criterion or check was not met: the case fails whatever the scores.
+    gate_failed: bool
 
 
 class EvaluatorRow(_EvaluatorRow, total=False):
@@ -64,11 +66,14 @@ class ResultRow(TypedDict):
     target: str | None
     score: float
     verdict: Verdict | None
+    gate_failed: bool
     hits: list[str]
     misses: list[str]
     reasoning: str | None
     candidate_answer: str
     evaluator_results: list[EvaluatorRow]
+    #: The evaluators were listed (in the file, or given to ``assert_judged``), not the default.
+    evaluators_listed: bool
     error: str | None
     trace_summary: dict[str, Any] | None
     usage: UsageRow
@@ -86,6 +91,7 @@ class Grade:
     evaluator_results: tuple[EvaluatorRow, ...] = ()
     #: Set when an evaluator could not grade at all: the case is then not graded.
     error: str | None = None
+    gate_failed: bool = False
 
 
 def _now() -> str:
@@ -105,6 +111,7 @@ class CaseResult:
     target: str | None = None
     candidate: str = ""
     grade: Grade | None = None
+    evaluators_listed: bool = True
     error: str | None = None
     trace_summary: dict[str, Any] | None = None
     usage: UsageRow = field(default_factory=no_usage)
@@ -112,7 +119,9 @@ class CaseResult:
 
     def row(self) -> ResultRow:
         """Plain builtins, redacted: what reports, JUnit XML and results files are made of."""
+        # A case that was not graded has no verdict, whatever its evaluators said.
         grade = self.grade
+        verdict = grade.verdict if grade and self.status == "graded" else None
         misses = list(grade.misses) if grade else ([f"Error: {self.error}"] if self.error else [])
         row = ResultRow(
             status=self.status,
@@ -124,12 +133,14 @@ class CaseResult:
             line=self.line,
             target=self.target,
             score=grade.score if grade else 0.0,
-            verdict=grade.verdict if grade else None,
+            verdict=verdict,
+            gate_failed=grade.gate_failed if grade else False,
             hits=list(grade.hits) if grade else [],
             misses=misses,
             reasoning=grade.reasoning if grade else None,
             candidate_answer=self.candidate,
             evaluator_results=list(grade.evaluator_results) if grade else [],
+            evaluators_listed=self.evaluators_listed,
             error=self.error,
             trace_summary=self.trace_summary,
             usage=self.usage,
@@ -155,14 +166,15 @@ _AGENTV_KEYS = (
 
 
 def results_line(row: ResultRow) -> dict[str, Any]:
-    """A results-file line with AgentV's field names: one evaluator's request stands at the top
-    level, several evaluators are listed under ``evaluator_results``."""
+    """A results-file line with AgentV's field names: listed evaluators are written under
+    ``evaluator_results`` (one or several, with their details); the default judge's request
+    stands at the top level."""
     line: dict[str, Any] = {key: row[key] for key in _AGENTV_KEYS}  # type: ignore[literal-required]
     evaluators = row["evaluator_results"]
-    if len(evaluators) == 1:
-        line["evaluator_provider_request"] = evaluators[0]["evaluator_provider_request"]
-    elif evaluators:
+    if row["evaluators_listed"]:
         line["evaluator_results"] = evaluators
+    elif evaluators:
+        line["evaluator_provider_request"] = evaluators[0]["evaluator_provider_request"]
     line["error"] = row["error"]
     line["trace_summary"] = row["trace_summary"]
     line["status"] = row["status"]

@@ -236,5 +236,6 @@ def _result(spec: CaseSpec, status: Status, **values: Any) -> CaseResult:
         file=spec.loaded.display,
         line=spec.line + 1,
         conversation_id=spec.case.conversation_id,
+        evaluators_listed=spec.listed,
         **values,
     )

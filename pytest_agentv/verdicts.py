@@ -55,9 +55,7 @@ def _table(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
 
 
 def _gate_note(result: ResultRow | EvaluatorRow) -> str:
-    if result["verdict"] == "fail" and score_to_verdict(result["score"]) != "fail":
-        return " (a required criterion or check was not met)"
-    return ""
+    return " (a required criterion or check was not met)" if result["gate_failed"] else ""
 
 
 def summary_line(result: ResultRow | EvaluatorRow) -> str:

@@ -10,6 +10,7 @@ most ``max_requests`` requests, and a hanging request is released when the serve
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -80,6 +81,30 @@ class Request:
         return next((m["content"] for m in self.body["messages"] if m["role"] == "user"), "")
 
 
+_NONCE = re.compile(r'"nonce": "([0-9a-f]{16})"')
+
+
+def nonce_of(request: Request) -> str:
+    """The nonce a judge request asks its reply to echo."""
+    found = _NONCE.search(request.system)
+    assert found is not None, "not a judge request"
+    return found.group(1)
+
+
+def echo_nonce(content: str, request: Request) -> str:
+    """What a judge that follows the contract sends: a lone JSON object gets the request's nonce
+    (unless it has a "nonce" already); anything else is sent as it is."""
+    if _NONCE.search(request.system) is None:
+        return content
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return content
+    if not isinstance(value, dict) or "nonce" in value:
+        return content
+    return json.dumps({**value, "nonce": nonce_of(request)})
+
+
 class _Server(ThreadingHTTPServer):
     # socketserver's default backlog of 5 drops connections when 32 clients connect at once.
     request_queue_size = 1024
@@ -110,6 +135,8 @@ class FakeOpenAI:
         self.script: deque[Action] = deque()
         self.requests: list[Request] = []
         self.max_requests = max_requests
+        #: Behave like a judge that follows the contract and echoes the request's nonce.
+        self.echo_nonce = True
         self.in_flight = 0
         self.peak_in_flight = 0
         self._lock = threading.Lock()
@@ -185,12 +212,16 @@ class FakeOpenAI:
             def _act(self, action: Action, request: Request) -> None:
                 model = str(request.body.get("model", "fake"))
                 if isinstance(action, str):
-                    self._send(200, json.dumps(completion(action, model)))
+                    reply = echo_nonce(action, request) if fake.echo_nonce else action
+                    self._send(200, json.dumps(completion(reply, model)))
                 elif isinstance(action, Status):
                     self._send(action.code, action.body, action.headers)
                 elif isinstance(action, Delay):
                     fake._stopping.wait(action.seconds)
-                    self._send(200, json.dumps(completion(action.content, model)))
+                    reply = (
+                        echo_nonce(action.content, request) if fake.echo_nonce else action.content
+                    )
+                    self._send(200, json.dumps(completion(reply, model)))
                 elif isinstance(action, Hang):
                     fake._stopping.wait(60)
                     self.close_connection = True

@@ -55,8 +55,13 @@ def test_llm_examples_with_a_judge(pytester: pytest.Pytester, fake_llm: FakeOpen
     (pytester.path / "pytest.ini").write_text(ini + "agentv_cache_dir = .agentv/test-cache\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-results=out.jsonl")
     result.assert_outcomes(passed=14, xfailed=1)
+    # The default judge's request stands at the top level; listed evaluators carry their own.
     modes = {
-        row["eval_id"]: (row.get("evaluator_provider_request") or {}).get("mode")
+        row["eval_id"]: (
+            row.get("evaluator_provider_request")
+            or next(iter(row.get("evaluator_results") or []), {}).get("evaluator_provider_request")
+            or {}
+        ).get("mode")
         for row in map(json.loads, (pytester.path / "out.jsonl").read_text().splitlines())
     }
     assert modes["checklist-refund"] == "checklist"

@@ -221,8 +221,10 @@ def test_results_file(scores: pytest.Pytester, run_args: list[str]) -> None:
     ):
         assert field in one
     assert (one["dataset"], one["conversation_id"], one["verdict"]) == ("support", "c1", "pass")
-    assert one["evaluator_provider_request"] == {"script": ["python", "score.py"], "cwd": "."}
-    assert "evaluator_results" not in one and "grader_raw_request" not in one
+    # Listed evaluators are written under evaluator_results, one or several (as AgentV does).
+    [fixed] = one["evaluator_results"]
+    assert fixed["evaluator_provider_request"] == {"script": ["python", "score.py"], "cwd": "."}
+    assert "evaluator_provider_request" not in one and "grader_raw_request" not in one
     assert rows["two"]["verdict"] == "fail"
     assert rows["three"]["error"].startswith("target 'nowhere' is not defined")
     assert rows["three"]["score"] == 0.0

@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -53,43 +53,68 @@ class EvaluationContext:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class EvaluationScore:
     """One evaluator's grade (REQ-EVAL-005). ``score`` is clamped to [0, 1]; NaN becomes 0.
 
-    ``error`` is set when the evaluator could not grade at all (for instance the judge's reply
-    could not be parsed): the score is then 0, and the case is reported as not graded.
+    The verdict comes from the score (the one verdict function) unless the evaluator gives one.
+    ``gate_failed`` says that a required criterion or check was not met: it travels with the
+    score, and fails the case whatever the other evaluators score. An explicit ``fail`` verdict
+    on a passing score is such a gate. ``error`` is set when the evaluator could not grade at
+    all: the case is then reported as not graded.
     """
 
     score: float
-    hits: tuple[str, ...] = ()
-    misses: tuple[str, ...] = ()
-    expected_aspect_count: int = 0
-    reasoning: str | None = None
-    raw_aspects: tuple[str, ...] = ()
-    evaluator_raw_request: dict[str, Any] | None = None
-    verdict: Verdict = "fail"
-    details: dict[str, Any] | None = None
-    error: str | None = None
+    hits: tuple[str, ...]
+    misses: tuple[str, ...]
+    expected_aspect_count: int
+    reasoning: str | None
+    raw_aspects: tuple[str, ...]
+    evaluator_raw_request: dict[str, Any] | None
+    verdict: Verdict
+    details: dict[str, Any] | None
+    error: str | None
+    gate_failed: bool
 
-    def __post_init__(self) -> None:
-        raw = self.score
-        score = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else 0.0
-        score = 0.0 if math.isnan(score) else min(1.0, max(0.0, score))
-        object.__setattr__(self, "score", score)
-        object.__setattr__(self, "hits", tuple(self.hits))
-        object.__setattr__(self, "misses", tuple(self.misses))
-        object.__setattr__(self, "raw_aspects", tuple(self.raw_aspects))
+    def __init__(
+        self,
+        score: float,
+        hits: Iterable[str] = (),
+        misses: Iterable[str] = (),
+        expected_aspect_count: int = 0,
+        reasoning: str | None = None,
+        raw_aspects: Iterable[str] = (),
+        evaluator_raw_request: dict[str, Any] | None = None,
+        verdict: Verdict | None = None,
+        details: dict[str, Any] | None = None,
+        error: str | None = None,
+        gate_failed: bool = False,
+    ) -> None:
+        raw = score
+        clean = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else 0.0
+        clean = min(1.0, max(0.0, clean)) if math.isfinite(clean) else 0.0
+        if verdict == "fail" and score_to_verdict(clean) != "fail":
+            gate_failed = True
+        values = {
+            "score": clean,
+            "hits": tuple(hits),
+            "misses": tuple(misses),
+            "expected_aspect_count": expected_aspect_count,
+            "reasoning": reasoning,
+            "raw_aspects": tuple(raw_aspects),
+            "evaluator_raw_request": evaluator_raw_request,
+            "verdict": verdict or score_to_verdict(clean, gate_failed=gate_failed),
+            "details": details,
+            "error": error,
+            "gate_failed": gate_failed,
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
     @classmethod
     def graded(cls, score: float, *, gate_failed: bool = False, **kwargs: Any) -> EvaluationScore:
         """A score whose verdict comes from the one verdict function."""
-        clean = 0.0 if not math.isfinite(score) else min(1.0, max(0.0, score))
-        return cls(score=clean, verdict=score_to_verdict(clean, gate_failed=gate_failed), **kwargs)
-
-    @property
-    def gate_failed(self) -> bool:
-        return self.verdict == "fail" and score_to_verdict(self.score) != "fail"
+        return cls(score, gate_failed=gate_failed, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -113,6 +138,7 @@ class EvaluatorResult:
             misses=list(s.misses),
             reasoning=s.reasoning,
             evaluator_provider_request=s.evaluator_raw_request,
+            gate_failed=s.gate_failed,
         )
         if s.details is not None:
             row["details"] = s.details
@@ -184,6 +210,7 @@ class CaseEvaluation:
             reasoning=s.reasoning,
             evaluator_results=tuple(r.row() for r in self.evaluator_results),
             error=s.error,
+            gate_failed=s.gate_failed,
         )
 
 
@@ -226,7 +253,7 @@ async def run_evaluators_for_case(
 
 
 def aggregate(results: Sequence[EvaluatorResult]) -> EvaluationScore:
-    """Weighted mean of the scores; a failed rubric gate on a weighted evaluator fails the case."""
+    """Weighted mean of the scores; a failed gate of any weighted evaluator fails the case."""
     total = sum(r.weight for r in results)
     score = sum(r.score.score * r.weight for r in results) / total if total > 0 else 0.0
     gate_failed = any(r.score.gate_failed and r.weight > 0 for r in results)
