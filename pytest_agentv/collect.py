@@ -23,7 +23,7 @@ from .evaluators.base import Evaluator
 from .evaluators.prompts import load_prompt_file
 from .loader import LoadedFile, evaluator_locs, load_eval_file
 from .paths import display_path
-from .redaction import redact
+from .redaction import shown
 from .reporting import record_properties, result_key
 from .results import ResultRow
 from .runner import AgentvRun, CaseWork
@@ -126,9 +126,10 @@ class EvalFile(pytest.File):
                 self.path, display_path(self.path, run.rootdir), run.rootdir, registry
             )
         except AgentvError as exc:
-            raise self.CollectError(str(exc)) from None
+            raise self.CollectError(shown(str(exc))) from None
         for warning in loaded.warnings:
-            warnings.warn_explicit(warning.message, warning.category, str(self.path), warning.line)
+            message = shown(warning.message)
+            warnings.warn_explicit(message, warning.category, str(self.path), warning.line)
         defined = target_fixture_defined(self.config, self.path)
         callobj = _run_case if defined else _run_case_without_target_fixture
         for spec, evaluators in cases:
@@ -198,7 +199,7 @@ class EvalItem(pytest.Function):
         # outcome; our own exceptions carry their whole report, and neither needs a traceback
         # (rendering one parses source, which is not worth doing for a known outcome).
         if isinstance(excinfo.value, (EvalFailed, AgentvError, pytest.xfail.Exception)):
-            return redact(str(excinfo.value))
+            return shown(str(excinfo.value))
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

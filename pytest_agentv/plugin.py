@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Generator
+import signal
+import threading
+from collections.abc import Callable, Generator
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from .runner import AgentvRun
 
 reporter_key = pytest.StashKey[AgentvReporter]()
+_sigterm_key = pytest.StashKey[Callable[..., object] | int | None]()
 #: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
 run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
 _EVALCASES = re.compile(rb"^evalcases\s*:", re.MULTILINE)
@@ -61,9 +64,24 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         reporter = config.stash[reporter_key] = AgentvReporter(settings)
         config.pluginmanager.register(reporter, "agentv-reporter")
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
+        config.stash[_sigterm_key] = signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (``timeout``, ``docker stop``, a cancelled CI job) ends the run as Ctrl-C does:
+    reports are written and every judge and agent still running is stopped."""
+    raise KeyboardInterrupt
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    previous = config.stash.get(_sigterm_key, None)
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+        del config.stash[_sigterm_key]
     reporter = config.stash.get(reporter_key, None)
     if reporter is not None:
         reporter.close()
@@ -72,7 +90,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return config.stash[settings_key].header()
+    from .redaction import shown
+
+    return shown(config.stash[settings_key].header())
 
 
 def _is_eval_file(file_path: Path, parent: pytest.Collector) -> bool:

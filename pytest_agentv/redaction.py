@@ -16,10 +16,11 @@ import re
 import threading
 from typing import Any
 
-from .processes import environment
+from .settings import environment
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
 _PATTERNS = (
+    r"(?<=://)[^\s/@:]+:[^\s/@]+(?=@)",  # user:password@ in a URL
     r"\bsk-[A-Za-z0-9_\-]{8,}",
     r"\bBearer\s+[A-Za-z0-9._\-]{8,}",
     r"\bAIza[0-9A-Za-z_\-]{20,}",
@@ -81,6 +82,24 @@ def _pattern() -> re.Pattern[str]:
 
 def redact(text: str) -> str:
     return _pattern().sub(REDACTED, text)
+
+
+#: Control characters (ANSI and OSC escapes start with ESC), except newline and tab.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text that cannot drive the terminal: control characters shown as ``\\x1b`` escapes.
+
+    Judges and targets write what they like; nothing they wrote reaches the terminal as an
+    escape sequence (clearing lines, setting the window title, hiding text).
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def shown(text: str) -> str:
+    """What may be printed: redacted, then made printable."""
+    return printable(redact(text))
 
 
 def redact_obj(value: Any) -> Any:

@@ -14,6 +14,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 import pytest
 
+from .redaction import printable
 from .verdicts import fmt
 
 if TYPE_CHECKING:
@@ -81,8 +82,14 @@ class AgentvReporter:
         self._results: IO[str] | None = None
         if settings.results is not None:
             path = Path(settings.results)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._results = path.open("w", encoding="utf-8")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._results = path.open("w", encoding="utf-8")
+            except OSError as exc:
+                raise pytest.UsageError(
+                    f"--agentv-results={path} cannot be written: {exc.strerror or exc}; "
+                    "give the path of a file in a folder that exists or can be created"
+                ) from None
 
     def _add_usage(self, usage: Mapping[str, Any]) -> None:
         for key in self.usage:
@@ -142,7 +149,8 @@ class AgentvReporter:
                         if case.get("file")
                         else case["eval_id"]
                     )
-                    terminalreporter.write_line(f"  not graded: {where}: {case['error']}")
+                    line = f"  not graded: {where}: {case['error']}"
+                    terminalreporter.write_line(printable(line))
         u = self.usage
         terminalreporter.write_line(
             f"agentv: {u['calls']} model calls made, {u['reused']} replies reused from the store, "

@@ -8,6 +8,7 @@ outcome.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from .cases import CaseSpec, PreparedCase, prepare_case
-from .errors import AgentvError, JudgeNotConfiguredError
+from .errors import AgentvError, JudgeNotConfiguredError, NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
 from .evaluators.base import EvaluationContext, Evaluator, run_evaluators_for_case
 from .evaluators.llm_judge import LlmJudgeEvaluator
@@ -166,7 +167,7 @@ class AgentvRun:
         token = current_usage.set(usage)
         try:
             if response is None:
-                response = await target.invoke(prepared, 0)
+                response = await self._answer(target, prepared)
             context = _context(prepared, target, response)
             evaluation = await run_evaluators_for_case(context, spec.evaluators, evaluators)
         except Exception as exc:
@@ -185,6 +186,17 @@ class AgentvRun:
             trace_summary=context.trace_summary,
             usage=usage.row(),
         )
+
+    async def _answer(self, target: Target, prepared: PreparedCase) -> TargetResponse:
+        if target.timeout is not None:
+            return await target.invoke(prepared, 0)
+        limit = self.settings.target_timeout
+        try:
+            return await asyncio.wait_for(target.invoke(prepared, 0), limit)
+        except asyncio.TimeoutError:
+            raise NotGradedError(
+                f"target '{target.name}' gave no answer within {limit:g}s (--agentv-target-timeout)"
+            ) from None
 
     def _failure(
         self,

@@ -128,6 +128,14 @@ OPTIONS: tuple[_Option, ...] = (
         metavar="SECONDS",
     ),
     _Option(
+        "target_timeout",
+        "Seconds a target may take to answer a case before the case is not graded (a CLI "
+        "target's own timeout_seconds wins for it)",
+        "float",
+        300.0,
+        metavar="SECONDS",
+    ),
+    _Option(
         "require_judge",
         "Error instead of skip when a case needs an unconfigured judge",
         "bool",
@@ -155,6 +163,18 @@ OPTIONS: tuple[_Option, ...] = (
         True,
     ),
 )
+
+
+def environment() -> dict[str, str]:
+    """A copy of ``os.environ`` that is safe to take while another thread changes it
+    (pytest's thread sets ``PYTEST_CURRENT_TEST`` around every test)."""
+    for _ in range(10):
+        try:
+            return dict(os.environ.items())
+        except (KeyError, RuntimeError):
+            continue
+    return dict(os.environ.items())
+
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -205,6 +225,7 @@ class Settings:
     judge_attempt_timeout: float
     judge_retries: int
     judge_backoff: float
+    target_timeout: float
     require_judge: bool
     #: One of ``replay.CACHE_MODES``, checked against the option's choices.
     cache_mode: str

@@ -92,6 +92,11 @@ class Target(Protocol):
     name: str
     judge_target: str | None
 
+    @property
+    def timeout(self) -> float | None:
+        """Seconds the target enforces itself (a CLI target's ``timeout_seconds``); None: the
+        run's ``--agentv-target-timeout`` applies."""
+
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse: ...
 
 
@@ -157,6 +162,8 @@ def parse_output_text(text: str, what: str) -> TargetResponse:
 class MockTarget:
     """Answers every case with the same canned ``response`` after an optional delay."""
 
+    timeout: float | None = None
+
     def __init__(
         self, name: str, settings: dict[str, Any], judge_target: str | None = None
     ) -> None:
@@ -207,7 +214,11 @@ class CliTarget:
         timeout = settings.get("timeout_seconds", DEFAULT_CLI_TIMEOUT)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ConfigError(f"cli target '{name}': timeout_seconds must be a number > 0")
-        self.timeout = float(timeout)
+        self.seconds = float(timeout)
+
+    @property
+    def timeout(self) -> float | None:
+        return self.seconds
 
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
         what = f"cli target '{self.name}'"
@@ -224,8 +235,8 @@ class CliTarget:
                 command = command.replace("{" + name + "}", shlex.quote(value))
             command = command.replace("{FILES}", " ".join(shlex.quote(f) for f in case.input_files))
             started = time.monotonic()
-            result = await run_process(command, cwd=self.cwd, timeout=self.timeout)
-            failure = result.failure(what, self.timeout)
+            result = await run_process(command, cwd=self.cwd, timeout=self.seconds)
+            failure = result.failure(what, self.seconds)
             if failure:
                 raise NotGradedError(redact(failure))
             if "{OUTPUT_FILE}" in self.template:
@@ -255,6 +266,8 @@ def chat_messages(case: PreparedCase) -> list[dict[str, str]]:
 
 class LlmTarget:
     """Asks an LLM through litellm; replies go through the record/replay store like judges'."""
+
+    timeout: float | None = None
 
     def __init__(
         self,
@@ -309,6 +322,7 @@ class FixtureTarget:
     """
 
     judge_target: str | None = None
+    timeout: float | None = None
 
     def __init__(self, function: TargetFunction) -> None:
         self.name = "agentv_target"

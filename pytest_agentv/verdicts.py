@@ -2,6 +2,8 @@
 
 Everything here works on plain builtins (the result dicts that travel on reports), so the same
 text appears whether a YAML case or an ``assert_judged`` call failed, with or without xdist.
+Every text that reaches the terminal is made printable here: judges and targets wrote parts of
+it, and their escape sequences must not drive the terminal.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Literal, NoReturn
 
 import pytest
 
+from .redaction import printable
 from .results import EvaluatorRow, ResultRow, Verdict
 
 Outcome = Literal["passed", "xfailed", "failed"]
@@ -143,7 +146,7 @@ def settle_ungraded(
     graded (target or judge unavailable): an error, or a skip with ``--agentv-fail-on-error=no``.
     The same words for eval cases and ``assert_judged``; ``row`` is already redacted.
     """
-    error = row["error"]
+    error = printable(str(row["error"]))
     if row["status"] == "skipped":
         if require_judge:
             pytest.fail(
@@ -167,6 +170,6 @@ def apply_verdict(
     outcome = outcome_for(str(row["verdict"]), borderline)
     if outcome == "xfailed":
         # Last statement of its branch: with --runxfail, pytest.xfail does nothing.
-        pytest.xfail(borderline_reason(row))
+        pytest.xfail(printable(borderline_reason(row)))
     elif outcome == "failed":
-        raise failure(report_text(row, f"{headline}: {summary_line(row)}"))
+        raise failure(printable(report_text(row, f"{headline}: {summary_line(row)}")))

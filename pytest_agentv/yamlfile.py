@@ -1,9 +1,12 @@
 """Safe YAML with line marks, and the limits that hold before anything recursive runs.
 
-A file is parsed once into a node tree (which keeps line marks) and constructed from it with a
-safe loader. Before construction the tree is checked for what PyYAML lets through silently or turns
-into tracebacks: duplicate keys, nesting deeper than ``MAX_DEPTH``, alias bombs and recursive
-aliases. Files larger than ``MAX_FILE_BYTES`` are refused before they are read.
+Files larger than ``MAX_FILE_BYTES`` are refused before they are read. Nesting deeper than
+``MAX_DEPTH`` is refused from the parser's event stream (an iterative pass) before the node tree
+is composed, because composing is recursive: a 50 KB file nested 25,000 deep would overflow the
+C stack. The node tree (which keeps line marks) is then checked for what PyYAML lets through
+silently or turns into tracebacks — duplicate keys, recursive aliases, and aliases that expand
+to more than ``MAX_ALIAS_EXPANSION`` nodes or ``MAX_EXPANDED_BYTES`` of text — and only then
+constructed with a safe loader.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_DEPTH = 100
 #: How many nodes aliases may add on top of the nodes actually written in the file.
 MAX_ALIAS_EXPANSION = 100_000
+#: How much scalar text a document may hold once its aliases are expanded.
+MAX_EXPANDED_BYTES = MAX_FILE_BYTES
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -54,6 +59,7 @@ def parse_yaml(path: Path, display: str) -> tuple[yaml.Node, Any]:
         raise EvalFileError(display, line, 1, "file is not valid UTF-8 text") from None
     loader = _Loader(text)
     try:
+        _check_depth(text, display)
         root = loader.get_single_node()
         if root is None:
             raise EvalFileError(display, 1, 1, "file is empty; expected a mapping")
@@ -85,25 +91,45 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+def _check_depth(text: str, display: str) -> None:
+    """Refuse nesting deeper than ``MAX_DEPTH`` from the event stream, which is read without
+    recursion, before anything recursive (composing, constructing) sees the document."""
+    events = _Loader(text)
+    depth = 0
+    try:
+        while events.check_event():
+            event = events.get_event()
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    at = event.start_mark
+                    line, col = (at.line + 1, at.column + 1) if at else (1, 1)
+                    raise EvalFileError(
+                        display, line, col, f"YAML is nested deeper than {MAX_DEPTH} levels"
+                    )
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    finally:
+        events.dispose()
+
+
 def _check_tree(root: yaml.Node, display: str, may_alias: bool) -> None:
-    """Reject duplicate keys and deep nesting (and, if the file has anchors, alias tricks)."""
+    """Reject duplicate keys (and, if the file has anchors, alias tricks)."""
     if may_alias:
         _check_aliases(root, display)
-    stack: list[tuple[yaml.Node, int]] = [(root, 0)]
+    stack: list[yaml.Node] = [root]
     while stack:
-        node, depth = stack.pop()
-        if depth >= MAX_DEPTH:
-            _fail(display, node, f"YAML is nested deeper than {MAX_DEPTH} levels")
+        node = stack.pop()
         if isinstance(node, yaml.MappingNode):
             _check_duplicate_keys(node, display)
-        stack.extend(
-            (part, depth + 1) for part in _children(node) if not isinstance(part, yaml.ScalarNode)
-        )
+        stack.extend(part for part in _children(node) if not isinstance(part, yaml.ScalarNode))
 
 
 def _check_aliases(root: yaml.Node, display: str) -> None:
-    """Reject recursive aliases and alias bombs: count expanded nodes, sharing the counts."""
+    """Reject recursive aliases and alias bombs: count the nodes and the scalar text each node
+    expands to, sharing the counts between the places an anchor is used."""
     size: dict[int, int] = {}
+    text: dict[int, int] = {}
     on_stack: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     cap = MAX_ALIAS_EXPANSION * 10
@@ -112,7 +138,10 @@ def _check_aliases(root: yaml.Node, display: str) -> None:
         key = id(node)
         if done:
             on_stack.discard(key)
-            size[key] = min(cap, 1 + sum(size[id(k)] for k in _children(node)))
+            parts = _children(node)
+            size[key] = min(cap, 1 + sum(size[id(k)] for k in parts))
+            own = len(node.value) if isinstance(node, yaml.ScalarNode) else 0
+            text[key] = min(MAX_EXPANDED_BYTES + 1, own + sum(text[id(k)] for k in parts))
             continue
         if key in size:
             continue
@@ -127,6 +156,14 @@ def _check_aliases(root: yaml.Node, display: str) -> None:
             root,
             "YAML aliases expand to too many nodes (alias bomb?); "
             f"at most {MAX_ALIAS_EXPANSION:,} nodes may come from aliases",
+        )
+    if text[id(root)] > MAX_EXPANDED_BYTES:
+        _fail(
+            display,
+            root,
+            "YAML aliases expand to more than "
+            f"{MAX_EXPANDED_BYTES:,} bytes of text (alias bomb?); repeat less, or use a file "
+            "reference for large content",
         )
 
 

@@ -244,3 +244,45 @@ def test_many_hostile_files_in_one_session_never_internalerror(pytester: pytest.
     errors = [line for line in result.stdout.lines if line.startswith("ERROR ")]
     headers = [line for line in result.stdout.lines if "ERROR collecting" in line]
     assert len(errors) == len(headers) >= len(HOSTILE) - 1
+
+
+def test_deep_nesting_is_refused_before_anything_recursive(project: pytest.Pytester) -> None:
+    """A 50 KB file nested 25,000 deep used to overflow the C stack in the YAML composer (a
+    segfault: no report, no JUnit, and under xdist the other test files never ran)."""
+    deep = "[" * 25_000 + "]" * 25_000
+    write(project, "deep.eval.yaml", f"evalcases: [{{id: a, input: {deep}}}]\n")
+    write(project, "fine.eval.yaml", "evalcases: [{id: ok, input: q, expected_outcome: x}]\n")
+    write(project, "test_other.py", "def test_other():\n    pass\n")
+    (project.path / "deep-targets").mkdir()
+    write(project, "deep-targets/.agentv/targets.yaml", f"targets: {'[' * 30_000}{']' * 30_000}\n")
+    write(
+        project,
+        "deep-targets/t.eval.yaml",
+        """
+        evalcases:
+          - id: t
+            input: q
+            evaluators: [{name: kw, type: code_judge, script: [python, ../keywords.py]}]
+        """,
+    )
+    result = project.runpytest_subprocess("-n", "2", "--junitxml=junit.xml", "-rE")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.ret
+    result.assert_outcomes(passed=1, errors=2, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*deep.eval.yaml:1:*: YAML is nested deeper than 100 levels*",
+            "*deep-targets/.agentv/targets.yaml:1:*: YAML is nested deeper than 100 levels*",
+        ]
+    )
+    assert (project.path / "junit.xml").exists()
+
+
+def test_an_alias_byte_bomb_is_one_clear_error(tmp_path: Path) -> None:
+    """A 1 MB scalar anchored once and aliased 1,500 times passed the node-count check and
+    grew to 11.8 GB; its expanded text is bounded like a file."""
+    path = tmp_path / "bomb.eval.yaml"
+    aliases = ", ".join(["*big"] * 1_500)
+    path.write_text(f'big: &big "{"x" * 1_000_000}"\nevalcases: [{{id: a, input: [{aliases}]}}]\n')
+    message = check(path, tmp_path)
+    assert message is not None
+    assert "YAML aliases expand to more than 10,485,760 bytes of text" in message

@@ -4,10 +4,12 @@ not failed by default, prompts are filled in, details reach the results file."""
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pytest
-from fake_openai import FakeOpenAI, checklist
-from helpers import write
+from fake_openai import FakeOpenAI, checklist, freeform
+from helpers import judge_ini, write
 
 from pytest_agentv import EvaluationScore
 
@@ -171,3 +173,144 @@ def test_an_invalid_rubric_in_assert_judged_is_a_clear_error(project: pytest.Pyt
         ]
     )
     result.stdout.no_fnmatch_line("*pydantic_core._pydantic_core.ValidationError*")
+
+
+@pytest.mark.parametrize("where", ["a-folder", "a-file/results.jsonl"])
+def test_an_unwritable_results_path_is_a_usage_error(project: pytest.Pytester, where: str) -> None:
+    (project.path / "a-folder").mkdir()
+    (project.path / "a-file").write_text("not a folder")
+    write(project, "r.eval.yaml", "evalcases: [{id: a, input: q}]\n")
+    result = project.runpytest(f"--agentv-results={where}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --agentv-results=*{where} cannot be written: *"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+ESCAPES = "chr(27) + '[2K' + chr(27) + ']0;owned' + chr(7) + chr(13)"
+
+
+def test_escape_sequences_never_reach_the_terminal(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "loud.py",
+        f"""
+        import json
+        print(json.dumps({{"score": 0, "misses": ["bad" + {ESCAPES} + "answer"]}}))
+        """,
+    )
+    write(
+        project,
+        "broken_agent.py",
+        f"""
+        import sys
+        sys.stderr.write("oops" + {ESCAPES})
+        sys.exit(3)
+        """,
+    )
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - name: default
+            provider: mock
+            response: answer
+          - name: broken
+            provider: cli
+            command_template: python broken_agent.py
+        """,
+    )
+    write(
+        project,
+        "e.eval.yaml",
+        """
+        evalcases:
+          - id: judged
+            input: q
+            evaluators: [{name: loud, type: code_judge, script: [python, loud.py]}]
+          - id: agent
+            input: q
+            execution: {target: broken}
+            evaluators: [{name: loud, type: code_judge, script: [python, loud.py]}]
+        """,
+    )
+    result = project.runpytest("-rA")
+    result.assert_outcomes(failed=1, errors=1)
+    output = result.stdout.str()
+    assert "\x1b" not in output and "\x07" not in output
+    assert "bad\\x1b[2K\\x1b]0;owned\\x07\\x0danswer" in output
+    assert "oops\\x1b[2K\\x1b]0;owned\\x07" in output
+
+
+def test_credentials_in_a_judge_url_are_not_printed(project: pytest.Pytester) -> None:
+    result = project.runpytest(
+        "--agentv-judge-model=openai/x",
+        "--agentv-judge-api-base=http://alice:s3cr3t-pw@judge.internal:8000/v1",
+        "--co",
+    )
+    result.stdout.fnmatch_lines(["agentv: judge=openai/x at http://[[]redacted]@judge.internal*"])
+    assert "s3cr3t-pw" not in result.stdout.str()
+
+
+def test_a_target_that_never_answers_is_not_graded_at_its_deadline(
+    project: pytest.Pytester,
+) -> None:
+    write(
+        project,
+        "conftest.py",
+        """
+        import asyncio, pytest
+
+        @pytest.fixture
+        def agentv_target():
+            async def never(case):
+                await asyncio.Event().wait()
+            return never
+        """,
+    )
+    write(
+        project,
+        "h.eval.yaml",
+        """
+        evalcases:
+          - id: hangs
+            input: q
+            evaluators: [{name: kw, type: code_judge, script: [python, keywords.py]}]
+        """,
+    )
+    result = project.runpytest("--agentv-target-timeout=0.5")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'hangs' was not graded: target 'agentv_target' gave no answer within 0.5s "
+            "(--agentv-target-timeout)*"
+        ]
+    )
+
+
+def test_interrupted_store_writes_leave_nothing_behind(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    """A SIGKILL during a store write could leave ``.tmp-*.json`` files that a user would
+    commit: temporary files now end in ``.tmp``, are git-ignored and swept by the next run."""
+    judged = project
+    judged.makeini(judge_ini(fake_llm).replace("agentv_cache_mode = off\n", ""))
+    store = judged.path / ".agentv" / "cache"
+    (store / "ab").mkdir(parents=True)
+    stale = [store / "ab" / ".tmp-x1.json", store / "ab" / ".abcdef.x2.tmp"]
+    fresh = store / "ab" / ".abcdef.x3.tmp"
+    for path in [*stale, fresh]:
+        path.write_text('{"format": 1, "response": {"content": "{}"}}')
+    old = time.time() - 3600
+    for path in stale:
+        os.utime(path, (old, old))
+    fake_llm.responder = lambda r: freeform(0.9)
+    write(judged, "f.eval.yaml", "evalcases: [{id: a, input: q, expected_outcome: x}]\n")
+    judged.runpytest().assert_outcomes(passed=1)
+    assert not any(path.exists() for path in stale)
+    assert fresh.exists()  # perhaps another run's write under way: left alone
+    assert (store / ".gitignore").read_text().splitlines()[-1] == "*.tmp"
+    assert not list(store.rglob(".tmp-*")) and all(
+        p.name.endswith(".tmp") or not p.name.startswith(".") or p.name == ".gitignore"
+        for p in store.rglob("*")
+    )
