@@ -172,7 +172,8 @@ class EvalFile(pytest.File):
         except AgentvError as exc:
             raise self.CollectError(str(exc)) from None
         for warning in loaded.warnings:
-            warnings.warn_explicit(warning.message, warning.category, str(self.path), warning.line)
+            file = str(warning.path or self.path)
+            warnings.warn_explicit(warning.message, warning.category, file, warning.line)
         defined = target_fixture_defined(self.config, self.path)
         callobj = _run_case if defined else _run_case_without_target_fixture
         names = test_names([spec.case.id for spec, _ in cases])

@@ -56,6 +56,8 @@ class FileWarning:
     line: int
     message: str
     category: type[Warning] = AgentvWarning
+    #: The file the warning is about, when it is not the eval file (a sidecar, a config file).
+    path: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,9 @@ def _used_key(case_node: yaml.Node, field_name: str) -> str:
     return field_name
 
 
-def _unknown_key_warnings(model: BaseModel, root: yaml.Node, display: str) -> Iterator[FileWarning]:
+def _unknown_key_warnings(
+    model: BaseModel, root: yaml.Node, display: str, path: Path | None = None
+) -> Iterator[FileWarning]:
     for loc, key, known in _unknown_keys(model, (), (EvaluatorConfig, TargetConfig)):
         node, _ = locate(root, loc)
         key_node = _key_at(locate(root, loc[:-1])[0], loc[-1])
@@ -215,7 +219,7 @@ def _unknown_key_warnings(model: BaseModel, root: yaml.Node, display: str) -> It
         message = (
             f"{'.'.join(map(str, loc))}: unknown key '{key}' is ignored{did_you_mean(key, known)}"
         )
-        yield FileWarning(line, f"{display}:{line}: {message}")
+        yield FileWarning(line, f"{display}:{line}: {message}", path=path)
 
 
 def sidecar_of(path: Path) -> Path | None:
@@ -253,7 +257,7 @@ def _jsonl_document(
                     f"{key}: a JSONL sidecar holds file-level defaults only; the cases are the "
                     f"lines of {path.name}",
                 )
-        warnings.extend(_unknown_key_warnings(model, side_root, shown))
+        warnings.extend(_unknown_key_warnings(model, side_root, shown, sidecar))
         for key_node, value_node in side_root.value:
             if key_node.value in JsonlSidecar.model_fields or key_node.value == "$schema":
                 data[key_node.value] = side_data[key_node.value]
@@ -401,6 +405,8 @@ def load_eval_file(
 
     warnings.extend(_unknown_key_warnings(suite, root, display))
     classic, later = _generations(data)
+    if path.suffix == ".jsonl":  # its `evalcases` is ours, not a name the file wrote
+        classic = [(loc, name) for loc, name in classic if loc != ("evalcases",)]
     if classic and later:
         (old_loc, old), (new_loc, new) = classic[0], later[0]
         old_line = line_col(locate(root, old_loc)[0])[0]
@@ -558,7 +564,8 @@ CONFIG_FILE_NAMES = (".agentv/config.yaml", ".agentv/config.yml")
 def load_project_config(path: Path, display: str) -> LoadedConfig:
     root, data = parse_yaml(path, display)
     model = _validate(ProjectConfig, data, display, root)
-    return LoadedConfig(path, display, model, tuple(_unknown_key_warnings(model, root, display)))
+    found = tuple(_unknown_key_warnings(model, root, display, path))
+    return LoadedConfig(path, display, model, found)
 
 
 class ProjectConfigs:
