@@ -133,7 +133,9 @@ def pytest_runtest_protocol(
         from .collect import early_work
         from .scheduler import xdist_upcoming
 
-        run.plan(early_work([item, *xdist_upcoming(item.session)]))
+        # xdist has already taken the next item off its queue: it is `nextitem`.
+        following = [nextitem] if nextitem is not None else []
+        run.plan(early_work([item, *following, *xdist_upcoming(item.session)]))
     from .assertions import CurrentTest, current_test
 
     token = current_test.set(CurrentTest(item, partial(_run, item.config)))
