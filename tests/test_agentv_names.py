@@ -13,7 +13,7 @@ import pytest
 import yaml
 from helpers import write
 
-from pytest_agentv.models import RubricItem, json_schema
+from pytest_agentv.models import RubricItem
 
 ROOT = Path(__file__).resolve().parent.parent
 

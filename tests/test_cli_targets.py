@@ -268,9 +268,12 @@ def test_settings_we_do_not_implement_warn_once_by_name(project: pytest.Pytester
         project,
         "w.eval.yaml",
         """
+        execution:
+          evaluators:
+            - {name: k, type: code_judge, script: [python, keywords.py], keywords: [days]}
         evalcases:
-          - {id: a, input: q, evaluators: [{name: k, type: code_judge, script: [python, keywords.py], keywords: [days]}]}
-          - {id: b, input: q, evaluators: [{name: k, type: code_judge, script: [python, keywords.py], keywords: [days]}]}
+          - {id: a, input: q}
+          - {id: b, input: q}
         """,
     )
     result = project.runpytest("-W", "always")

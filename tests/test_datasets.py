@@ -17,8 +17,8 @@ print(json.dumps({"score": 1.0, "hits": [json.dumps({k: payload[k] for k in
 JSONL = (
     '{"id": "refund", "expected_outcome": "30 days", "input": "Refund window?"}\n'
     "\n"
-    '{"id": "no-refund", "expected_outcome": "says no", "input": [{"role": "user", "content": "Hi"}],'
-    ' "execution": {"target": "wrong"}}\n'
+    '{"id": "no-refund", "expected_outcome": "says no",'
+    ' "input": [{"role": "user", "content": "Hi"}], "execution": {"target": "wrong"}}\n'
 )
 
 SIDECAR = """\
