@@ -11,9 +11,11 @@ from typing import Any
 from .errors import ConfigError
 from .loader import LoadedFile
 from .models import EvalCase, EvalSuite, EvaluatorConfig, Message, render_content
-from .paths import read_reference, resolve_reference
+from .paths import glob_match, read_reference, resolve_reference
 
-_DATASET_SUFFIXES = (".eval.yaml", ".eval.yml", ".yaml", ".yml")
+_DATASET_SUFFIXES = (".eval.yaml", ".eval.yml", ".eval.jsonl", ".yaml", ".yml", ".jsonl")
+#: The header under which AgentV puts guideline files in a model's system message.
+GUIDELINES_HEADER = "[[ ## Guidelines ## ]]"
 
 
 @dataclass(frozen=True)
@@ -31,10 +33,16 @@ class PreparedCase:
     expected_messages: tuple[dict[str, Any], ...] = ()
     authored_input: tuple[dict[str, Any], ...] = ()
     input_files: tuple[str, ...] = ()
+    #: Input files matching ``.agentv/config.yaml`` ``guideline_patterns`` (not in input_files).
+    guideline_files: tuple[str, ...] = ()
+    #: Their text, as AgentV shows it to models: ``<file path="name">...</file>`` blocks.
+    guidelines: str = ""
     conversation_id: str | None = None
     dataset: str = ""
     folder: Path = field(default_factory=Path.cwd)
     rootdir: Path = field(default_factory=Path.cwd)
+    #: The eval file the case comes from.
+    eval_file: Path | None = None
 
 
 def effective_evaluators(case: EvalCase, suite: EvalSuite) -> tuple[EvaluatorConfig, ...]:
@@ -118,9 +126,25 @@ class CaseSpec:
         )
 
 
+def _is_guideline(path: Path, rootdir: Path, patterns: tuple[str, ...]) -> bool:
+    """AgentV matches guideline patterns against the file's path from the repository root."""
+    try:
+        relative = path.relative_to(rootdir.resolve()).as_posix()
+    except ValueError:
+        return False
+    return any(glob_match(pattern, relative) for pattern in patterns)
+
+
 def _segment_text(
-    spec: CaseSpec, rootdir: Path, message: Message, loc: tuple[int | str, ...], files: list[str]
+    spec: CaseSpec,
+    rootdir: Path,
+    message: Message,
+    loc: tuple[int | str, ...],
+    files: list[str],
+    guidelines: dict[str, str] | None = None,
 ) -> str:
+    """A message's text with its files inlined; files that are guidelines (input messages only)
+    go to ``guidelines`` instead, by path, as AgentV takes them out of the message."""
     parts: list[str] = []
     folder = spec.loaded.path.parent
     for s_index, segment in enumerate(message.content):
@@ -133,6 +157,11 @@ def _segment_text(
                 line, col = spec.loaded.position(seg_loc, spec.index)
                 dotted = ".".join(map(str, seg_loc))
                 raise ConfigError(f"{spec.loaded.display}:{line}:{col}: {dotted}: {exc}") from None
+            if guidelines is not None and _is_guideline(
+                path, rootdir, spec.loaded.guideline_patterns
+            ):
+                guidelines.setdefault(str(path), text)
+                continue
             files.append(str(path))
             parts.append(f'<file path="{segment.value}">\n{text}\n</file>')
         else:
@@ -140,15 +169,26 @@ def _segment_text(
     return "\n\n".join(parts)
 
 
+def guideline_block(guideline_files: dict[str, str]) -> str:
+    """Guideline files as AgentV shows them to models: one ``<file path="name">`` block each,
+    named by file name, text trimmed."""
+    blocks = []
+    for path, text in guideline_files.items():
+        body = text.replace("\r\n", "\n").strip()
+        blocks.append(f'<file path="{Path(path).name}">\n{body}\n</file>')
+    return "\n\n".join(blocks)
+
+
 def prepare_case(spec: CaseSpec, rootdir: Path) -> PreparedCase:
     """Read the case's file references (inside the rootdir only) and derive its values."""
     case = spec.case
     files: list[str] = []
+    guidelines: dict[str, str] = {}
     chat: list[dict[str, Any]] = []
     question_parts: list[str] = []
     for m_index, message in enumerate(case.input_messages):
         loc = ("evalcases", spec.index, "input_messages", m_index)
-        text = _segment_text(spec, rootdir, message, loc, files)
+        text = _segment_text(spec, rootdir, message, loc, files, guidelines)
         chat.append({"role": message.role, "content": text})
         question_parts.extend(render_content(s.value) for s in message.content if s.type != "file")
     expected: list[dict[str, Any]] = []
@@ -188,8 +228,11 @@ def prepare_case(spec: CaseSpec, rootdir: Path) -> PreparedCase:
             for m in case.input_messages
         ),
         input_files=tuple(files),
+        guideline_files=tuple(guidelines),
+        guidelines=guideline_block(guidelines),
         conversation_id=case.conversation_id,
         dataset=spec.dataset,
         folder=spec.loaded.path.parent,
         rootdir=rootdir,
+        eval_file=spec.loaded.path,
     )

@@ -9,8 +9,10 @@ passed, xfailed or failed.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from .errors import AgentvError, ConfigError, EvalFileError
 from .evaluators import ScopedRegistry
 from .evaluators.base import Evaluator
 from .evaluators.prompts import load_prompt_file
-from .loader import LoadedFile, evaluator_locs, load_eval_file
+from .loader import LoadedFile, ProjectConfigs, evaluator_locs, load_eval_file
 from .paths import display_path
 from .redaction import shown
 from .reporting import record_properties, result_key
@@ -86,10 +88,24 @@ def _run_case_without_target_fixture() -> None:
 
 
 def load_specs(
-    path: Path, display: str, rootdir: Path, registry: ScopedRegistry
+    path: Path,
+    display: str,
+    rootdir: Path,
+    registry: ScopedRegistry,
+    configs: ProjectConfigs | None = None,
 ) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
-    """Everything collection does with an eval file, without pytest: raises ``AgentvError``."""
+    """Everything collection does with an eval file, without pytest: raises ``AgentvError``.
+
+    The nearest ``.agentv/config.yaml`` (from ``configs``) gives the file its guideline
+    patterns; its warnings come with the first eval file that uses it.
+    """
     loaded = load_eval_file(path, display, registry.problem)
+    if configs is not None and (config := configs.for_folder(path.parent)) is not None:
+        loaded = replace(
+            loaded,
+            guideline_patterns=tuple(config.model.guideline_patterns),
+            warnings=(*configs.new_warnings(config), *loaded.warnings),
+        )
     _check_prompt_files(loaded, rootdir)
     return loaded, [
         (spec, registry.evaluators_for(spec.evaluators)) for spec in CaseSpec.all_of(loaded)
@@ -110,6 +126,30 @@ def _check_prompt_files(loaded: LoadedFile, rootdir: Path) -> None:
             raise EvalFileError(loaded.display, line, col, f"{dotted}: {exc}") from None
 
 
+_UNSAFE = re.compile(r"::|[/\\\[\]\s]+")
+
+
+def test_names(ids: Sequence[str]) -> list[str]:
+    """pytest names for case ids: an id AgentV accepts may hold ``/``, ``[``, ``]``, ``::`` or
+    spaces, which pytest reads as path, parameter or node separators (or which make ``-k`` and
+    node ids awkward); those become ``_``, and a name already taken gets ``-2``, ``-3``... The
+    results row keeps the id as written."""
+    taken = {case_id for case_id in ids if not _UNSAFE.search(case_id)}
+    names: list[str] = []
+    for case_id in ids:
+        if not _UNSAFE.search(case_id):
+            names.append(case_id)
+            continue
+        base = _UNSAFE.sub("_", case_id)
+        name, n = base, 1
+        while name in taken:
+            n += 1
+            name = f"{base}-{n}"
+        taken.add(name)
+        names.append(name)
+    return names
+
+
 class EvalFile(pytest.File):
     def __init__(self, *, run: AgentvRun, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -123,19 +163,27 @@ class EvalFile(pytest.File):
         )
         try:
             loaded, cases = load_specs(
-                self.path, display_path(self.path, run.rootdir), run.rootdir, registry
+                self.path,
+                display_path(self.path, run.rootdir),
+                run.rootdir,
+                registry,
+                run.configs,
             )
         except AgentvError as exc:
             raise self.CollectError(shown(str(exc))) from None
         for warning in loaded.warnings:
-            message = shown(warning.message)
-            warnings.warn_explicit(message, warning.category, str(self.path), warning.line)
+            file = str(warning.path or self.path)
+            warnings.warn_explicit(shown(warning.message), warning.category, file, warning.line)
         defined = target_fixture_defined(self.config, self.path)
         callobj = _run_case if defined else _run_case_without_target_fixture
-        for spec, evaluators in cases:
+        names = test_names([spec.case.id for spec, _ in cases])
+        for (spec, evaluators), name in zip(cases, names, strict=True):
+            if not defined:
+                for file, warning in run.targets.ignored_settings(spec):
+                    warnings.warn_explicit(warning.message, warning.category, file, warning.line)
             item = EvalItem.from_parent(
                 self,
-                name=spec.case.id,
+                name=name,
                 callobj=callobj,
                 run=run,
                 spec=spec,
@@ -169,7 +217,8 @@ class EvalItem(pytest.Function):
                 f"got {type(value).__name__}",
                 pytrace=False,
             )
-        fixture = FixtureTarget(value) if value is not None else None
+        answered = run.settings.answers is not None  # recorded answers replace every target
+        fixture = FixtureTarget(value) if value is not None and not answered else None
         if fixture is None and run.scheduler.planned(self.nodeid):
             result = run.scheduler.result(self.nodeid)
         else:
@@ -178,7 +227,7 @@ class EvalItem(pytest.Function):
         record_properties(self, row)
         settle_ungraded(
             row,
-            subject=f"eval '{self.name}'",
+            subject=f"eval '{self.spec.case.id}'",
             where=f"{self.spec.where}: ",
             require_judge=run.settings.require_judge,
             fail_on_error=run.settings.fail_on_error,
@@ -190,7 +239,7 @@ class EvalItem(pytest.Function):
         apply_verdict(
             row,
             borderline=self.run.settings.borderline,
-            headline=f"{self.spec.where}: eval '{self.name}' failed",
+            headline=f"{self.spec.where}: eval '{self.spec.case.id}' failed",
             failure=EvalFailed,
         )
 
@@ -203,16 +252,18 @@ class EvalItem(pytest.Function):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, self.spec.line, f"eval: {self.name}"
+        return self.path, self.spec.line, f"eval: {self.spec.case.id}"
 
 
 def early_work(items: Sequence[pytest.Item]) -> list[CaseWork]:
     """The cases the scheduler may start before their items run: every eval item's, unless an
-    ``agentv_target`` fixture answers it (its value is only known at item setup)."""
+    ``agentv_target`` fixture answers it (its value is only known at item setup; under
+    ``--agentv-answers`` recorded answers replace the fixture too)."""
     return [
         (item.nodeid, item.spec, item.evaluators)
         for item in items
-        if isinstance(item, EvalItem) and "agentv_target" not in item.fixturenames
+        if isinstance(item, EvalItem)
+        and ("agentv_target" not in item.fixturenames or item.run.settings.answers is not None)
     ]
 
 

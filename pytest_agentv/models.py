@@ -1,8 +1,11 @@
-"""Pydantic schemas of AgentV eval files (classic v2 format) and targets files.
+"""Pydantic schemas of AgentV eval files (classic v2 format), targets files and
+``.agentv/config.yaml``; the JSON Schema of eval and targets files is generated from them.
 
-Legacy spellings are aliases (``outcome``, ``input``, ``expected_output``, ``description`` on
-rubric items, ``grader_target``). Unknown keys are kept (``extra="allow"``) so that the loader can
-warn about them with a line number instead of rejecting real-world files.
+Legacy and later AgentV spellings are aliases of the classic names, never replacements
+(``outcome``, ``input``, ``expected_output``, ``description`` on rubric items, ``grader_target``;
+and from later AgentV versions ``tests``, ``criteria``, ``assertions``, ``command``, ``-grader``
+kinds, rubric ``outcome`` and ``min_score``). Unknown keys are kept (``extra="allow"``) so that the
+loader can warn about them with a line number instead of rejecting real-world files.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import (
@@ -26,12 +30,100 @@ from pydantic_core import ErrorDetails
 
 Role = Literal["system", "user", "assistant", "tool"]
 
-#: Evaluator ``type`` spellings that map onto a built-in kind.
-KIND_ALIASES: dict[str, str] = {"code": "code_judge", "rubric": "llm_judge"}
+#: Evaluator ``type`` spellings that map onto a classic (AgentV v2.5.8) kind: legacy ones, and the
+#: kebab-case (v2.19), ``-grader`` (v3.1) and ``rubrics`` (v2.10) names of later AgentV versions.
+KIND_ALIASES: dict[str, str] = {
+    "code": "code_judge",
+    "code-judge": "code_judge",
+    "code_grader": "code_judge",
+    "code-grader": "code_judge",
+    "llm-judge": "llm_judge",
+    "llm_grader": "llm_judge",
+    "llm-grader": "llm_judge",
+    "rubric": "llm_judge",
+    "rubrics": "llm_judge",
+    "tool-trajectory": "tool_trajectory",
+    "field-accuracy": "field_accuracy",
+    "token-usage": "token_usage",
+}
+
+#: Evaluator kinds of later AgentV versions that have no classic equivalent, and the version
+#: that introduced each: an eval file naming one gets an error saying so, never the default judge.
+LATER_KINDS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "execution_metrics",
+            "agent_judge",
+            "contains",
+            "contains_any",
+            "contains_all",
+            "icontains",
+            "icontains_any",
+            "icontains_all",
+            "starts_with",
+            "ends_with",
+            "regex",
+            "is_json",
+            "equals",
+        ),
+        "v2.10",
+    ),
+    **dict.fromkeys(
+        (
+            "execution-metrics",
+            "agent-judge",
+            "contains-any",
+            "contains-all",
+            "icontains-any",
+            "icontains-all",
+            "starts-with",
+            "ends-with",
+            "is-json",
+        ),
+        "v2.19",
+    ),
+    **dict.fromkeys(("skill-trigger", "inline-assert"), "v3.1"),
+    **dict.fromkeys(
+        (
+            "llm-rubric",
+            "agent-rubric",
+            "script",
+            "assert-set",
+            "skill-used",
+            "not-skill-used",
+            "javascript",
+            "python",
+            "webhook",
+            "similar",
+        ),
+        "v5 (5.x-next)",
+    ),
+}
 
 
 def canonical_kind(kind: str) -> str:
     return KIND_ALIASES.get(kind, kind)
+
+
+def later_kind_version(kind: str) -> str | None:
+    """The AgentV version that introduced a kind pytest-agentv cannot map, if it is one."""
+    if kind.startswith(("trajectory:", "not-trajectory:")):
+        return "v5 (5.x-next)"
+    return LATER_KINDS.get(kind)
+
+
+#: Rubric-evaluator spellings (``type: rubric`` of v2.5.8, ``type: rubrics`` of v2.10+): both
+#: need their criteria list.
+RUBRIC_KINDS = ("rubric", "rubrics")
+
+#: Keys of later AgentV versions on an evaluator entry that change how its score counts, and the
+#: version that introduced them. pytest-agentv cannot honour them yet, so it refuses them rather
+#: than passing them on as the judge's ``config``.
+LATER_EVALUATOR_GATES: dict[str, str] = {
+    "min_score": "v4.7",
+    "required": "v3",
+    "negate": "v4",
+}
 
 
 class _Model(BaseModel):
@@ -44,6 +136,38 @@ def _finite_weight(value: float) -> float:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"weight must be a finite number >= 0 (got {value})")
     return value
+
+
+def _also(*alternatives: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    """A ``json_schema_extra`` that widens a field's JSON Schema to the shorthand forms its
+    ``before`` validator accepts (a string for one message, a map for score ranges...)."""
+
+    def widen(schema: dict[str, Any]) -> None:
+        written = dict(schema)
+        for key in ("title", "description", "default"):
+            written.pop(key, None)
+        kept: dict[str, Any] = {
+            key: schema[key] for key in ("title", "description", "default") if key in schema
+        }
+        schema.clear()
+        schema.update(kept)
+        schema["anyOf"] = [written, *alternatives]
+
+    return widen
+
+
+_SEGMENT_SHORTHAND = {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "object"}]}}
+_CONTENT_SHORTHAND = _also(
+    {"type": "string"}, {"type": "object"}, _SEGMENT_SHORTHAND, {"type": "null"}
+)
+_MESSAGES_SHORTHAND = _also({"type": "string"}, {"type": "object"})
+
+
+def _rubrics_shorthand(schema: dict[str, Any]) -> None:
+    """Rubric lists take strings too (a required checklist item each)."""
+    for alternative in schema.get("anyOf", [schema]):
+        if alternative.get("type") == "array":
+            alternative["items"] = {"anyOf": [alternative["items"], {"type": "string"}]}
 
 
 class ContentSegment(_Model):
@@ -81,7 +205,9 @@ def _normalize_content(value: Any) -> Any:
 
 class Message(_Model):
     role: Role
-    content: list[ContentSegment] = Field(default_factory=list)
+    content: list[ContentSegment] = Field(
+        default_factory=list, json_schema_extra=_CONTENT_SHORTHAND
+    )
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
 
@@ -112,6 +238,15 @@ class ScoreRange(_Model):
     expected_outcome: str = Field(
         validation_alias=AliasChoices("expected_outcome", "description", "outcome")
     )
+
+
+_SCORE_RANGES_SHORTHAND = _also(
+    {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "propertyNames": {"pattern": "^(10|[0-9])$"},
+    }
+)
 
 
 def _score_ranges(raw: Any, rubric: str) -> list[dict[str, Any]]:
@@ -202,7 +337,32 @@ class RubricItem(_Model):
     weight: float = 1.0
     required: bool | None = None
     required_min_score: int | None = None
-    score_ranges: list[ScoreRange] | None = None
+    score_ranges: list[ScoreRange] | None = Field(None, json_schema_extra=_SCORE_RANGES_SHORTHAND)
+    min_score_fraction: float | None = Field(
+        None,
+        validation_alias="min_score",
+        gt=0,
+        le=1,
+        description="AgentV v4's 0-1 gate: required_min_score = ceil(min_score * 10)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _later_shape(cls, value: Any) -> Any:
+        """AgentV v4 rubric items: ``operator: contradiction`` inverts what an item means, which
+        the classic judge cannot do, so it is refused rather than graded the other way round."""
+        if isinstance(value, dict):
+            operator = value.get("operator")
+            if operator not in (None, "correctness"):
+                raise ValueError(
+                    f"rubric operator {operator!r} was introduced in AgentV v4 and is not "
+                    "supported by pytest-agentv (only 'correctness', the classic meaning)"
+                )
+            if "min_score" in value and "required_min_score" in value:
+                raise ValueError(
+                    "give either required_min_score (0-10) or min_score (0-1), not both"
+                )
+        return value
 
     @field_validator("id", mode="before")
     @classmethod
@@ -250,9 +410,12 @@ class RubricItem(_Model):
 
     @property
     def min_score(self) -> int | None:
-        """The 0-10 gate of a score-range item: ``required_min_score``, or 10 if ``required``."""
+        """The 0-10 gate of a score-range item: ``required_min_score`` (or AgentV v4's 0-1
+        ``min_score`` scaled up), or 10 if ``required``."""
         if self.required_min_score is not None:
             return self.required_min_score
+        if self.min_score_fraction is not None:
+            return math.ceil(round(self.min_score_fraction * 10, 9))
         return 10 if self.required else None
 
 
@@ -302,7 +465,7 @@ def rubric_items(items: Any) -> list[RubricItem]:
 class PromptScript(_Model):
     """An executable prompt template: a script that prints the judge's user prompt."""
 
-    script: list[str] | str
+    script: list[str] | str = Field(validation_alias=AliasChoices("script", "command"))
     config: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -312,13 +475,37 @@ class EvaluatorConfig(_Model):
     name: str
     type: str
     weight: float = 1.0
-    script: list[str] | str | None = None
+    script: list[str] | str | None = Field(None, validation_alias=AliasChoices("script", "command"))
     cwd: str | None = None
     timeout_seconds: float | None = Field(None, gt=0)
     prompt: str | PromptScript | None = None
     model: str | None = None
-    rubrics: list[RubricItem] | None = None
+    rubrics: list[RubricItem] | None = Field(
+        None,
+        validation_alias=AliasChoices("rubrics", "criteria"),
+        json_schema_extra=_rubrics_shorthand,
+    )
     config: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _later_shape(cls, value: Any) -> Any:
+        """AgentV v4 entries may leave out ``name`` (the type names them), and may carry score
+        gates pytest-agentv cannot honour yet: those are refused, never passed on as config."""
+        if not isinstance(value, dict):
+            return value
+        for key, version in LATER_EVALUATOR_GATES.items():
+            gate = value.get(key)
+            if gate is None or isinstance(gate, (list, dict, str)):
+                continue
+            raise ValueError(
+                f"'{key}' on an evaluator is a score gate introduced in AgentV {version}; "
+                "pytest-agentv cannot apply it yet (put it under 'config:' if it is meant for "
+                "the judge script)"
+            )
+        if "name" not in value and isinstance(value.get("type"), str):
+            value = {**value, "name": value["type"]}
+        return value
 
     @field_validator("weight")
     @classmethod
@@ -344,8 +531,11 @@ class EvaluatorConfig(_Model):
                 f"code_judge evaluator '{self.name}' needs a 'script' "
                 "(an argv list, or a string run through the shell)"
             )
-        if self.type == "rubric" and not self.rubrics:
-            raise ValueError(f"rubric evaluator '{self.name}' needs a non-empty 'rubrics' list")
+        if self.type in RUBRIC_KINDS and not self.rubrics:
+            raise ValueError(
+                f"{self.type} evaluator '{self.name}' needs a non-empty 'rubrics' "
+                "(or 'criteria') list"
+            )
         return self
 
     @property
@@ -369,7 +559,9 @@ def _evaluator_names_unique(value: list[EvaluatorConfig] | None) -> list[Evaluat
 
 class Execution(_Model):
     target: str | None = None
-    evaluators: list[EvaluatorConfig] | None = None
+    evaluators: list[EvaluatorConfig] | None = Field(
+        None, validation_alias=AliasChoices("evaluators", "assertions")
+    )
 
     _unique = field_validator("evaluators")(_evaluator_names_unique)
 
@@ -379,17 +571,25 @@ class EvalCase(_Model):
 
     id: str
     description: str | None = None
-    expected_outcome: str = Field("", validation_alias=AliasChoices("expected_outcome", "outcome"))
+    expected_outcome: str = Field(
+        "", validation_alias=AliasChoices("expected_outcome", "outcome", "criteria")
+    )
     input_messages: list[Message] = Field(
-        validation_alias=AliasChoices("input_messages", "input"), min_length=1
+        validation_alias=AliasChoices("input_messages", "input"),
+        min_length=1,
+        json_schema_extra=_MESSAGES_SHORTHAND,
     )
     expected_messages: list[Message] = Field(
-        default_factory=list, validation_alias=AliasChoices("expected_messages", "expected_output")
+        default_factory=list,
+        validation_alias=AliasChoices("expected_messages", "expected_output"),
+        json_schema_extra=_MESSAGES_SHORTHAND,
     )
     conversation_id: str | None = None
-    evaluators: list[EvaluatorConfig] | None = None
+    evaluators: list[EvaluatorConfig] | None = Field(
+        None, validation_alias=AliasChoices("evaluators", "assertions")
+    )
     execution: Execution | None = None
-    rubrics: list[RubricItem] | None = None
+    rubrics: list[RubricItem] | None = Field(None, json_schema_extra=_rubrics_shorthand)
     evaluator: str | None = None
     grader: str | None = None
 
@@ -401,12 +601,15 @@ class EvalCase(_Model):
     @field_validator("id")
     @classmethod
     def _id_chars(cls, value: str) -> str:
+        """Any id AgentV accepts is kept (the pytest name is made safe from it), except what no
+        test name can carry: nothing at all, or control characters such as line breaks."""
         if not value.strip():
             raise ValueError("case id must not be empty")
-        bad = [c for c in ("::", "/", "\\", "[", "]") if c in value]
-        if bad or any(ord(c) < 32 for c in value):
-            shown = ", ".join(repr(c) for c in bad) or "a control character"
-            raise ValueError(f"case id {value!r} must not contain {shown} (it names a pytest test)")
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError(
+                f"case id {value!r} contains a control character (a line break, tab...), "
+                "which no pytest test name, terminal line or JUnit report can carry"
+            )
         return value
 
     @field_validator("input_messages", mode="before")
@@ -437,7 +640,9 @@ class EvalSuite(_Model):
     target: str | None = None
     evaluator: str | None = None
     grader: str | None = None
-    evalcases: list[EvalCase] = Field(min_length=1)
+    evalcases: list[EvalCase] = Field(
+        validation_alias=AliasChoices("evalcases", "tests", "eval_cases"), min_length=1
+    )
 
     @field_validator("dataset", mode="before")
     @classmethod
@@ -445,6 +650,135 @@ class EvalSuite(_Model):
         return (
             str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
         )
+
+
+class JsonlSidecar(_Model):
+    """The sidecar of a JSONL dataset: defaults for every case of the ``.jsonl`` beside it."""
+
+    schema_: str | None = Field(None, alias="$schema")
+    description: str | None = None
+    dataset: str | None = None
+    execution: Execution | None = None
+    evaluator: str | None = None
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _dataset(cls, value: Any) -> Any:
+        return (
+            str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        )
+
+
+class ProjectConfig(_Model):
+    """``.agentv/config.yaml``: which referenced files are guidelines (micromatch-style globs,
+    matched against the path from the rootdir)."""
+
+    schema_: str | None = Field(None, alias="$schema")
+    guideline_patterns: list[str] = Field(default_factory=list)
+
+
+_STRING = {"type": "string"}
+_POSITIVE = {"type": "number", "exclusiveMinimum": 0}
+_HEALTHCHECK = {
+    "anyOf": [
+        {
+            "type": "object",
+            "properties": {
+                "type": {"const": "http"},
+                "url": _STRING,
+                "timeout_seconds": _POSITIVE,
+            },
+            "required": ["url"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "type": {"const": "command"},
+                "command_template": _STRING,
+                "cwd": _STRING,
+                "timeout_seconds": _POSITIVE,
+            },
+            "required": ["command_template"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+#: Target settings pytest-agentv reads (any provider), with their JSON Schema. The loader warns
+#: about every other key, and the targets-file JSON Schema is made from this table.
+TARGET_SETTINGS: dict[str, dict[str, Any]] = {
+    "response": {},
+    "delay_ms": {"type": "number", "minimum": 0},
+    "command_template": _STRING,
+    "cwd": _STRING,
+    "timeout_seconds": _POSITIVE,
+    "files_format": _STRING,
+    "healthcheck": _HEALTHCHECK,
+    "provider_batching": {"type": "boolean"},
+    "model": _STRING,
+    "deployment": _STRING,
+    "api_key": _STRING,
+    "endpoint": _STRING,
+    "api_base": _STRING,
+    "base_url": _STRING,
+    "version": _STRING,
+    "api_version": _STRING,
+    "temperature": {"type": "number"},
+    "max_tokens": {"type": "integer"},
+    "max_output_tokens": {"type": "integer"},
+}
+
+#: Other spellings AgentV accepts for settings we read.
+TARGET_SETTING_ALIASES: dict[str, str] = {
+    "commandTemplate": "command_template",
+    "timeoutSeconds": "timeout_seconds",
+    "filesFormat": "files_format",
+    "attachments_format": "files_format",
+    "attachmentsFormat": "files_format",
+    "providerBatching": "provider_batching",
+    "delayMs": "delay_ms",
+}
+
+#: Target settings AgentV v2.5.8 reads and pytest-agentv does not: named in a warning, once.
+AGENTV_ONLY_TARGET_SETTINGS = frozenset(
+    {
+        "workers",
+        "verbose",
+        "cli_verbose",
+        "cliVerbose",
+        "keep_temp_files",
+        "keepTempFiles",
+        "keep_output_files",
+        "keepOutputFiles",
+        "max_retries",
+        "maxRetries",
+        "retry_initial_delay_ms",
+        "retryInitialDelayMs",
+        "retry_max_delay_ms",
+        "retryMaxDelayMs",
+        "retry_backoff_factor",
+        "retryBackoffFactor",
+        "retry_status_codes",
+        "retryStatusCodes",
+        "delay_min_ms",
+        "delayMinMs",
+        "delay_max_ms",
+        "delayMaxMs",
+        "thinking_budget",
+        "executable",
+        "args",
+        "log_dir",
+        "log_format",
+        "system_prompt",
+        "workspace_template",
+        "subagent_root",
+        "wait_for_response",
+        "tools",
+        "thinking",
+        "pi_provider",
+    }
+)
 
 
 class TargetConfig(_Model):
@@ -458,7 +792,8 @@ class TargetConfig(_Model):
 
     @property
     def settings(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
+        """Provider settings, with AgentV's camelCase and legacy spellings under our names."""
+        return {TARGET_SETTING_ALIASES.get(k, k): v for k, v in (self.model_extra or {}).items()}
 
 
 class TargetsFile(_Model):
@@ -486,3 +821,79 @@ def render_content(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+#: Models whose unknown keys are meaningful (an evaluator entry's become its ``config``); every
+#: other object in the JSON Schema is closed, so editors flag a typo'd key as the loader does.
+_OPEN_MODELS = (EvaluatorConfig,)
+_SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
+    EvalSuite,
+    EvalCase,
+    Execution,
+    EvaluatorConfig,
+    PromptScript,
+    RubricItem,
+    ScoreRange,
+    Message,
+    ContentSegment,
+    TargetsFile,
+    TargetConfig,
+)
+
+
+#: Required in the models but filled in by their ``before`` validators when a file leaves them
+#: out (rubric ``id`` from the position, evaluator ``name`` from the type).
+_DEFAULTED = {RubricItem: "id", EvaluatorConfig: "name"}
+
+
+def _spell_aliases(node: dict[str, Any], model: type[BaseModel]) -> None:
+    """List every spelling a field accepts; a required field needs any one of them."""
+    properties = node.get("properties", {})
+    required: list[str] = node.get("required", [])
+    for info in model.model_fields.values():
+        choices = [str(c) for c in getattr(info.validation_alias, "choices", ())]
+        if len(choices) < 2 or choices[0] not in properties:
+            continue
+        for choice in choices[1:]:
+            properties[choice] = properties[choices[0]]
+        if choices[0] in required:
+            required.remove(choices[0])
+            node.setdefault("allOf", []).append(
+                {"anyOf": [{"required": [choice]} for choice in choices]}
+            )
+    if "required" in node and not required:
+        del node["required"]
+
+
+def json_schema(kind: Literal["eval", "targets"]) -> dict[str, Any]:
+    """The JSON Schema of eval files or targets files, made from these models on every call, so
+    it can never drift from what the loader accepts. Shorthands (a string for a message, a map
+    of score ranges...) and every alias are included; unknown keys are flagged except in
+    evaluator entries, where they are the judge's ``config``."""
+    root: type[BaseModel] = EvalSuite if kind == "eval" else TargetsFile
+    schema = root.model_json_schema(by_alias=True, mode="validation")
+    definitions: dict[str, Any] = schema.get("$defs", {})
+    for model in _SCHEMA_MODELS:
+        node = schema if model is root else definitions.get(model.__name__)
+        if node is None:
+            continue
+        if model in _DEFAULTED:
+            node["required"].remove(_DEFAULTED[model])
+        _spell_aliases(node, model)
+        node["additionalProperties"] = model in _OPEN_MODELS
+    if kind == "targets":
+        target = definitions["TargetConfig"]
+        target["properties"].update(TARGET_SETTINGS)
+        for alias, key in TARGET_SETTING_ALIASES.items():
+            target["properties"][alias] = TARGET_SETTINGS[key]
+        body = {key: value for key, value in schema.items() if key != "$defs"}
+        schema = {
+            "$defs": definitions,
+            "anyOf": [body, {"type": "array", "items": {"$ref": "#/$defs/TargetConfig"}}],
+        }
+    title = "AgentV eval file" if kind == "eval" else "AgentV targets file"
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"{title} (pytest-agentv)",
+        **{key: value for key, value in schema.items() if key != "title"},
+    }

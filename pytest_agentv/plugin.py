@@ -30,7 +30,9 @@ reporter_key = pytest.StashKey[AgentvReporter]()
 _sigterm_key = pytest.StashKey[Callable[..., object] | int | None]()
 #: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
 run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
-_EVALCASES = re.compile(rb"^evalcases\s*:", re.MULTILINE)
+_EVALCASES = re.compile(rb"^(evalcases|tests|eval_cases)\s*:", re.MULTILINE)
+#: The start of a JSONL line that is an eval case: an object with an ``id``.
+_JSONL_CASE = re.compile(rb'^\s*\{.*"id"\s*:', re.DOTALL)
 
 
 def _run(config: pytest.Config) -> AgentvRun:
@@ -95,16 +97,28 @@ def pytest_report_header(config: pytest.Config) -> str:
     return shown(config.stash[settings_key].header())
 
 
+def _is_sidecar(file_path: Path) -> bool:
+    """``x.yaml`` beside ``x.jsonl`` holds the JSONL dataset's defaults: part of that one eval
+    file, never an eval file of its own."""
+    return file_path.suffix in (".yaml", ".yml") and file_path.with_suffix(".jsonl").is_file()
+
+
 def _is_eval_file(file_path: Path, parent: pytest.Collector) -> bool:
+    if _is_sidecar(file_path):
+        return False
     patterns = parent.config.stash[settings_key].eval_patterns
     if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
         return True
-    if file_path.suffix in (".yaml", ".yml") and parent.session.isinitpath(file_path):
+    if file_path.suffix in (".yaml", ".yml", ".jsonl") and parent.session.isinitpath(file_path):
         try:
             with file_path.open("rb") as stream:
-                return _EVALCASES.search(stream.read(1 << 20)) is not None
+                head = stream.read(1 << 20)
         except OSError:
             return False
+        if file_path.suffix == ".jsonl":
+            first = next((line for line in head.splitlines() if line.strip()), b"")
+            return _JSONL_CASE.match(first) is not None
+        return _EVALCASES.search(head) is not None
     return False
 
 
@@ -139,7 +153,9 @@ def pytest_runtest_protocol(
         from .collect import early_work
         from .scheduler import xdist_upcoming
 
-        run.plan(early_work([item, *xdist_upcoming(item.session)]))
+        # xdist has already taken the next item off its queue: it is `nextitem`.
+        following = [nextitem] if nextitem is not None else []
+        run.plan(early_work([item, *following, *xdist_upcoming(item.session)]))
     from .assertions import CurrentTest, current_test
 
     token = current_test.set(CurrentTest(item, partial(_run, item.config)))

@@ -22,6 +22,7 @@ from .evaluators import EvaluatorRegistry, build_evaluator_registry
 from .evaluators.base import EvaluationContext, Evaluator, run_evaluators_for_case
 from .evaluators.llm_judge import LlmJudgeEvaluator
 from .judge import LlmClient, ModelClients, ModelSpec, RetryPolicy, Usage, current_usage
+from .loader import ProjectConfigs
 from .models import EvaluatorConfig
 from .paths import display_path
 from .redaction import redact, refresh_secrets
@@ -29,7 +30,7 @@ from .replay import ReplayStore
 from .results import CaseResult, Status
 from .scheduler import Scheduler
 from .settings import Settings
-from .targets import FixtureTarget, Target, TargetCatalog, TargetResponse
+from .targets import FixtureTarget, RecordedTarget, Target, TargetCatalog, TargetResponse
 
 #: An eval item's case as the scheduler gets it: its key, the case, and its evaluators by kind.
 CaseWork = tuple[str, CaseSpec, Mapping[str, Evaluator]]
@@ -44,6 +45,7 @@ class AgentvRun:
         self.rootdir = config.rootpath
         refresh_secrets()
         self.scheduler = Scheduler(settings.concurrency)
+        self._expected: set[str] = set()
         self.store = (
             ReplayStore(
                 settings.cache_dir,
@@ -65,9 +67,19 @@ class AgentvRun:
             on_rate_limit=self.scheduler.limit.on_rate_limit,
             on_success=self.scheduler.limit.on_success,
         )
-        self.targets = TargetCatalog(
-            self.rootdir, self.clients, targets_file=settings.targets, override=settings.target
+        answers = (
+            RecordedTarget(settings.answers, display_path(settings.answers, config.rootpath))
+            if settings.answers is not None
+            else None
         )
+        self.targets = TargetCatalog(
+            self.rootdir,
+            self.clients,
+            targets_file=settings.targets,
+            override=settings.target,
+            answers=answers,
+        )
+        self.configs = ProjectConfigs(self.rootdir)
         self.registry = EvaluatorRegistry(
             build_evaluator_registry(
                 resolve_judge_provider=self.resolve_judge,
@@ -113,7 +125,12 @@ class AgentvRun:
 
     # -- cases ------------------------------------------------------------------------------
     def plan(self, work: Sequence[CaseWork]) -> None:
-        """Let the scheduler start these cases early, in the order their items will run."""
+        """Let the scheduler start these cases early, in the order their items will run, and
+        tell batching targets which cases this run will send them."""
+        for key, spec, _ in work:
+            if key not in self._expected:
+                self._expected.add(key)
+                self.targets.expect(spec)
         self.scheduler.plan(
             [(key, partial(self.run_case, spec, evaluators)) for key, spec, evaluators in work]
         )

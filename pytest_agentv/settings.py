@@ -18,7 +18,7 @@ import pytest
 
 BorderlineMode = Literal["xfail", "fail", "pass"]
 
-DEFAULT_EVAL_PATTERNS = ("*.eval.yaml", "*.eval.yml")
+DEFAULT_EVAL_PATTERNS = ("*.eval.yaml", "*.eval.yml", "*.eval.jsonl")
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,13 @@ OPTIONS: tuple[_Option, ...] = (
         "bool",
         True,
     ),
+    _Option(
+        "answers",
+        "Answer every case from this previous results file (ours or AgentV's) instead of "
+        "calling its target: re-grade recorded answers",
+        "path",
+        metavar="PATH",
+    ),
 )
 
 
@@ -232,6 +239,7 @@ class Settings:
     cache_dir: Path
     concurrency: int
     fail_on_error: bool
+    answers: Path | None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..errors import ConfigError, did_you_mean
-from ..models import KIND_ALIASES, EvaluatorConfig, canonical_kind
+from ..models import KIND_ALIASES, EvaluatorConfig, canonical_kind, later_kind_version
 from .base import DEFAULT_SCRIPT_TIMEOUT, Evaluator, ResolveJudge
 from .code_judge import CodeEvaluator
 from .llm_judge import LlmJudgeEvaluator
@@ -63,7 +63,8 @@ class EvaluatorRegistry:
 
     def known_kinds(self) -> list[str]:
         """Built-in kinds, their aliases, and the kinds hooks have answered in this run."""
-        return sorted({*self.builtins, *KIND_ALIASES, *self._added})
+        aliases = {alias for alias, kind in KIND_ALIASES.items() if kind in self.builtins}
+        return sorted({*self.builtins, *aliases, *self._added})
 
     def scoped(self, ask: AskHook) -> ScopedRegistry:
         return ScopedRegistry(self, ask)
@@ -92,6 +93,13 @@ class ScopedRegistry:
         """Why ``kind`` cannot be used here, or None when some evaluator answers it."""
         if self.get(kind) is not None:
             return None
+        version = later_kind_version(kind)
+        if version is not None:
+            return (
+                f"evaluator type '{kind}' was introduced in AgentV {version} and pytest-agentv "
+                "does not implement it yet (it is never replaced by the default judge); add it "
+                "with the pytest_agentv_make_evaluator hook"
+            )
         known = self.registry.known_kinds()
         return (
             f"unknown evaluator type '{kind}'{did_you_mean(kind, known)}; known: "

@@ -292,7 +292,7 @@ def script_payload(context: EvaluationContext) -> dict[str, Any]:
         else None,
         "input_messages": list(case.authored_input),
         "input_files": list(case.input_files),
-        "guideline_files": [],
+        "guideline_files": list(case.guideline_files),
         "trace_summary": context.trace_summary,
         "config": options or None,
     }
