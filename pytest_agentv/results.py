@@ -45,10 +45,12 @@ class _EvaluatorRow(TypedDict):
 
 
 class EvaluatorRow(_EvaluatorRow, total=False):
-    """One evaluator's result within a case (AgentV's ``evaluator_results`` entries)."""
+    """One evaluator's result within a case (AgentV's ``evaluator_results`` entries); a
+    composite's members are nested under its own ``evaluator_results``."""
 
     details: dict[str, Any]
     error: str
+    evaluator_results: list[EvaluatorRow]
 
 
 class ResultRow(TypedDict):
@@ -156,12 +158,13 @@ _AGENTV_KEYS = (
 
 def results_line(row: ResultRow) -> dict[str, Any]:
     """A results-file line with AgentV's field names: one evaluator's request stands at the top
-    level, several evaluators are listed under ``evaluator_results``."""
+    level, several evaluators (or a composite and its members) are listed under
+    ``evaluator_results``."""
     line: dict[str, Any] = {key: row[key] for key in _AGENTV_KEYS}  # type: ignore[literal-required]
     evaluators = row["evaluator_results"]
     if len(evaluators) == 1:
         line["evaluator_provider_request"] = evaluators[0]["evaluator_provider_request"]
-    elif evaluators:
+    if len(evaluators) > 1 or any("evaluator_results" in e for e in evaluators):
         line["evaluator_results"] = evaluators
     line["error"] = row["error"]
     line["trace_summary"] = row["trace_summary"]

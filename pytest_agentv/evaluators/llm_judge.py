@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -268,11 +268,25 @@ class LlmJudgeEvaluator:
             raise JudgeNotConfiguredError(NO_JUDGE)
         return judge
 
-    async def evaluate(self, context: EvaluationContext) -> EvaluationScore:
+    async def evaluate(
+        self,
+        context: EvaluationContext,
+        *,
+        template: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> EvaluationScore:
+        """Grade the case. ``template`` replaces the entry's prompt; ``data`` are more template
+        variables, shown to the judge as JSON between the same markers as the candidate (a
+        composite's aggregator passes its members' results this way)."""
         entry = context.evaluator
         judge = self.judge_for(context)
         rubrics = tuple(entry.rubrics) if entry is not None and entry.rubrics else self.rubrics
-        custom = await self._custom_prompt(entry, context)
+        custom = (
+            _Prompt(template, is_template=True, source="aggregator")
+            if template is not None
+            else await self._custom_prompt(entry, context)
+        )
+        extra = dict(data or {})
         options = entry.options if entry is not None else {}
         temperature = _number(options.get("temperature"), self.temperature)
         max_tokens = options.get("max_output_tokens", self.max_output_tokens)
@@ -284,7 +298,11 @@ class LlmJudgeEvaluator:
             "input_messages": list(context.eval_case.authored_input),
             "output_messages": list(context.output_messages or ()),
         }
-        untrusted = [str(inputs["candidate_answer"]), json.dumps(inputs["output_messages"])]
+        untrusted = [
+            str(inputs["candidate_answer"]),
+            json.dumps(inputs["output_messages"]),
+            *(json.dumps(value, default=str) for value in extra.values()),
+        ]
         if rubrics and any(item.score_ranges for item in rubrics):
             mode, schema = "score_ranges", prompts.SCORE_RANGE_SCHEMA
             system, build = prompts.score_range_system, prompts.score_range_prompt
@@ -300,6 +318,7 @@ class LlmJudgeEvaluator:
 
         def render(nonce: str) -> tuple[str, str]:
             values = prompts.template_values(inputs, nonce)
+            values.update({k: prompts.fence(prompts.pretty(v), nonce) for k, v in extra.items()})
             if build is not None:
                 user = build(values, rubrics, custom.text if custom else "")
             elif custom is not None and custom.is_template:
