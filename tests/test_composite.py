@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fake_openai import FakeOpenAI, Request, checklist
 from fake_openai import freeform as freeform_reply
-from helpers import write
+from helpers import judge_ini, write
 
 from pytest_agentv import AgentvJudge, EvaluationScore, JudgedAssertionError, assert_judged
 
@@ -442,3 +442,34 @@ def test_assert_judged_accepts_composites_in_process() -> None:
         match=r"    fast \(latency\): score 0.00 \(fail\)\n        ✗ Duration 150ms > 100ms",
     ):
         assert_judged({**answer, "duration_ms": 150}, evaluators=[entry])
+
+
+def test_llm_aggregator_replays_offline(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    """The aggregator's prompt holds the members' grades only, so a replayed run (where the
+    members' replies are marked as replayed) asks for the same stored reply."""
+    judged.makeini(judge_ini(fake_llm).replace("agentv_cache_mode = off\n", ""))
+    write(
+        judged,
+        "r.eval.yaml",
+        """
+        evalcases:
+          - id: replayed
+            input: Refunds?
+            evaluators:
+              - name: c
+                type: composite
+                evaluators:
+                  - {name: j, type: llm_judge, rubrics: [Mentions 30 days]}
+                  - {name: k, type: code_judge, script: [python, keywords.py], keywords: [refund]}
+                aggregator: {type: llm_judge}
+        """,
+    )
+    fake_llm.responder = lambda request: (
+        checklist(rubric_1=True) if '"satisfied"' in request.system else freeform_reply(0.9)
+    )
+    judged.runpytest().assert_outcomes(passed=1)
+    assert len(fake_llm.requests) == 2
+    fake_llm.stop()
+    replayed = judged.runpytest("--agentv-cache-mode=replay")
+    replayed.assert_outcomes(passed=1)
+    replayed.stdout.fnmatch_lines(["agentv: 0 model calls made, 2 replies reused*"])

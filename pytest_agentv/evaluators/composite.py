@@ -53,8 +53,12 @@ Return a JSON object with: score (0.0-1.0), verdict (pass/fail/borderline), and 
 """
 
 
-def wire_score(score: EvaluationScore, *, requests: bool = True) -> dict[str, Any]:
-    """A member's score as AgentV's aggregators read it (camelCase; absent values left out)."""
+def wire_score(score: EvaluationScore, *, for_judge: bool = False) -> dict[str, Any]:
+    """A member's score as AgentV's aggregators read it (camelCase; absent values left out).
+
+    A judge sees the grade only: requests and details (which say whether a reply was replayed)
+    would make the aggregator's prompt, and so its record/replay key, differ between runs.
+    """
     wire: dict[str, Any] = {
         "score": score.score,
         "verdict": score.verdict,
@@ -64,8 +68,8 @@ def wire_score(score: EvaluationScore, *, requests: bool = True) -> dict[str, An
     }
     optional = {
         "reasoning": score.reasoning,
-        "evaluatorRawRequest": score.evaluator_raw_request if requests else None,
-        "details": score.details,
+        "evaluatorRawRequest": None if for_judge else score.evaluator_raw_request,
+        "details": None if for_judge else score.details,
     }
     wire.update({key: value for key, value in optional.items() if value is not None})
     if score.evaluator_results:
@@ -74,7 +78,7 @@ def wire_score(score: EvaluationScore, *, requests: bool = True) -> dict[str, An
                 "name": r.name,
                 "type": r.type,
                 "weight": r.weight,
-                **wire_score(r.score, requests=requests),
+                **wire_score(r.score, for_judge=for_judge),
             }
             for r in score.evaluator_results
         ]
@@ -234,7 +238,7 @@ class CompositeEvaluator:
         case = context.eval_case
         template = aggregator_prompt(aggregator, start=case.folder, rootdir=case.rootdir)
         entry = self.aggregator_entry(context.evaluator, aggregator)
-        results = {m.name: wire_score(m.score, requests=False) for m in members}
+        results = {m.name: wire_score(m.score, for_judge=True) for m in members}
         return await self.judge.evaluate(
             replace(context, evaluator=entry), template=template, data={RESULTS_VARIABLE: results}
         )
