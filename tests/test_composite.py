@@ -3,6 +3,7 @@ aggregators; members keep their own settings; ungraded members and failed gates 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import xml.etree.ElementTree as ET
 from typing import Any
@@ -12,7 +13,16 @@ from fake_openai import FakeOpenAI, Request, checklist
 from fake_openai import freeform as freeform_reply
 from helpers import judge_ini, write
 
-from pytest_agentv import AgentvJudge, EvaluationScore, JudgedAssertionError, assert_judged
+from pytest_agentv import (
+    AgentvJudge,
+    EvaluationContext,
+    EvaluationScore,
+    EvaluatorConfig,
+    JudgedAssertionError,
+    PreparedCase,
+    assert_judged,
+    build_evaluator_registry,
+)
 
 #: A code judge that prints its config's ``out`` (so tests choose a member's exact grade).
 FIXED = "import json, sys; print(json.dumps(json.load(sys.stdin)['config']['out']))\n"
@@ -473,3 +483,23 @@ def test_llm_aggregator_replays_offline(judged: pytest.Pytester, fake_llm: FakeO
     replayed = judged.runpytest("--agentv-cache-mode=replay")
     replayed.assert_outcomes(passed=1)
     replayed.stdout.fnmatch_lines(["agentv: 0 model calls made, 2 replies reused*"])
+
+
+class Half:
+    kind = "half"
+
+    def evaluate(self, context: EvaluationContext) -> EvaluationScore:
+        return EvaluationScore.graded(0.5)
+
+
+def test_composite_from_python_runs_members_with_its_registry() -> None:
+    registry = build_evaluator_registry({"half": Half()})
+    entry = EvaluatorConfig.model_validate(
+        composite("c", {"name": "h", "type": "half"}, {"name": "t", "type": "cost", "budget": 1})
+    )
+    case = PreparedCase(id="c", question="q", input_messages=({"role": "user", "content": "q"},))
+    context = EvaluationContext(
+        eval_case=case, candidate="x", evaluator=entry, trace_summary={"cost_usd": 0.5}
+    )
+    score = asyncio.run(registry["composite"].evaluate(context))  # type: ignore[arg-type]
+    assert score.score == 0.75

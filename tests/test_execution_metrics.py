@@ -3,12 +3,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from helpers import write
 
-from pytest_agentv import AgentvJudge, EvaluationScore, JudgedAssertionError, assert_judged
+from pytest_agentv import (
+    AgentvJudge,
+    ConfigError,
+    EvaluationContext,
+    EvaluationScore,
+    EvaluatorConfig,
+    JudgedAssertionError,
+    PreparedCase,
+    assert_judged,
+)
+from pytest_agentv.evaluators.latency import LatencyEvaluator
 
 
 def grade(judge: AgentvJudge, trace: dict[str, Any] | None, **entry: Any) -> EvaluationScore:
@@ -153,3 +164,21 @@ def test_eval_file_with_a_metrics_reporting_cli_agent(pytester: pytest.Pytester)
             "*✗ No cost data available in trace",
         ]
     )
+
+
+def test_trace_must_be_a_mapping(agentv_judge: AgentvJudge) -> None:
+    with pytest.raises(TypeError, match="trace must be a mapping"):
+        agentv_judge.evaluate("x", trace=[1200], evaluators=[])  # type: ignore[arg-type]
+
+
+def test_a_builtin_registered_under_another_kind_validates_its_settings() -> None:
+    """An evaluator a hook answers under its own kind name checks the entry's settings when it
+    runs, with the same messages."""
+    case = PreparedCase(id="c", question="q", input_messages=({"role": "user", "content": "q"},))
+    trace = {"duration_ms": 5}
+    speed = EvaluatorConfig(name="speed", type="speed", threshold=10)
+    context = EvaluationContext(eval_case=case, candidate="x", trace_summary=trace)
+    assert LatencyEvaluator().evaluate(replace(context, evaluator=speed)).score == 1.0
+    bad = EvaluatorConfig(name="speed", type="speed", threshold=-1)
+    with pytest.raises(ConfigError, match=r"'speed' \(speed\): threshold: threshold \(millis"):
+        LatencyEvaluator().evaluate(replace(context, evaluator=bad))

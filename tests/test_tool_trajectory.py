@@ -291,3 +291,34 @@ def test_eval_file_against_a_cli_agent(pytester: pytest.Pytester) -> None:
     assert trace["tool_calls_by_name"] == {"search": 1, "get_weather": 1, "answer": 1}
     assert trace["tool_durations"] == {"search": [40], "get_weather": [900], "answer": [5]}
     assert trace["duration_ms"] == 950
+
+
+def test_tool_calls_from_a_mock_target_and_an_agentv_target_fixture(
+    pytester: pytest.Pytester,
+) -> None:
+    messages = [{"role": "assistant", "content": "ok", "tool_calls": [{"tool": "search"}]}]
+    write(
+        pytester,
+        "mock/.agentv/targets.yaml",
+        f"targets:\n  - name: default\n    provider: mock\n"
+        f"    response: {json.dumps({'output_messages': messages})}\n",
+    )
+    write(
+        pytester,
+        "fixture/conftest.py",
+        f"""
+        import pytest
+
+        @pytest.fixture
+        def agentv_target():
+            return lambda case: {messages!r}
+        """,
+    )
+    entry = "{name: t, type: tool_trajectory, mode: exact, expected: [{tool: search}]}"
+    for folder in ("mock", "fixture"):
+        write(
+            pytester,
+            f"{folder}/t.eval.yaml",
+            f"evalcases:\n  - id: {folder}\n    input: q\n    evaluators: [{entry}]\n",
+        )
+    pytester.runpytest().assert_outcomes(passed=2)
