@@ -220,10 +220,10 @@ class FieldAccuracyEvaluator:
         expected = expected_data(context)
         if expected is None:
             # Nothing to compare with says nothing about the answer: the case is not graded.
+            name = context.evaluator.name if context.evaluator else self.kind
             raise ConfigError(
-                f"field_accuracy evaluator '{context.evaluator.name if context.evaluator else ''}'"
-                " needs the expected values: give the case an expected_output whose last "
-                "assistant message is a JSON object"
+                f"field_accuracy evaluator '{name}' needs the expected values: give the case an "
+                "expected_output whose last assistant message is a JSON object"
             )
         try:
             candidate = first_json_object(context.candidate)
