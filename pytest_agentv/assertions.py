@@ -56,10 +56,11 @@ class JudgeOptions(TypedDict, total=False):
 
     expected_outcome: str | None
     question: str | None
-    reference_answer: str | None
+    reference_answer: str | Mapping[str, Any] | None
     rubrics: Rubrics | None
     evaluators: Entries | None
     model: str | None
+    trace: Mapping[str, Any] | None
 
 
 class JudgedAssertionError(AssertionError):
@@ -95,6 +96,17 @@ def _entries(evaluators: Entries | None, rubrics: Rubrics | None) -> tuple[Evalu
     return tuple(entries)
 
 
+def _trace(
+    answered: dict[str, Any] | None, given: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The answer's own trace summary, with what the test passed as ``trace`` winning."""
+    if given is None:
+        return answered
+    if not isinstance(given, Mapping):
+        raise TypeError(f"trace must be a mapping like AgentV's trace_summary, not {given!r}")
+    return {**(answered or {}), **given}
+
+
 class AgentvJudge:
     """The session's judge, bound to a test: evaluate answers, or assert on them.
 
@@ -116,12 +128,14 @@ class AgentvJudge:
         candidate: Any,
         question: str | None,
         expected_outcome: str | None,
-        reference_answer: str | None,
+        reference_answer: str | Mapping[str, Any] | None,
         model: str | None,
+        trace: Mapping[str, Any] | None,
         attempt: int,
     ) -> EvaluationContext:
         from .cases import PreparedCase
         from .evaluators.base import EvaluationContext
+        from .models import render_content
         from .targets import response_from
 
         response = response_from(candidate, "assert_judged candidate")
@@ -131,7 +145,7 @@ class AgentvJudge:
             question=question or "",
             input_messages=({"role": "user", "content": question or ""},),
             expected_outcome=expected_outcome or "",
-            reference_answer=reference_answer or "",
+            reference_answer=render_content(reference_answer) if reference_answer else "",
             expected_messages=(
                 ({"role": "assistant", "content": reference_answer},) if reference_answer else ()
             ),
@@ -147,7 +161,7 @@ class AgentvJudge:
             attempt=attempt,
             output_messages=response.output_messages,
             judge_model=model,
-            trace_summary=response.trace_summary(),
+            trace_summary=_trace(response.trace_summary(), trace),
         )
 
     async def _evaluate(
@@ -166,6 +180,7 @@ class AgentvJudge:
             options.get("expected_outcome"),
             options.get("reference_answer"),
             options.get("model"),
+            options.get("trace"),
             attempt,
         )
         hook = self.item.ihook if self.item is not None else self.run.config.hook
@@ -441,10 +456,14 @@ def assert_judged(
 ) -> EvaluationScore:
     """Grade ``candidate`` with the session's judge and assert on the verdict.
 
-    Keywords: ``expected_outcome``, ``question``, ``reference_answer``, ``rubrics`` (strings,
-    dicts or ``RubricItem``s), ``evaluators`` (the same entries as YAML, so code judges work
-    too) and ``model``. Pass returns the ``EvaluationScore``; borderline calls
-    ``pytest.xfail``; fail raises ``JudgedAssertionError`` with the evaluator table.
+    Keywords: ``expected_outcome``, ``question``, ``reference_answer`` (text, or an object for
+    ``field_accuracy``), ``rubrics`` (strings, dicts or ``RubricItem``s), ``evaluators`` (the
+    same entries as YAML: code judges, tool trajectories, composites...), ``model`` and
+    ``trace`` (AgentV's trace summary: ``tool_calls_by_name``, ``duration_ms``, ``cost_usd``,
+    ``token_usage``; it adds to what ``candidate`` reports). ``candidate`` is text, a list of
+    messages (with ``tool_calls``), or ``{"output_messages": [...], "duration_ms": ...}``. Pass
+    returns the ``EvaluationScore``; borderline calls ``pytest.xfail``; fail raises
+    ``JudgedAssertionError`` with the evaluator table.
 
     ``candidate`` may be a callable (sync or async) that returns the answer: it is called once
     per trial. ``trials`` is a count (strategy ``pass_at_k``) or a mapping like an eval file's

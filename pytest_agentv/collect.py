@@ -22,8 +22,10 @@ from .cases import CaseSpec
 from .errors import AgentvError, ConfigError, EvalFileError
 from .evaluators import ScopedRegistry
 from .evaluators.base import Evaluator
+from .evaluators.composite import aggregator_prompt
 from .evaluators.prompts import load_prompt_file
 from .loader import LoadedFile, ProjectConfigs, evaluator_locs, load_eval_file
+from .models import CompositeSpec
 from .paths import display_path
 from .redaction import shown
 from .reporting import record_properties, result_key
@@ -118,15 +120,20 @@ def load_specs(
 
 def _check_prompt_files(loaded: LoadedFile, rootdir: Path) -> None:
     """Custom judge prompts that are files must exist, stay in the rootdir and use a candidate
-    variable: a load error here, rather than a surprise at run time."""
+    variable: a load error here, rather than a surprise at run time. The same for a composite's
+    LLM aggregator prompt (which reads the members' results instead)."""
+    folder = loaded.path.parent
     for loc, entry in evaluator_locs(loaded.suite):
-        if entry.kind != "llm_judge" or not isinstance(entry.prompt, str):
-            continue
         try:
-            load_prompt_file(entry.prompt, start=loaded.path.parent, rootdir=rootdir)
+            if isinstance(entry.spec, CompositeSpec) and entry.spec.aggregator.prompt:
+                where: Loc = (*loc, "aggregator", "prompt")
+                aggregator_prompt(entry.spec.aggregator, start=folder, rootdir=rootdir)
+            elif entry.kind == "llm_judge" and isinstance(entry.prompt, str):
+                where = (*loc, "prompt")
+                load_prompt_file(entry.prompt, start=folder, rootdir=rootdir)
         except ConfigError as exc:
-            line, col = loaded.positions.get((*loc, "prompt"), (1, 1))
-            dotted = ".".join(map(str, (*loc, "prompt")))
+            line, col = loaded.positions.get(where, (1, 1))
+            dotted = ".".join(map(str, where))
             raise EvalFileError(loaded.display, line, col, f"{dotted}: {exc}") from None
 
 

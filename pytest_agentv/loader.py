@@ -9,7 +9,7 @@ are checked against the registry the caller passes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,8 +21,10 @@ from .errors import AgentvDeprecationWarning, AgentvWarning, EvalFileError, did_
 from .models import (
     AGENTV_ONLY_TARGET_SETTINGS,
     KIND_ALIASES,
+    KIND_SPECS,
     TARGET_SETTING_ALIASES,
     TARGET_SETTINGS,
+    CompositeSpec,
     EvalCase,
     EvalSuite,
     EvaluatorConfig,
@@ -171,12 +173,20 @@ def _known_names(model: type[BaseModel]) -> list[str]:
 
 
 def _unknown_keys(
-    model: BaseModel, loc: Loc, skip: tuple[type[BaseModel], ...]
+    model: BaseModel,
+    loc: Loc,
+    skip: tuple[type[BaseModel], ...],
+    also_known: Sequence[str] = (),
 ) -> Iterator[tuple[Loc, str, list[str]]]:
-    """Yield ``(loc, key, known keys)`` for every unknown key in a validated model tree."""
+    """Yield ``(loc, key, known keys)`` for every unknown key in a validated model tree.
+
+    A built-in kind's settings sit in its evaluator entry: their unknown keys are the entry's.
+    """
     if not isinstance(model, skip):
         for key in model.model_extra or ():
-            yield (*loc, key), key, _known_names(type(model))
+            yield (*loc, key), key, [*_known_names(type(model)), *also_known]
+    if isinstance(model, EvaluatorConfig) and model.spec is not None:
+        yield from _unknown_keys(model.spec, loc, skip, _known_names(EvaluatorConfig))
     for name, info in type(model).model_fields.items():
         value = getattr(model, name)
         part = info.alias or name
@@ -470,6 +480,9 @@ def load_eval_file(
             if getattr(entry, key) is not None:
                 node, _ = locate(root, (*loc, key))
                 positions[(*loc, key)] = line_col(node)
+        if isinstance(entry.spec, CompositeSpec) and entry.spec.aggregator.prompt:
+            node, _ = locate(root, (*loc, "aggregator", "prompt"))
+            positions[(*loc, "aggregator", "prompt")] = line_col(node)
     for index, case in enumerate(suite.evalcases):
         default_kind = case.evaluator or case.grader or suite.evaluator or suite.grader
         if default_kind is None:
@@ -493,6 +506,12 @@ def load_eval_file(
                 f"'{default_kind}' as the default kind needs a script: list the code judge under "
                 "'evaluators' with its 'script'",
             )
+        if canonical_kind(default_kind) in KIND_SPECS and not listed:
+            fail(
+                where,
+                f"'{default_kind}' as the default kind needs its settings: list it under "
+                "'evaluators' with them",
+            )
     return LoadedFile(
         path=path,
         display=display,
@@ -503,17 +522,25 @@ def load_eval_file(
     )
 
 
+def _with_members(loc: Loc, entry: EvaluatorConfig) -> Iterator[tuple[Loc, EvaluatorConfig]]:
+    yield loc, entry
+    for index, member in enumerate(entry.members):
+        yield from _with_members((*loc, "evaluators", index), member)
+
+
 def evaluator_locs(suite: EvalSuite) -> Iterator[tuple[Loc, EvaluatorConfig]]:
-    """Every evaluator entry written in the file, with where it was written."""
+    """Every evaluator entry written in the file (composite members too), with where it was
+    written."""
     if suite.execution and suite.execution.evaluators:
         for index, entry in enumerate(suite.execution.evaluators):
-            yield ("execution", "evaluators", index), entry
+            yield from _with_members(("execution", "evaluators", index), entry)
     for c_index, case in enumerate(suite.evalcases):
         if case.execution and case.execution.evaluators:
             for index, entry in enumerate(case.execution.evaluators):
-                yield ("evalcases", c_index, "execution", "evaluators", index), entry
+                loc: Loc = ("evalcases", c_index, "execution", "evaluators", index)
+                yield from _with_members(loc, entry)
         for index, entry in enumerate(case.evaluators or ()):
-            yield ("evalcases", c_index, "evaluators", index), entry
+            yield from _with_members(("evalcases", c_index, "evaluators", index), entry)
 
 
 def load_targets_file(path: Path, display: str) -> LoadedTargets:

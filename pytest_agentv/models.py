@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
 from pydantic import (
@@ -21,13 +21,15 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails
+from pydantic_core import ErrorDetails, InitErrorDetails
 
+from .errors import did_you_mean
 from .settings import MAX_TRIALS
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -488,6 +490,7 @@ class EvaluatorConfig(_Model):
         json_schema_extra=_rubrics_shorthand,
     )
     config: dict[str, Any] = Field(default_factory=dict)
+    _spec: KindSpec | None = PrivateAttr(None)
 
     @model_validator(mode="before")
     @classmethod
@@ -538,6 +541,10 @@ class EvaluatorConfig(_Model):
                 f"{self.type} evaluator '{self.name}' needs a non-empty 'rubrics' "
                 "(or 'criteria') list"
             )
+        spec = KIND_SPECS.get(self.kind)
+        if spec is not None:
+            # Errors inside keep their place: pydantic prefixes them with this entry's location.
+            self._spec = spec.model_validate(self.options)
         return self
 
     @property
@@ -549,6 +556,24 @@ class EvaluatorConfig(_Model):
         """The evaluator's ``config``: the explicit mapping plus every unknown key."""
         return {**self.config, **(self.model_extra or {})}
 
+    @property
+    def spec(self) -> KindSpec | None:
+        """The validated settings of a built-in kind that has them (``tool_trajectory``,
+        ``field_accuracy``, ``latency``, ``cost``, ``token_usage``, ``composite``)."""
+        return self._spec
+
+    @property
+    def members(self) -> tuple[EvaluatorConfig, ...]:
+        """A composite's member entries; none for other kinds."""
+        return tuple(self._spec.evaluators) if isinstance(self._spec, CompositeSpec) else ()
+
+
+def walk_entries(entries: Iterable[EvaluatorConfig]) -> Iterator[EvaluatorConfig]:
+    """Every entry and, depth first, the members of composites."""
+    for entry in entries:
+        yield entry
+        yield from walk_entries(entry.members)
+
 
 def _evaluator_names_unique(value: list[EvaluatorConfig] | None) -> list[EvaluatorConfig] | None:
     seen: set[str] = set()
@@ -557,6 +582,245 @@ def _evaluator_names_unique(value: list[EvaluatorConfig] | None) -> list[Evaluat
             raise ValueError(f"evaluator name '{entry.name}' is used twice; names must be unique")
         seen.add(entry.name)
     return value
+
+
+def _limit(value: Any, what: str) -> float:
+    """A threshold or budget: a finite number >= 0 (``True`` is not a number here)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValueError(f"{what} must be a number >= 0 (got {value!r})")
+    return float(value)
+
+
+def _choice(value: Any, choices: tuple[str, ...], what: str, hint: str = "") -> str:
+    if value not in choices:
+        shown = " or ".join(", ".join(choices).rsplit(", ", 1))
+        raise ValueError(f"unknown {what} {value!r}: use {shown}{hint}")
+    return str(value)
+
+
+TRAJECTORY_MODES = ("any_order", "in_order", "exact")
+FIELD_MATCHES = ("exact", "numeric_tolerance", "date")
+FIELD_AGGREGATIONS = ("weighted_average", "all_or_nothing")
+AGGREGATORS = ("weighted_average", "code_judge", "llm_judge")
+
+
+class TrajectoryStep(_Model):
+    """One expected tool call of an ``in_order`` or ``exact`` trajectory."""
+
+    tool: str = Field(min_length=1)
+    args: Literal["any"] | dict[str, Any] | None = None
+    max_duration_ms: float | None = Field(
+        None, validation_alias=AliasChoices("max_duration_ms", "maxDurationMs")
+    )
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, value: Any) -> Any:
+        if value is not None and value != "any" and not isinstance(value, dict):
+            raise ValueError(f"args must be 'any' or a mapping of argument values (got {value!r})")
+        return value
+
+    @field_validator("max_duration_ms", mode="before")
+    @classmethod
+    def _max_duration(cls, value: Any) -> Any:
+        return None if value is None else _limit(value, "max_duration_ms")
+
+
+class ToolTrajectorySpec(_Model):
+    """``tool_trajectory``: which tools the agent called, in what order, with which arguments."""
+
+    mode: str
+    minimums: dict[str, float] | None = None
+    expected: list[TrajectoryStep] | None = None
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, value: Any) -> str:
+        return _choice(value, TRAJECTORY_MODES, "mode")
+
+    @field_validator("minimums", mode="before")
+    @classmethod
+    def _minimums(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise ValueError("minimums must map tool names to minimum call counts")
+        return {str(tool): _limit(count, f"minimum for '{tool}'") for tool, count in value.items()}
+
+    @model_validator(mode="after")
+    def _mode_needs(self) -> ToolTrajectorySpec:
+        if self.mode == "any_order" and self.minimums is None:
+            raise ValueError("mode any_order needs 'minimums' (tool name: minimum number of calls)")
+        if self.mode != "any_order" and self.expected is None:
+            raise ValueError(f"mode {self.mode} needs 'expected' (a list of {{tool, args?}} steps)")
+        return self
+
+
+class FieldSpec(_Model):
+    """One field ``field_accuracy`` compares, by its ``a.b[0].c`` path."""
+
+    path: str = Field(min_length=1)
+    match: str
+    required: bool = True
+    weight: float = 1.0
+    tolerance: float = 0.0
+    relative: bool = False
+    formats: list[str] | None = None
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _match(cls, value: Any) -> str:
+        hint = "; for fuzzy matching use a code_judge evaluator"
+        return _choice(value, FIELD_MATCHES, "match", hint)
+
+    @field_validator("weight", "tolerance", mode="before")
+    @classmethod
+    def _numbers(cls, value: Any, info: ValidationInfo) -> float:
+        return _limit(value, str(info.field_name))
+
+
+class FieldAccuracySpec(_Model):
+    """``field_accuracy``: fields of a JSON answer against the expected output."""
+
+    fields: list[FieldSpec] = Field(min_length=1)
+    aggregation: str = "weighted_average"
+
+    @field_validator("aggregation", mode="before")
+    @classmethod
+    def _aggregation(cls, value: Any) -> str:
+        return _choice(value, FIELD_AGGREGATIONS, "aggregation")
+
+
+class LatencySpec(_Model):
+    """``latency``: the case's duration (ms) is at most ``threshold``."""
+
+    threshold: float
+
+    @field_validator("threshold", mode="before")
+    @classmethod
+    def _threshold(cls, value: Any) -> float:
+        return _limit(value, "threshold (milliseconds)")
+
+
+class CostSpec(_Model):
+    """``cost``: the case's cost (USD) is at most ``budget``."""
+
+    budget: float
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget(cls, value: Any) -> float:
+        return _limit(value, "budget (USD)")
+
+
+class TokenUsageSpec(_Model):
+    """``token_usage``: input, output and total tokens within their limits."""
+
+    max_total: float | None = Field(None, validation_alias=AliasChoices("max_total", "maxTotal"))
+    max_input: float | None = Field(None, validation_alias=AliasChoices("max_input", "maxInput"))
+    max_output: float | None = Field(None, validation_alias=AliasChoices("max_output", "maxOutput"))
+
+    @field_validator("max_total", "max_input", "max_output", mode="before")
+    @classmethod
+    def _limits(cls, value: Any, info: ValidationInfo) -> float | None:
+        return None if value is None else _limit(value, str(info.field_name))
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> TokenUsageSpec:
+        if self.max_total is None and self.max_input is None and self.max_output is None:
+            raise ValueError("token_usage needs at least one of max_total, max_input, max_output")
+        return self
+
+
+class AggregatorSpec(_Model):
+    """How a composite turns its members' results into one score."""
+
+    type: str
+    weights: dict[str, float] | None = None
+    path: list[str] | str | None = Field(None, validation_alias=AliasChoices("path", "script"))
+    cwd: str | None = None
+    timeout_seconds: float | None = Field(None, gt=0)
+    prompt: str | None = None
+    model: str | None = None
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _type(cls, value: Any) -> str:
+        return _choice(value, AGGREGATORS, "aggregator type")
+
+    @field_validator("weights", mode="before")
+    @classmethod
+    def _weights(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise ValueError("weights must map member names to numbers >= 0")
+        return {str(name): _limit(w, f"weight of '{name}'") for name, w in value.items()}
+
+    @model_validator(mode="after")
+    def _script(self) -> AggregatorSpec:
+        if self.type == "code_judge" and not (
+            self.path.strip() if isinstance(self.path, str) else self.path
+        ):
+            raise ValueError(
+                "a code_judge aggregator needs a 'path': the command that reads "
+                '{"results": {...}} on stdin and prints {"score": ...}'
+            )
+        return self
+
+
+class CompositeSpec(_Model):
+    """``composite``: member evaluators (composites nest) and their aggregator."""
+
+    evaluators: list[EvaluatorConfig] = Field(min_length=1)
+    aggregator: AggregatorSpec
+
+    _unique = field_validator("evaluators")(_evaluator_names_unique)
+
+    @model_validator(mode="after")
+    def _weights_name_members(self) -> CompositeSpec:
+        names = [member.name for member in self.evaluators]
+        unknown = [name for name in self.aggregator.weights or {} if name not in names]
+        if unknown:
+            raise ValidationError.from_exception_data(
+                "CompositeSpec",
+                [
+                    InitErrorDetails(
+                        type="value_error",
+                        loc=("aggregator", "weights", name),
+                        input=name,
+                        ctx={
+                            "error": ValueError(
+                                f"weights name '{name}', which is not a member of this "
+                                f"composite{did_you_mean(name, names)}; members: "
+                                f"{', '.join(names)}"
+                            )
+                        },
+                    )
+                    for name in unknown
+                ],
+            )
+        return self
+
+
+KindSpec = (
+    ToolTrajectorySpec | FieldAccuracySpec | LatencySpec | CostSpec | TokenUsageSpec | CompositeSpec
+)
+
+#: The built-in kinds whose settings are checked when the file loads.
+KIND_SPECS: dict[str, type[KindSpec]] = {
+    "tool_trajectory": ToolTrajectorySpec,
+    "field_accuracy": FieldAccuracySpec,
+    "latency": LatencySpec,
+    "cost": CostSpec,
+    "token_usage": TokenUsageSpec,
+    "composite": CompositeSpec,
+}
 
 
 #: ``execution.trials`` strategies: AgentV's (``pass_any`` is ``pass_at_k``'s later name) and

@@ -8,7 +8,7 @@ own junitxml plugin: it writes the results file and the summary from the reports
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -18,7 +18,7 @@ from .redaction import printable
 from .verdicts import fmt
 
 if TYPE_CHECKING:
-    from .results import ResultRow
+    from .results import EvaluatorRow, ResultRow
     from .settings import Settings
 
 #: An eval item's result row, which goes on its report.
@@ -33,6 +33,17 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _evaluator_properties(
+    entries: Sequence[EvaluatorRow], prefix: str
+) -> Iterator[tuple[str, str]]:
+    """Each evaluator's score and verdict; a composite's members under its name."""
+    for entry in entries:
+        name = f"{prefix}.{entry['name']}"
+        yield f"{name}.score", f"{entry['score']:.4f}"
+        yield f"{name}.verdict", entry["verdict"]
+        yield from _evaluator_properties(entry.get("evaluator_results", ()), name)
+
+
 def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, str]]:
     """JUnit ``<property>`` pairs for one graded (or ungraded) evaluation."""
     props: list[tuple[str, str]] = [
@@ -40,9 +51,7 @@ def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, st
         (f"{prefix}.score", f"{row['score']:.4f}"),
         (f"{prefix}.verdict", str(row["verdict"])),
     ]
-    for entry in row["evaluator_results"]:
-        props.append((f"{prefix}.evaluator.{entry['name']}.score", f"{entry['score']:.4f}"))
-        props.append((f"{prefix}.evaluator.{entry['name']}.verdict", entry["verdict"]))
+    props.extend(_evaluator_properties(row["evaluator_results"], f"{prefix}.evaluator"))
     trials, aggregation = row["trials"], row["aggregation"]
     if trials is not None:
         props.append((f"{prefix}.trials", str(len(trials))))

@@ -47,10 +47,12 @@ class _EvaluatorRow(TypedDict):
 
 
 class EvaluatorRow(_EvaluatorRow, total=False):
-    """One evaluator's result within a case (AgentV's ``evaluator_results`` entries)."""
+    """One evaluator's result within a case (AgentV's ``evaluator_results`` entries); a
+    composite's members are nested under its own ``evaluator_results``."""
 
     details: dict[str, Any]
     error: str
+    evaluator_results: list[EvaluatorRow]
 
 
 class TrialRow(TypedDict):

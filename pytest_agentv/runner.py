@@ -20,10 +20,11 @@ from .cases import CaseSpec, PreparedCase, prepare_case
 from .errors import AgentvError, JudgeNotConfiguredError, NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
 from .evaluators.base import EvaluationContext, Evaluator, run_evaluators_for_case
+from .evaluators.composite import CompositeEvaluator
 from .evaluators.llm_judge import LlmJudgeEvaluator
 from .judge import LlmClient, ModelClients, ModelSpec, RetryPolicy, Usage, current_usage
 from .loader import ProjectConfigs
-from .models import EvaluatorConfig
+from .models import EvaluatorConfig, walk_entries
 from .paths import display_path
 from .redaction import redact, refresh_secrets
 from .replay import ReplayStore
@@ -118,11 +119,14 @@ class AgentvRun:
         evaluators: Mapping[str, Evaluator],
         context: EvaluationContext,
     ) -> None:
-        """Raise ``JudgeNotConfiguredError`` before any work if a needed LLM judge is absent."""
-        for entry in entries:
+        """Raise ``JudgeNotConfiguredError`` before any work if a needed LLM judge is absent
+        (composite members and LLM aggregators included)."""
+        for entry in walk_entries(entries):
             evaluator = evaluators.get(entry.type)
             if isinstance(evaluator, LlmJudgeEvaluator):
                 evaluator.judge_for(replace(context, evaluator=entry))
+            elif isinstance(evaluator, CompositeEvaluator):
+                evaluator.check_judge(replace(context, evaluator=entry))
 
     # -- cases ------------------------------------------------------------------------------
     def plan(self, work: Sequence[CaseWork]) -> None:

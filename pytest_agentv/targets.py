@@ -18,7 +18,7 @@ import tempfile
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -51,6 +51,54 @@ LLM_PROVIDERS = {
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """One tool call an answer reports: AgentV's ``{tool, input, output, duration_ms}``, or an
+    OpenAI-style ``{function: {name, arguments}}`` as Python agents often return them."""
+
+    name: str
+    args: Any = None
+    duration_ms: float | None = None
+    error: bool = False
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
+    """The tool calls of ``output_messages``, in order."""
+    found: list[ToolCall] = []
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+        for call in calls if isinstance(calls, list) else ():
+            if not isinstance(call, Mapping):
+                continue
+            function = call.get("function")
+            function = function if isinstance(function, Mapping) else {}
+            name = call.get("tool", call.get("name", function.get("name", "unknown")))
+            if "input" in call:
+                args = call["input"]
+            elif "args" in call or "arguments" in call:
+                args = call.get("args", call.get("arguments"))
+            else:
+                args = function.get("arguments")
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    pass
+            found.append(
+                ToolCall(
+                    name=str(name),
+                    args=args,
+                    duration_ms=_number(call.get("duration_ms")),
+                    error=bool(call.get("error")),
+                )
+            )
+    return found
+
+
+@dataclass(frozen=True)
 class TargetResponse:
     text: str
     output_messages: tuple[dict[str, Any], ...] = ()
@@ -61,15 +109,11 @@ class TargetResponse:
     recorded_trace: dict[str, Any] | None = None
 
     def trace_summary(self) -> dict[str, Any] | None:
-        """AgentV's ``trace_summary``: tool calls by name, errors, usage, cost and duration."""
+        """AgentV's ``trace_summary``: tool calls by name, errors, usage, cost and duration,
+        and the durations of each tool's calls when the answer reports them."""
         if self.recorded_trace is not None:
             return self.recorded_trace
-        calls = [
-            call
-            for message in self.output_messages
-            for call in message.get("tool_calls") or ()
-            if isinstance(call, dict)
-        ]
+        calls = tool_calls(self.output_messages)
         if (
             not calls
             and self.token_usage is None
@@ -78,14 +122,16 @@ class TargetResponse:
         ):
             return None
         by_name: dict[str, int] = {}
+        durations: dict[str, list[float]] = {}
         for call in calls:
-            name = str(call.get("tool", call.get("name", "unknown")))
-            by_name[name] = by_name.get(name, 0) + 1
+            by_name[call.name] = by_name.get(call.name, 0) + 1
+            if call.duration_ms is not None:
+                durations.setdefault(call.name, []).append(call.duration_ms)
         summary: dict[str, Any] = {
             "event_count": len(calls),
             "tool_names": sorted(by_name),
             "tool_calls_by_name": by_name,
-            "error_count": sum(1 for call in calls if call.get("error")),
+            "error_count": sum(1 for call in calls if call.error),
         }
         if self.token_usage is not None:
             summary["token_usage"] = self.token_usage
@@ -93,6 +139,8 @@ class TargetResponse:
             summary["cost_usd"] = self.cost_usd
         if self.duration_ms is not None:
             summary["duration_ms"] = self.duration_ms
+        if durations:
+            summary["tool_durations"] = durations
         return summary
 
 

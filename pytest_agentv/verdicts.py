@@ -58,7 +58,10 @@ def _table(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
 
 
 def _gate_note(result: ResultRow | EvaluatorRow) -> str:
-    return " (a required criterion or check was not met)" if result["gate_failed"] else ""
+    """Say why a score that would pass or be borderline failed: a gate."""
+    if result["gate_failed"] and score_to_verdict(result["score"]) != "fail":
+        return " (a required criterion or check was not met)"
+    return ""
 
 
 def summary_line(result: ResultRow | EvaluatorRow) -> str:
@@ -84,22 +87,31 @@ def _rubric_lines(rows: Sequence[dict[str, object]]) -> list[str]:
     return lines
 
 
-def evaluator_details(results: Sequence[EvaluatorRow]) -> list[str]:
-    """Per evaluator: rubric rows (or hits and misses), errors and reasoning."""
+def evaluator_details(results: Sequence[EvaluatorRow], depth: int = 0) -> list[str]:
+    """Per evaluator: rubric rows (or hits and misses), errors and reasoning; a composite's
+    members follow it, indented."""
     lines: list[str] = []
+    pad = "    " * depth
     for entry in results:
-        lines.append(f"{entry['name']} ({entry['type']}): {summary_line(entry)}")
+        lines.append(f"{pad}{entry['name']} ({entry['type']}): {summary_line(entry)}")
         if entry.get("error"):
-            lines.append(f"    ! {entry['error']}")
-        rubric = (entry.get("details") or {}).get("rubric")
+            lines.append(f"{pad}    ! {entry['error']}")
+        members = entry.get("evaluator_results") or []
+        details = entry.get("details") or {}
+        # A composite's own lines repeat its members' when it averaged them or one failed.
+        own = not members or not (
+            entry.get("error") or details.get("aggregator") == "weighted_average"
+        )
+        rubric = details.get("rubric")
         if rubric:
-            lines.extend(_rubric_lines(rubric))
-        else:
-            lines.extend(f"    ✓ {hit}" for hit in entry["hits"])
-            lines.extend(f"    ✗ {miss}" for miss in entry["misses"])
+            lines.extend(pad + line for line in _rubric_lines(rubric))
+        elif own:
+            lines.extend(f"{pad}    ✓ {hit}" for hit in entry["hits"])
+            lines.extend(f"{pad}    ✗ {miss}" for miss in entry["misses"])
         reasoning = str(entry["reasoning"] or "").strip()
-        if reasoning:
-            lines.append(f"    reasoning: {reasoning}")
+        if reasoning and own:
+            lines.append(f"{pad}    reasoning: {reasoning}")
+        lines.extend(evaluator_details(members, depth + 1))
     return lines
 
 
@@ -165,9 +177,21 @@ def trials_lines(result: ResultRow) -> list[str]:
     return [*lines, *_table(rows, right={0, 1, 3})]
 
 
+def _table_rows(
+    results: Sequence[EvaluatorRow], depth: int = 0
+) -> list[tuple[str, str, str, str, str]]:
+    rows: list[tuple[str, str, str, str, str]] = []
+    for e in results:
+        name = "  " * depth + e["name"]
+        rows.append((name, e["type"], f"{e['weight']:g}", fmt(e["score"]), e["verdict"]))
+        rows += _table_rows(e.get("evaluator_results") or [], depth + 1)
+    return rows
+
+
 def report_text(result: ResultRow, headline: str) -> str:
     """The failure report: headline, the trial table (if the case ran several times), the
-    evaluator table, then each evaluator's details."""
+    evaluator table (composite members indented under their composite), then each evaluator's
+    details."""
     lines = [headline]
     if result["target"]:
         lines.append(f"target: {result['target']}")
@@ -177,11 +201,7 @@ def report_text(result: ResultRow, headline: str) -> str:
     aggregation = result["aggregation"]
     evaluators = result["evaluator_results"]
     if evaluators:
-        rows = [("evaluator", "type", "weight", "score", "verdict")]
-        rows += [
-            (e["name"], e["type"], f"{e['weight']:g}", fmt(e["score"]), e["verdict"])
-            for e in evaluators
-        ]
+        rows = [("evaluator", "type", "weight", "score", "verdict"), *_table_rows(evaluators)]
         lines.append("")
         if aggregation is not None:
             lines.append(f"evaluators of attempt {aggregation['shown_attempt']}:")

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeGuard, TypeVar
@@ -35,6 +36,7 @@ from .base import (
 
 MAX_ATTEMPTS = 3
 MAX_HITS = 4
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 T = TypeVar("T")
 
@@ -45,16 +47,10 @@ NO_JUDGE = (
 )
 
 
-def contract_object(text: str, nonce: str) -> dict[str, Any]:
-    """The JSON object of a reply that carries this call's nonce as its ``"nonce"`` field.
-
-    Every outermost object in the reply is read (the whole reply, a fenced block, or objects
-    inside prose); objects without the nonce — quoted from the candidate, say — never count, and
-    two different objects that both carry it are a reply outside the contract.
-    """
+def json_objects(text: str) -> Iterator[Any]:
+    """Every outermost JSON value that starts with ``{`` in a text, in order: the whole text,
+    a fenced block, or objects inside prose."""
     decoder = json.JSONDecoder()
-    carrying: list[dict[str, Any]] = []
-    others = 0
     start = text.find("{")
     while start != -1:
         try:
@@ -62,12 +58,42 @@ def contract_object(text: str, nonce: str) -> dict[str, Any]:
         except ValueError:
             start = text.find("{", start + 1)
             continue
+        yield value
+        start = text.find("{", end)
+
+
+def first_json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in a text (an answer that should be JSON, say): the whole text,
+    else a fenced block, else the first object inside prose."""
+    fenced = (block.strip() for block in _FENCE.findall(text))
+    for candidate in (text.strip(), *fenced):
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    for value in json_objects(text):
+        if isinstance(value, dict):
+            return value
+    raise ReplyError("no JSON object in the text" if text.strip() else "the text is empty")
+
+
+def contract_object(text: str, nonce: str) -> dict[str, Any]:
+    """The JSON object of a reply that carries this call's nonce as its ``"nonce"`` field.
+
+    Every outermost object in the reply is read (the whole reply, a fenced block, or objects
+    inside prose); objects without the nonce — quoted from the candidate, say — never count, and
+    two different objects that both carry it are a reply outside the contract.
+    """
+    carrying: list[dict[str, Any]] = []
+    others = 0
+    for value in json_objects(text):
         if isinstance(value, dict) and value.get("nonce") == nonce:
             if value not in carrying:
                 carrying.append(value)
         else:
             others += 1
-        start = text.find("{", end)
     if len(carrying) == 1:
         return carrying[0]
     if carrying:
@@ -285,11 +311,25 @@ class LlmJudgeEvaluator:
             raise JudgeNotConfiguredError(NO_JUDGE)
         return judge
 
-    async def evaluate(self, context: EvaluationContext) -> EvaluationScore:
+    async def evaluate(
+        self,
+        context: EvaluationContext,
+        *,
+        template: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> EvaluationScore:
+        """Grade the case. ``template`` replaces the entry's prompt; ``data`` are more template
+        variables, shown to the judge as JSON between the same markers as the candidate (a
+        composite's aggregator passes its members' results this way)."""
         entry = context.evaluator
         judge = self.judge_for(context)
         rubrics = tuple(entry.rubrics) if entry is not None and entry.rubrics else self.rubrics
-        custom = await self._custom_prompt(entry, context)
+        custom = (
+            _Prompt(template, is_template=True, source="aggregator")
+            if template is not None
+            else await self._custom_prompt(entry, context)
+        )
+        extra = dict(data or {})
         options = entry.options if entry is not None else {}
         temperature = _number(options.get("temperature"), self.temperature)
         max_tokens = options.get("max_output_tokens", self.max_output_tokens)
@@ -301,7 +341,11 @@ class LlmJudgeEvaluator:
             "input_messages": list(context.eval_case.authored_input),
             "output_messages": list(context.output_messages or ()),
         }
-        untrusted = [str(inputs["candidate_answer"]), json.dumps(inputs["output_messages"])]
+        untrusted = [
+            str(inputs["candidate_answer"]),
+            json.dumps(inputs["output_messages"]),
+            *(json.dumps(value, default=str) for value in extra.values()),
+        ]
         parse: Callable[[str, str], EvaluationScore]
         if rubrics and any(item.score_ranges for item in rubrics):
             mode, schema = "score_ranges", prompts.score_range_schema
@@ -318,12 +362,13 @@ class LlmJudgeEvaluator:
 
         def render(nonce: str) -> tuple[str, str]:
             values = prompts.template_values(inputs, nonce)
-            template = custom is not None and custom.is_template
+            values.update({k: prompts.fence(prompts.pretty(v), nonce) for k, v in extra.items()})
+            is_template = custom is not None and custom.is_template
             if build is not None:
                 # A custom template in rubric mode is the prompt's head, with its variables
                 # filled in; plain text is extra instructions, as in freeform mode.
                 head = custom.text if custom is not None else ""
-                head = prompts.substitute(head, values) if template else head
+                head = prompts.substitute(head, values) if is_template else head
                 user = build(values, rubrics, head)
             elif custom is not None and custom.is_template:
                 user = prompts.substitute(custom.text, values)
