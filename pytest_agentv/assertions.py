@@ -405,16 +405,17 @@ class _JudgedTrials:
         assert run is not None
         rows = tuple(result.row() for result in run.results)
         if self.error is not None:
+            skipped = isinstance(self.error, JudgeNotConfiguredError)
             result = CaseResult(
-                status="skipped" if isinstance(self.error, JudgeNotConfiguredError) else "error",
+                status="skipped" if skipped else "error",
                 eval_id=self.judge.eval_id,
                 grade=self.failed,
                 evaluators_listed=self.listed,
-                error=f"attempt {len(run.results)}: {self.error}",
+                error=str(self.error) if skipped else f"attempt {len(run.results)}: {self.error}",
                 usage=self.usage.row(),
                 trials=rows,
             )
-            self.judge.settle(result)
+            self.judge.settle(result)  # ends the test: an error, or a skip
         outcome = run.conclude()
         self.judge.settle(
             CaseResult(

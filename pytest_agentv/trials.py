@@ -378,7 +378,7 @@ class TrialRun:
         else:
             # The pass rate is the score; the verdict is the rule's, unsettled is borderline.
             score, gate_failed = passed / n, False
-            settled = policy.settled(passed, n)
+            settled = policy.settled(passed, n) if n >= policy.min else None
             verdict = settled or "borderline"
             aggregation["threshold"], aggregation["min_trials"] = policy.threshold, policy.min
             aggregation["settled"] = settled is not None

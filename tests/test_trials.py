@@ -175,9 +175,15 @@ def test_adaptive_rule() -> None:
     assert len(run.results) == 10 and run.stopped == "max"
     assert outcome.grade.verdict == "borderline" and outcome.grade.score == 0.5
     assert outcome.aggregation["ci_low"] < 0.5 < outcome.aggregation["ci_high"]
-    # `min` trials run even when the first would settle.
+    # `min` trials run even when the first would settle; a cost limit reached before `min`
+    # leaves the case unsettled, whatever the interval says.
     strict = TrialPolicy("adaptive", 10, min=6)
     assert len(run_all(strict, [1.0] * 10).results) == 6
+    capped = TrialPolicy("adaptive", 10, cost_limit_usd=0.04, min=6)
+    run = run_all(capped, [1.0] * 10, cost=0.01)
+    outcome = run.conclude()
+    assert (len(run.results), run.stopped, outcome.grade.verdict) == (4, "cost_limit", "borderline")
+    assert outcome.aggregation["settled"] is False
 
 
 def test_policy_resolution() -> None:

@@ -327,6 +327,101 @@ def agentv_target():
     assert (project.path / "seen.log").read_text().split() == ["0", "1", "2"]
 
 
+def test_a_fixture_that_raises_in_a_later_trial_leaves_the_case_not_graded(
+    project: pytest.Pytester,
+) -> None:
+    write(
+        project,
+        "conftest.py",
+        """
+import pytest
+
+def answer(case):
+    if case.attempt == 1:
+        raise RuntimeError("agent down")
+    return "Refunds within 30 days."
+
+@pytest.fixture
+def agentv_target():
+    return answer
+""",
+    )
+    write(
+        project,
+        "s.eval.yaml",
+        """
+        evalcases:
+          - id: fixture
+            input: Refunds
+            execution:
+              trials: {count: 3, strategy: mean}
+              evaluators:
+                - {name: kw, type: code_judge, script: [python, keywords.py], keywords: ["30 days"]}
+        """,
+    )
+    result = project.runpytest("--agentv-results=r.jsonl")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'fixture' was not graded: attempt 1: agentv_target fixture (answer) raised "
+            "RuntimeError: agent down*"
+        ]
+    )
+    assert [t["attempt"] for t in rows(project.path / "r.jsonl")["fixture"]["trials"]] == [0]
+
+
+EVALUATOR = """
+from pytest_agentv import EvaluationScore
+
+class Attempts:
+    kind = "attempts"
+    def evaluate(self, context):
+        # Each trial is graded on its own: the evaluator sees which one.
+        if context.attempt == context.evaluator.options["broken"]:
+            raise RuntimeError("evaluator bug")
+        return EvaluationScore.graded(1.0, hits=[f"attempt {context.attempt}"])
+
+def pytest_agentv_make_evaluator(config, kind):
+    return Attempts() if kind == "attempts" else None
+"""
+
+
+def test_evaluators_see_the_attempt_and_an_evaluator_error_stops_the_trials(
+    project: pytest.Pytester,
+) -> None:
+    write(project, "conftest.py", EVALUATOR)
+    write(
+        project,
+        "s.eval.yaml",
+        """
+        evalcases:
+          - id: fine
+            input: Refunds
+            execution:
+              trials: {count: 3, strategy: pass_all}
+              evaluators: [{name: a, type: attempts, broken: 9}]
+          - id: broken
+            input: Refunds
+            execution:
+              trials: {count: 3, strategy: pass_all}
+              evaluators: [{name: a, type: attempts, broken: 2}]
+        """,
+    )
+    result = project.runpytest("--agentv-results=r.jsonl")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'broken' was not graded: attempt 2: a: Evaluator 'a' failed: RuntimeError: "
+            "evaluator bug*"
+        ]
+    )
+    found = rows(project.path / "r.jsonl")
+    assert found["fine"]["hits"] == ["attempt 0"]  # pass_all shows the weakest: all tie, first
+    assert len(found["fine"]["trials"]) == 3
+    assert [t["attempt"] for t in found["broken"]["trials"]] == [0, 1]
+    assert found["broken"]["evaluator_results"][0]["error"].endswith("evaluator bug")
+
+
 def test_the_trials_option_and_its_twins(
     flaky: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -589,18 +684,27 @@ def test_a_callable_without_trials_is_called_once():
 
 def test_bad_trials():
     assert_judged("Refunds within 30 days.", evaluators=KW, trials={"count": 2, "max": 3})
+
+def test_an_answer_that_cannot_be_graded():
+    answers = iter(["Refunds within 30 days.", 42])
+    assert_judged(lambda: next(answers), evaluators=KW, trials={"count": 2, "strategy": "mean"})
+
+def test_no_judge_skips():
+    assert_judged(lambda: "Refunds within 30 days.", expected_outcome="30 days", trials=2)
 """
 
 
 def test_assert_judged_with_trials(project: pytest.Pytester) -> None:
     project.makepyfile(test_unit=UNIT)
-    result = project.runpytest("-rx", "--junitxml=j.xml")
-    result.assert_outcomes(passed=6, xfailed=1, failed=1)
+    result = project.runpytest("-rxs", "--junitxml=j.xml")
+    result.assert_outcomes(passed=6, xfailed=1, failed=2, skipped=1)
     result.stdout.fnmatch_lines(
         [
             "E   *ValueError: trials: 'max' applies to strategy 'adaptive' only (this block's "
             "strategy is 'pass_at_k')",
+            "*assert_judged was not graded: attempt 1: assert_judged candidate returned int*",
             "XFAIL test_unit.py::test_mean_of_three - borderline: score 0.67 over 3 trials (mean)*",
+            "SKIPPED * assert_judged skipped: no LLM judge is configured*",
         ]
     )
     props = {
