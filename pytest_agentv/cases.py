@@ -10,7 +10,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .loader import LoadedFile
-from .models import EvalCase, EvalSuite, EvaluatorConfig, Message, render_content
+from .models import EvalCase, EvalSuite, EvaluatorConfig, Message, TrialsConfig, render_content
 from .paths import glob_match, read_reference, resolve_reference
 
 _DATASET_SUFFIXES = (".eval.yaml", ".eval.yml", ".eval.jsonl", ".yaml", ".yml", ".jsonl")
@@ -43,6 +43,8 @@ class PreparedCase:
     rootdir: Path = field(default_factory=Path.cwd)
     #: The eval file the case comes from.
     eval_file: Path | None = None
+    #: Which trial of the case this is (0, 1, ...): the CLI target's ``{ATTEMPT}``.
+    attempt: int = 0
 
 
 def effective_evaluators(case: EvalCase, suite: EvalSuite) -> tuple[EvaluatorConfig, ...]:
@@ -115,6 +117,14 @@ class CaseSpec:
                 name = name[: -len(suffix)]
                 break
         return self.loaded.suite.dataset or name
+
+    @property
+    def trials(self) -> TrialsConfig | None:
+        """The case's ``execution.trials``, else the file's: the case's block wins whole."""
+        case, suite = self.case, self.loaded.suite
+        return (case.execution.trials if case.execution else None) or (
+            suite.execution.trials if suite.execution else None
+        )
 
     @property
     def target_name(self) -> str | None:

@@ -32,6 +32,7 @@ from .reporting import record_properties, result_key
 from .results import ResultRow
 from .runner import AgentvRun, CaseWork
 from .targets import FixtureTarget
+from .trials import policy_for
 from .verdicts import apply_verdict, settle_ungraded
 from .yamlfile import Loc
 
@@ -96,11 +97,13 @@ def load_specs(
     rootdir: Path,
     registry: ScopedRegistry,
     configs: ProjectConfigs | None = None,
+    trials: int | None = None,
 ) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
     """Everything collection does with an eval file, without pytest: raises ``AgentvError``.
 
     The nearest ``.agentv/config.yaml`` (from ``configs``) gives the file its guideline
-    patterns; its warnings come with the first eval file that uses it.
+    patterns; its warnings come with the first eval file that uses it. ``trials`` is
+    ``--agentv-trials``, with which every case's trials must still be able to settle.
     """
     loaded = load_eval_file(path, display, registry.problem)
     if configs is not None and (config := configs.for_folder(path.parent)) is not None:
@@ -110,9 +113,9 @@ def load_specs(
             warnings=(*configs.new_warnings(config), *loaded.warnings),
         )
     _check_prompt_files(loaded, rootdir)
-    return loaded, [
-        (spec, registry.evaluators_for(spec.evaluators)) for spec in CaseSpec.all_of(loaded)
-    ]
+    specs = CaseSpec.all_of(loaded)
+    _check_trials(loaded, specs, trials)
+    return loaded, [(spec, registry.evaluators_for(spec.evaluators)) for spec in specs]
 
 
 def _check_prompt_files(loaded: LoadedFile, rootdir: Path) -> None:
@@ -132,6 +135,28 @@ def _check_prompt_files(loaded: LoadedFile, rootdir: Path) -> None:
             line, col = loaded.positions.get(where, (1, 1))
             dotted = ".".join(map(str, where))
             raise EvalFileError(loaded.display, line, col, f"{dotted}: {exc}") from None
+
+
+def _check_trials(loaded: LoadedFile, specs: Sequence[CaseSpec], override: int | None) -> None:
+    """An adaptive trials block whose verdict could never settle is a load error, at the block
+    (checked once per block, as every case of the file shares the file's)."""
+    checked: set[Loc] = set()
+    for spec in specs:
+        execution = spec.case.execution
+        own = execution is not None and execution.trials is not None
+        loc: Loc = (
+            ("evalcases", spec.index, "execution", "trials") if own else ("execution", "trials")
+        )
+        if loc in checked:
+            continue
+        checked.add(loc)
+        try:
+            policy_for(spec.trials, override)
+        except ConfigError as exc:
+            line, col = loaded.position(loc, spec.index)
+            note = f" (max is --agentv-trials {override})" if override else ""
+            dotted = ".".join(map(str, loc))
+            raise EvalFileError(loaded.display, line, col, f"{dotted}: {exc}{note}") from None
 
 
 _UNSAFE = re.compile(r"::|[/\\\[\]\s]+")
@@ -176,6 +201,7 @@ class EvalFile(pytest.File):
                 run.rootdir,
                 registry,
                 run.configs,
+                run.settings.trials,
             )
         except AgentvError as exc:
             raise self.CollectError(shown(str(exc))) from None

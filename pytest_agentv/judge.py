@@ -53,6 +53,9 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    #: What the replies reused from the store cost when they were recorded: trials count it
+    #: against ``cost_limit_usd``, so a replayed run stops where the recording stopped.
+    replayed_cost_usd: float = 0.0
 
     @property
     def tokens(self) -> int:
@@ -64,6 +67,12 @@ class Usage:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cost_usd += other.cost_usd
+        self.replayed_cost_usd += other.replayed_cost_usd
+
+    @property
+    def spent_usd(self) -> float:
+        """Model spend as recorded: this run's calls plus what reused replies cost."""
+        return self.cost_usd + self.replayed_cost_usd
 
     def row(self) -> UsageRow:
         return UsageRow(
@@ -323,6 +332,9 @@ class LlmClient:
                     )
                 if usage is not None:
                     usage.reused += 1
+                    cost = stored.get("cost_usd")
+                    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+                        usage.replayed_cost_usd += float(cost)
                 return judged(text), Reply(text, cached=True)
             if store.mode == "replay":
                 raise ReplayMissError(
@@ -437,6 +449,8 @@ def _stored_reply(reply: Reply, nonce: str | None) -> dict[str, Any]:
             "completion_tokens": reply.completion_tokens,
         },
     }
+    if reply.cost_usd is not None:
+        response["cost_usd"] = reply.cost_usd
     if nonce and NONCE_PLACEHOLDER in reply.text:
         response["nonce"] = nonce
     elif nonce:

@@ -36,6 +36,7 @@ from .models import (
     ScoreRange,
     TargetConfig,
     TargetsFile,
+    TrialsConfig,
     canonical_kind,
     problem_text,
 )
@@ -104,6 +105,7 @@ def _spellings() -> dict[str, tuple[str, ...]]:
         EvalSuite,
         EvalCase,
         Execution,
+        TrialsConfig,
         EvaluatorConfig,
         PromptScript,
         RubricItem,
@@ -445,6 +447,16 @@ def load_eval_file(
                         tail = (m_index, "content", s_index, "value")
                         node, _ = locate(root, (*written, *tail))
                         positions[("evalcases", index, field_name, *tail)] = line_col(node)
+    trial_blocks: list[Loc] = [("execution", "trials")] if suite.execution else []
+    trial_blocks += [
+        ("evalcases", i, "execution", "trials")
+        for i, case in enumerate(suite.evalcases)
+        if case.execution and case.execution.trials
+    ]
+    for loc in trial_blocks:
+        node, matched = locate(root, loc)
+        if matched == len(loc):
+            positions[loc] = line_col(node)
     graders: list[tuple[Loc, EvalSuite | EvalCase]] = [(("grader",), suite)]
     graders += [(("evalcases", i, "grader"), case) for i, case in enumerate(suite.evalcases)]
     for loc, owner in graders:

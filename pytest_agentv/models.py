@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, InitErrorDetails
 
 from .errors import did_you_mean
+from .settings import MAX_TRIALS
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -822,11 +823,69 @@ KIND_SPECS: dict[str, type[KindSpec]] = {
 }
 
 
+#: ``execution.trials`` strategies: AgentV's (``pass_any`` is ``pass_at_k``'s later name) and
+#: ``adaptive``, which stops when the case's pass probability is settled.
+TrialStrategy = Literal[
+    "pass_at_k", "pass_any", "pass_all", "mean", "confidence_interval", "adaptive"
+]
+#: Keys that only the ``adaptive`` strategy reads.
+ADAPTIVE_KEYS = ("threshold", "confidence", "min", "max", "interval")
+
+
+def _real_number(value: Any) -> Any:
+    """A number as YAML writes it: not a boolean, a numeric string, infinity or NaN."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"must be a number, not {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+class TrialsConfig(_Model):
+    """``execution.trials``: run a case several times and aggregate (file or case; case wins)."""
+
+    count: int | None = Field(None, ge=1, le=MAX_TRIALS, strict=True)
+    strategy: TrialStrategy = "pass_at_k"
+    cost_limit_usd: float | None = Field(
+        None, gt=0, validation_alias=AliasChoices("cost_limit_usd", "costLimitUsd")
+    )
+    threshold: float | None = Field(None, gt=0, lt=1)
+    confidence: float | None = Field(None, ge=0.5, lt=1)
+    min: int | None = Field(None, ge=1, le=MAX_TRIALS, strict=True)
+    max: int | None = Field(None, ge=1, le=MAX_TRIALS, strict=True)
+    interval: Literal["wilson", "exact"] | None = None
+
+    @field_validator("cost_limit_usd", "threshold", "confidence", mode="before")
+    @classmethod
+    def _numbers(cls, value: Any) -> Any:
+        return None if value is None else _real_number(value)
+
+    @model_validator(mode="after")
+    def _strategy_keys(self) -> TrialsConfig:
+        if self.strategy != "adaptive":
+            for key in ADAPTIVE_KEYS:
+                if getattr(self, key) is not None:
+                    raise ValueError(
+                        f"'{key}' applies to strategy 'adaptive' only (this block's strategy "
+                        f"is '{self.strategy}')"
+                    )
+            return self
+        if self.count is not None:
+            raise ValueError(
+                "strategy 'adaptive' runs between 'min' and 'max' trials until the verdict is "
+                "settled: give 'max' instead of 'count'"
+            )
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) must not be more than max ({self.max})")
+        return self
+
+
 class Execution(_Model):
     target: str | None = None
     evaluators: list[EvaluatorConfig] | None = Field(
         None, validation_alias=AliasChoices("evaluators", "assertions")
     )
+    trials: TrialsConfig | None = None
 
     _unique = field_validator("evaluators")(_evaluator_names_unique)
 
@@ -1095,6 +1154,7 @@ _SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
     EvalSuite,
     EvalCase,
     Execution,
+    TrialsConfig,
     EvaluatorConfig,
     PromptScript,
     RubricItem,

@@ -52,6 +52,13 @@ def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, st
         (f"{prefix}.verdict", str(row["verdict"])),
     ]
     props.extend(_evaluator_properties(row["evaluator_results"], f"{prefix}.evaluator"))
+    trials, aggregation = row["trials"], row["aggregation"]
+    if trials is not None:
+        props.append((f"{prefix}.trials", str(len(trials))))
+    if aggregation is not None:
+        props.append((f"{prefix}.pass_rate", f"{aggregation['pass_rate']:.4f}"))
+        props.append((f"{prefix}.ci_low", f"{aggregation['ci_low']:.4f}"))
+        props.append((f"{prefix}.ci_high", f"{aggregation['ci_high']:.4f}"))
     props.append((f"{prefix}.hits", _json(row["hits"])))
     props.append((f"{prefix}.misses", _json(row["misses"])))
     usage = row["usage"]
@@ -88,6 +95,8 @@ class AgentvReporter:
         self.settings = settings
         self.cases: list[dict[str, Any]] = []
         self.usage = {"calls": 0, "reused": 0, "tokens": 0, "cost_usd": 0.0}
+        #: Cases that ran several times, their trials, and a fixed count's equivalent.
+        self.trials = {"cases": 0, "run": 0, "planned": 0}
         self._results: IO[str] | None = None
         if settings.results is not None:
             path = Path(settings.results)
@@ -115,6 +124,11 @@ class AgentvReporter:
         for row in rows:
             self.cases.append({key: row.get(key) for key in _SUMMARY_FIELDS})
             self._add_usage(row["usage"])
+            aggregation = row.get("aggregation")
+            if isinstance(aggregation, dict):
+                self.trials["cases"] += 1
+                self.trials["run"] += aggregation["trials"]
+                self.trials["planned"] += aggregation["planned"]
         if rows and self._results is not None:
             from .results import results_line
 
@@ -160,6 +174,13 @@ class AgentvReporter:
                     )
                     line = f"  not graded: {where}: {case['error']}"
                     terminalreporter.write_line(printable(line))
+        t = self.trials
+        if t["cases"]:
+            cases = f"{t['cases']} case{'s' if t['cases'] != 1 else ''}"
+            terminalreporter.write_line(
+                f"agentv trials: {t['run']} run for {cases}; a fixed count would run "
+                f"{t['planned']} ({t['planned'] - t['run']} saved)"
+            )
         u = self.usage
         terminalreporter.write_line(
             f"agentv: {u['calls']} model calls made, {u['reused']} replies reused from the store, "

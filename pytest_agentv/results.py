@@ -55,6 +55,52 @@ class EvaluatorRow(_EvaluatorRow, total=False):
     evaluator_results: list[EvaluatorRow]
 
 
+class TrialRow(TypedDict):
+    """One trial of a case run several times (``execution.trials``)."""
+
+    attempt: int
+    score: float
+    verdict: Verdict
+    gate_failed: bool
+    #: What the trial spent: model calls (judge, LLM target) and the cost a target reported.
+    cost_usd: float
+
+
+class _AggregationRow(TypedDict):
+    strategy: str
+    #: Trials run, and the fixed-count equivalent (the count, or the adaptive cap ``max``).
+    trials: int
+    planned: int
+    passed: int
+    pass_rate: float
+    #: An interval for the pass probability (Wilson unless ``interval: exact``).
+    ci_low: float
+    ci_high: float
+    confidence: float
+    interval: str
+    #: Why no more trials ran: count, passed, failed, settled, max or cost_limit.
+    stopped: str
+    cost_usd: float
+    #: The trial whose evaluator results, answer and trace the case's row shows.
+    shown_attempt: int
+
+
+class AggregationRow(_AggregationRow, total=False):
+    """How a case's trials were aggregated; the keys after the common ones depend on the
+    strategy (``min``, ``max``, ``mean``, ``stddev``, the score interval, or the adaptive
+    ``threshold``, ``min_trials`` and ``settled``)."""
+
+    min: float
+    max: float
+    mean: float
+    stddev: float
+    score_ci_low: float
+    score_ci_high: float
+    threshold: float
+    min_trials: int
+    settled: bool
+
+
 class ResultRow(TypedDict):
     """A case (or an ``assert_judged`` call) as every report sees it."""
 
@@ -79,6 +125,9 @@ class ResultRow(TypedDict):
     error: str | None
     trace_summary: dict[str, Any] | None
     usage: UsageRow
+    #: Each trial, and their aggregate, when the case ran several times; else None.
+    trials: list[TrialRow] | None
+    aggregation: AggregationRow | None
 
 
 @dataclass(frozen=True)
@@ -117,6 +166,8 @@ class CaseResult:
     error: str | None = None
     trace_summary: dict[str, Any] | None = None
     usage: UsageRow = field(default_factory=no_usage)
+    trials: tuple[TrialRow, ...] | None = None
+    aggregation: AggregationRow | None = None
     timestamp: str = field(default_factory=_now)
 
     def row(self) -> ResultRow:
@@ -146,6 +197,8 @@ class CaseResult:
             error=self.error,
             trace_summary=self.trace_summary,
             usage=self.usage,
+            trials=list(self.trials) if self.trials is not None else None,
+            aggregation=self.aggregation,
         )
         redacted: ResultRow = redact_obj(row)
         return redacted
@@ -180,4 +233,7 @@ def results_line(row: ResultRow) -> dict[str, Any]:
     line["error"] = row["error"]
     line["trace_summary"] = row["trace_summary"]
     line["status"] = row["status"]
+    if row["trials"] is not None:
+        line["trials"] = row["trials"]
+        line["aggregation"] = row["aggregation"]
     return line

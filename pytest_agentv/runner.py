@@ -28,10 +28,11 @@ from .models import EvaluatorConfig, walk_entries
 from .paths import display_path
 from .redaction import redact, refresh_secrets
 from .replay import ReplayStore
-from .results import CaseResult, Status
+from .results import CaseResult, Grade, Status
 from .scheduler import Scheduler
 from .settings import Settings
 from .targets import FixtureTarget, RecordedTarget, Target, TargetCatalog, TargetResponse
+from .trials import TrialPolicy, TrialResult, TrialRun, policy_for
 
 #: An eval item's case as the scheduler gets it: its key, the case, and its evaluators by kind.
 CaseWork = tuple[str, CaseSpec, Mapping[str, Evaluator]]
@@ -134,10 +135,17 @@ class AgentvRun:
         for key, spec, _ in work:
             if key not in self._expected:
                 self._expected.add(key)
-                self.targets.expect(spec)
+                # A case run several times is not batched: each trial is a call of its own.
+                if self.trial_policy(spec) is None:
+                    self.targets.expect(spec)
         self.scheduler.plan(
             [(key, partial(self.run_case, spec, evaluators)) for key, spec, evaluators in work]
         )
+
+    def trial_policy(self, spec: CaseSpec) -> TrialPolicy | None:
+        """The case's trials (``execution.trials`` and ``--agentv-trials``); None: it runs once.
+        Checked at collection, so this does not raise for a collected case."""
+        return policy_for(spec.trials, self.settings.trials)
 
     def begin(
         self, spec: CaseSpec, evaluators: Mapping[str, Evaluator], fixture: FixtureTarget | None
@@ -170,10 +178,22 @@ class AgentvRun:
             return self.scheduler.run(self.run_case(spec, evaluators, fixture))
         try:
             prepared, target = self.begin(spec, evaluators, fixture)
-            response = fixture.call_sync(prepared)
+            policy = self.trial_policy(spec)
+            if policy is None:
+                response = fixture.call_sync(prepared)
         except Exception as exc:
             return self._failure(spec, exc, fixture, Usage())
-        return self.scheduler.run(self.finish(spec, evaluators, prepared, target, response))
+        if policy is None:
+            return self.scheduler.run(self.finish(spec, evaluators, prepared, target, response))
+        trials = _CaseTrials(self, spec, evaluators, prepared, target, policy)
+        while (case := trials.next_case()) is not None:
+            try:
+                response = fixture.call_sync(case)
+            except Exception as exc:
+                trials.fail(exc)
+                break
+            self.scheduler.run(trials.grade(case, response))
+        return trials.result()
 
     async def finish(
         self,
@@ -183,7 +203,11 @@ class AgentvRun:
         target: Target,
         response: TargetResponse | None = None,
     ) -> CaseResult:
-        """Get the answer (unless it is given) and grade it."""
+        """Get the answer (unless it is given) and grade it; a case with trials runs them one
+        after another."""
+        policy = self.trial_policy(spec)
+        if policy is not None:
+            return await self._run_trials(spec, evaluators, prepared, target, policy)
         usage = Usage()
         token = current_usage.set(usage)
         try:
@@ -208,12 +232,34 @@ class AgentvRun:
             usage=usage.row(),
         )
 
+    async def _run_trials(
+        self,
+        spec: CaseSpec,
+        evaluators: Mapping[str, Evaluator],
+        prepared: PreparedCase,
+        target: Target,
+        policy: TrialPolicy,
+    ) -> CaseResult:
+        trials = _CaseTrials(self, spec, evaluators, prepared, target, policy)
+        token = current_usage.set(trials.usage)
+        try:
+            while (case := trials.next_case()) is not None:
+                try:
+                    response = await self._answer(target, case)
+                except Exception as exc:
+                    trials.fail(exc)
+                    break
+                await trials.grade(case, response)
+        finally:
+            current_usage.reset(token)
+        return trials.result()
+
     async def _answer(self, target: Target, prepared: PreparedCase) -> TargetResponse:
         if target.timeout is not None:
-            return await target.invoke(prepared, 0)
+            return await target.invoke(prepared, prepared.attempt)
         limit = self.settings.target_timeout
         try:
-            return await asyncio.wait_for(target.invoke(prepared, 0), limit)
+            return await asyncio.wait_for(target.invoke(prepared, prepared.attempt), limit)
         except asyncio.TimeoutError:
             raise NotGradedError(
                 f"target '{target.name}' gave no answer within {limit:g}s (--agentv-target-timeout)"
@@ -248,6 +294,95 @@ class AgentvRun:
         self.scheduler.close()
 
 
+class _CaseTrials:
+    """One case's trials in progress: the usage they share, the trial run, and the first trial
+    that could not be graded, which ends the case as not graded (never a made-up verdict)."""
+
+    def __init__(
+        self,
+        runner: AgentvRun,
+        spec: CaseSpec,
+        evaluators: Mapping[str, Evaluator],
+        prepared: PreparedCase,
+        target: Target,
+        policy: TrialPolicy,
+    ) -> None:
+        self.runner = runner
+        self.spec = spec
+        self.evaluators = evaluators
+        self.prepared = prepared
+        self.target = target
+        self.usage = Usage()
+        self.run = TrialRun(policy)
+        self.failure: CaseResult | None = None
+        self._calls_before = 0
+        self._spent_before = 0.0
+
+    def next_case(self) -> PreparedCase | None:
+        """The case as the next trial sees it (its ``attempt``), or None when no trial is due."""
+        attempt = self.run.next_attempt() if self.failure is None else None
+        if attempt is None:
+            return None
+        self._calls_before = self.usage.calls + self.usage.reused
+        self._spent_before = self.usage.spent_usd
+        return replace(self.prepared, attempt=attempt)
+
+    def fail(
+        self,
+        exc: Exception,
+        response: TargetResponse | None = None,
+        grade: Grade | None = None,
+    ) -> None:
+        failure = self.runner._failure(self.spec, exc, self.target, self.usage, response)
+        failure.error = f"attempt {len(self.run.results)}: {failure.error}"
+        failure.grade = grade
+        failure.trials = tuple(result.row() for result in self.run.results)
+        if response is not None:
+            failure.trace_summary = response.trace_summary()
+        self.failure = failure
+
+    async def grade(self, case: PreparedCase, response: TargetResponse) -> None:
+        """Grade one trial's answer and add it to the run (or record why it was not graded)."""
+        token = current_usage.set(self.usage)
+        try:
+            # A model target's cost is in the usage already; another target's is what it said.
+            reported = response.cost_usd or 0.0
+            if self.usage.calls + self.usage.reused > self._calls_before:
+                reported = 0.0
+            context = _context(case, self.target, response)
+            evaluation = await run_evaluators_for_case(
+                context, self.spec.evaluators, self.evaluators
+            )
+        except Exception as exc:
+            self.fail(exc, response)
+            return
+        finally:
+            current_usage.reset(token)
+        grade = evaluation.grade()
+        if grade.error:
+            self.fail(NotGradedError(grade.error), response, grade)
+            return
+        cost = self.usage.spent_usd - self._spent_before + reported
+        self.run.add(TrialResult(case.attempt, grade, cost, response.text, context.trace_summary))
+
+    def result(self) -> CaseResult:
+        if self.failure is not None:
+            self.failure.usage = self.usage.row()
+            return self.failure
+        outcome = self.run.conclude()
+        return _result(
+            self.spec,
+            "graded",
+            target=self.target.name,
+            candidate=outcome.candidate,
+            grade=outcome.grade,
+            trace_summary=outcome.trace_summary,
+            usage=self.usage.row(),
+            trials=outcome.trials,
+            aggregation=outcome.aggregation,
+        )
+
+
 def _context(
     prepared: PreparedCase, target: Target | None, response: TargetResponse | None
 ) -> EvaluationContext:
@@ -255,6 +390,7 @@ def _context(
         eval_case=prepared,
         candidate=response.text if response else "",
         target=target.name if target else "",
+        attempt=prepared.attempt,
         output_messages=response.output_messages if response else None,
         judge_target=target.judge_target if target else None,
         trace_summary=response.trace_summary() if response else None,

@@ -19,6 +19,8 @@ import pytest
 BorderlineMode = Literal["xfail", "fail", "pass"]
 
 DEFAULT_EVAL_PATTERNS = ("*.eval.yaml", "*.eval.yml", "*.eval.jsonl")
+#: The most trials one case may run (``--agentv-trials``, ``execution.trials``).
+MAX_TRIALS = 1000
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,13 @@ OPTIONS: tuple[_Option, ...] = (
         True,
     ),
     _Option(
+        "trials",
+        "Run every eval case N times: the count of execution.trials (an adaptive case's max); "
+        "cases without a trials block use pass_at_k; 1 runs every case once",
+        "int",
+        metavar="N",
+    ),
+    _Option(
         "answers",
         "Answer every case from this previous results file (ours or AgentV's) instead of "
         "calling its target: re-grade recorded answers",
@@ -239,6 +248,7 @@ class Settings:
     cache_dir: Path
     concurrency: int
     fail_on_error: bool
+    trials: int | None
     answers: Path | None
 
     @classmethod
@@ -281,7 +291,12 @@ def _parse(option: _Option, raw: str, source: str, base: Path) -> Any:
         "path": lambda: (base / os.path.expanduser(text)) if text else None,
         "list": lambda: tuple(part for part in text.replace(",", " ").split() if part),
         "int": lambda: _number(
-            int, text, option, source, minimum=0 if option.name != "concurrency" else 1
+            int,
+            text,
+            option,
+            source,
+            minimum=1 if option.name in ("concurrency", "trials") else 0,
+            maximum=MAX_TRIALS if option.name == "trials" else None,
         ),
         "float": lambda: _number(float, text, option, source, minimum=0, exclusive=True),
         "bool": lambda: _boolean(text, source),
@@ -298,6 +313,7 @@ def _number(
     *,
     minimum: float,
     exclusive: bool = False,
+    maximum: float | None = None,
 ) -> float | int:
     try:
         value = kind(text)
@@ -308,8 +324,11 @@ def _number(
         or (isinstance(value, float) and not math.isfinite(value))
         or value < minimum
         or (exclusive and value == minimum)
+        or (maximum is not None and value > maximum)
     ):
         bound = f"> {minimum}" if exclusive else f">= {minimum}"
+        if maximum is not None:
+            bound += f" and <= {maximum}"
         noun = "an integer" if kind is int else "a number"
         raise pytest.UsageError(f"{source} is invalid: {option.flag} must be {noun} {bound}")
     return value

@@ -444,7 +444,8 @@ class BatchCliTarget(CliTarget):
     ``batch`` and the output (``{OUTPUT_FILE}`` or stdout) is JSON Lines, one object with an
     ``id`` per case, each shaped like a single CLI answer. A case whose id has no line is not
     graded. Cases that arrive after a batch started (pytest-xdist hands a worker its share piece
-    by piece) go into the next one.
+    by piece) go into the next one. A case the run did not announce (one that runs several
+    times, for trials) is answered by a run of the command for that case alone.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -462,6 +463,14 @@ class BatchCliTarget(CliTarget):
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
         key = (case.eval_file, case.id)
         if key not in self._answers:
+            with self._lock:
+                expected = (
+                    case.id in self._expected.get(case.eval_file, {}) if case.eval_file else False
+                )
+            if not expected:
+                # Not part of a batch (a case run several times, for trials): the command
+                # answers this case alone, as AgentV runs trials without batching.
+                return await super().invoke(case, attempt)
             await self._batch(case)
         outcome = await asyncio.shield(self._answers[key])
         if isinstance(outcome, str):
@@ -611,7 +620,8 @@ class FixtureTarget:
     """The callable returned by an ``agentv_target`` fixture (sync or async).
 
     A sync callable is called in pytest's own thread, like any test code; an async one is
-    awaited on the plugin's event loop.
+    awaited on the plugin's event loop. It is called once per trial, with the case whose
+    ``attempt`` is that trial's index.
     """
 
     judge_target: str | None = None

@@ -14,7 +14,7 @@ from typing import Literal, NoReturn
 import pytest
 
 from .redaction import printable
-from .results import EvaluatorRow, ResultRow, Verdict
+from .results import AggregationRow, EvaluatorRow, ResultRow, Verdict
 
 Outcome = Literal["passed", "xfailed", "failed"]
 
@@ -115,6 +115,68 @@ def evaluator_details(results: Sequence[EvaluatorRow], depth: int = 0) -> list[s
     return lines
 
 
+def _stop_reason(aggregation: AggregationRow) -> str:
+    stopped = aggregation["stopped"]
+    threshold = aggregation.get("threshold")
+    unsettled = threshold is not None and not aggregation.get("settled")
+    if stopped == "settled" and threshold is not None:
+        side = "above" if aggregation["ci_low"] > threshold else "below"
+        return f"settled {side} {threshold:g}"
+    if stopped == "max":
+        return f"unsettled: the interval still holds {threshold:g} after the most trials"
+    if stopped == "passed":
+        return "stopped at the first passing trial"
+    if stopped == "failed":
+        return "stopped at the first failing trial"
+    if stopped == "cost_limit":
+        spent = f"stopped by cost_limit_usd after ${aggregation['cost_usd']:.4f}"
+        return f"{spent}, unsettled" if unsettled else spent
+    return f"spent ${aggregation['cost_usd']:.4f}"
+
+
+def trials_summary(aggregation: AggregationRow) -> str:
+    """One line: strategy, trials run of planned, passes, the pass-rate interval, why it ended."""
+    planned = aggregation["planned"]
+    most = f"at most {planned}" if aggregation["strategy"] == "adaptive" else str(planned)
+    interval = (
+        f"{aggregation['confidence']:.0%} {aggregation['interval']} interval "
+        f"[{fmt(aggregation['ci_low'])}, {fmt(aggregation['ci_high'])}]"
+    )
+    scores = ""
+    if "score_ci_low" in aggregation:
+        scores = (
+            f"; mean score {fmt(aggregation.get('mean'))}, 95% t-interval "
+            f"[{fmt(aggregation['score_ci_low'])}, {fmt(aggregation.get('score_ci_high'))}]"
+        )
+    elif "mean" in aggregation:
+        scores = f"; mean score {fmt(aggregation['mean'])}"
+    return (
+        f"trials: {aggregation['strategy']}, {aggregation['trials']} of {most} run, "
+        f"{aggregation['passed']} passed; pass rate {fmt(aggregation['pass_rate'])}, {interval}"
+        f"{scores}; {_stop_reason(aggregation)}"
+    )
+
+
+def trials_lines(result: ResultRow) -> list[str]:
+    """The trial table of a case that ran several times (nothing for a single run)."""
+    trials = result["trials"]
+    if not trials:
+        return []
+    aggregation = result["aggregation"]
+    lines = [trials_summary(aggregation)] if aggregation else []
+    rows = [("attempt", "score", "verdict", "cost")]
+    rows += [
+        (
+            str(trial["attempt"]),
+            fmt(trial["score"]),
+            trial["verdict"] + (" (gate)" if trial["gate_failed"] else ""),
+            f"${trial['cost_usd']:.4f}",
+        )
+        for trial in trials
+    ]
+    return [*lines, *_table(rows, right={0, 1, 3})]
+
+
 def _table_rows(
     results: Sequence[EvaluatorRow], depth: int = 0
 ) -> list[tuple[str, str, str, str, str]]:
@@ -127,15 +189,23 @@ def _table_rows(
 
 
 def report_text(result: ResultRow, headline: str) -> str:
-    """The failure report: headline, evaluator table (composite members indented under their
-    composite), then each evaluator's details."""
+    """The failure report: headline, the trial table (if the case ran several times), the
+    evaluator table (composite members indented under their composite), then each evaluator's
+    details."""
     lines = [headline]
     if result["target"]:
         lines.append(f"target: {result['target']}")
+    trials = trials_lines(result)
+    if trials:
+        lines += ["", *trials]
+    aggregation = result["aggregation"]
     evaluators = result["evaluator_results"]
     if evaluators:
         rows = [("evaluator", "type", "weight", "score", "verdict"), *_table_rows(evaluators)]
-        lines += ["", *_table(rows, right={2, 3}), ""]
+        lines.append("")
+        if aggregation is not None:
+            lines.append(f"evaluators of attempt {aggregation['shown_attempt']}:")
+        lines += [*_table(rows, right={2, 3}), ""]
         lines += evaluator_details(evaluators)
     else:
         lines.extend(f"  ✓ {hit}" for hit in result["hits"])
@@ -146,8 +216,13 @@ def report_text(result: ResultRow, headline: str) -> str:
 
 
 def borderline_reason(result: ResultRow) -> str:
+    aggregation = result["aggregation"]
+    if aggregation is not None and aggregation["strategy"] == "adaptive":
+        return f"borderline: {trials_summary(aggregation)}"
     misses = "; ".join(result["misses"][:4])
     reason = f"borderline: score {fmt(result['score'])}"
+    if aggregation is not None:
+        reason += f" over {aggregation['trials']} trials ({aggregation['strategy']})"
     return f"{reason}; misses: {misses}" if misses else reason
 
 
