@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from fake_openai import FakeOpenAI
+
+if TYPE_CHECKING:
+    from tests.fake_openai import FakeOpenAI
 
 
 def write(pytester: pytest.Pytester, name: str, content: str) -> Path:

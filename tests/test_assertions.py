@@ -6,9 +6,10 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
-from fake_openai import Delay, FakeOpenAI, Request, checklist
-from fake_openai import freeform as freeform_reply
-from helpers import write
+
+from tests.fake_openai import Delay, FakeOpenAI, Request, checklist
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import write
 
 UNIT_TESTS = """
 import pytest

@@ -6,9 +6,9 @@ import json
 import time
 
 import pytest
-from helpers import write
 
 from pytest_agentv.evaluators.code_judge import parse_judge_output
+from tests.helpers import write
 
 PAYLOAD_DUMPER = """\
 import json, sys

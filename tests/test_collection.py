@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from helpers import write
+
+from tests.helpers import write
 
 CASES = """
 evalcases:

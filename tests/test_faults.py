@@ -12,7 +12,15 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from fake_openai import (
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_agentv.errors import NotGradedError
+from pytest_agentv.evaluators.base import EvaluationContext, EvaluationScore, PreparedCase
+from pytest_agentv.evaluators.llm_judge import LlmJudgeEvaluator
+from pytest_agentv.judge import LlmClient, ModelSpec, RetryPolicy
+from pytest_agentv.scheduler import shared_loop
+from tests.fake_openai import (
     Action,
     Delay,
     Drop,
@@ -22,16 +30,8 @@ from fake_openai import (
     Status,
     Truncated,
 )
-from fake_openai import freeform as freeform_reply
-from helpers import judge_ini, write
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from pytest_agentv.errors import NotGradedError
-from pytest_agentv.evaluators.base import EvaluationContext, EvaluationScore, PreparedCase
-from pytest_agentv.evaluators.llm_judge import LlmJudgeEvaluator
-from pytest_agentv.judge import LlmClient, ModelSpec, RetryPolicy
-from pytest_agentv.scheduler import shared_loop
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import judge_ini, write
 
 RETRIES = 3
 TRANSIENT: list[Action] = [

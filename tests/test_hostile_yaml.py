@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +16,7 @@ from pytest_agentv.collect import load_specs
 from pytest_agentv.errors import AgentvError
 from pytest_agentv.evaluators.base import build_evaluator_registry
 from pytest_agentv.loader import MAX_FILE_BYTES
+from tests.helpers import write
 
 REGISTRY = build_evaluator_registry()
 

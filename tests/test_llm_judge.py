@@ -8,12 +8,12 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
-from fake_openai import Delay, FakeOpenAI, Hang, Request, Reset, Status, Truncated, checklist
-from fake_openai import freeform as freeform_reply
-from fake_openai import ranges as ranges_reply
-from helpers import judge_ini, write
 
 from pytest_agentv.evaluators.llm_judge import first_json_object, parse_freeform
+from tests.fake_openai import Delay, FakeOpenAI, Hang, Request, Reset, Status, Truncated, checklist
+from tests.fake_openai import freeform as freeform_reply
+from tests.fake_openai import ranges as ranges_reply
+from tests.helpers import judge_ini, write
 
 FREEFORM = """
 evalcases:

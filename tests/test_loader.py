@@ -7,12 +7,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import write
 
 from pytest_agentv.errors import ConfigError, EvalFileError
 from pytest_agentv.evaluators.base import EVALUATOR_KINDS
 from pytest_agentv.loader import load_eval_file, resolve_reference
 from pytest_agentv.runner import CaseSpec, effective_evaluators, prepare_case
+from tests.helpers import write
 
 
 def load(tmp_path: Path, text: str, name: str = "x.eval.yaml"):

@@ -6,9 +6,9 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import write
 
 from pytest_agentv.verdicts import outcome_for, score_to_verdict
+from tests.helpers import write
 
 SCORE_JUDGE = """\
 import json, sys

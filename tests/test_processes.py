@@ -11,10 +11,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import write
 
 from pytest_agentv.processes import MAX_STDOUT_BYTES, STDERR_TAIL_BYTES, ProcessResult, run_process
 from pytest_agentv.scheduler import shared_loop
+from tests.helpers import write
 
 
 def run(argv: list[str] | str, timeout: float = 1.0, stdin: bytes = b"{}") -> ProcessResult:

@@ -7,11 +7,11 @@ import time
 
 import psutil
 import pytest
-from fake_openai import Delay, FakeOpenAI, Request, Status
-from fake_openai import freeform as freeform_reply
-from helpers import write
 
 from pytest_agentv.scheduler import AdaptiveLimit
+from tests.fake_openai import Delay, FakeOpenAI, Request, Status
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import write
 
 
 def cases(count: int, prefix: str = "case") -> str:

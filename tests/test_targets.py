@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import write
+
+from tests.helpers import write
 
 
 def expect_case(case_id: str, expect: str, extra: str = "", judge: str = "expect.py") -> str:
