@@ -12,14 +12,23 @@ from typing import TYPE_CHECKING
 
 import hypothesis.internal.observability  # noqa: F401
 import pytest
+from hypothesis import settings
 
 import pytest_agentv.collect  # noqa: F401
-from tests.helpers import judge_ini
+from tests.helpers import DEEP_EXAMPLES, judge_ini
 
 if TYPE_CHECKING:
     from tests.fake_openai import FakeOpenAI
 
 pytest_plugins = ["tests.fake_openai"]
+
+# Property and fuzz tests take their example counts from the hypothesis profile (see
+# ``tests.helpers.examples``). "default" is what ``pytest -n auto`` runs; CI also runs the
+# property and fuzz modules with ``--hypothesis-profile=deep``, ten times as many examples.
+# hypothesis's pytest plugin loads a profile named on the command line after this file is read.
+settings.register_profile("default", max_examples=DEEP_EXAMPLES // 10)
+settings.register_profile("deep", max_examples=DEEP_EXAMPLES)
+settings.load_profile("default")
 
 # pytester restores sys.modules after every in-process run, so anything first imported inside a
 # run is imported again by the next one. Importing these here keeps each inner run fast.

@@ -31,9 +31,12 @@ from tests.fake_openai import (
     Truncated,
 )
 from tests.fake_openai import freeform as freeform_reply
-from tests.helpers import judge_ini, write
+from tests.helpers import agentv_results, examples, judge_ini, outcomes, write
 
 RETRIES = 3
+# Each attempt must answer within this; Delay below outlives it (a read timeout). Generous, so a
+# reply from a loaded machine is never mistaken for a timeout (that would be an extra request).
+ATTEMPT_TIMEOUT = 1.0
 TRANSIENT: list[Action] = [
     Status(408),
     Status(409),
@@ -48,9 +51,30 @@ TRANSIENT: list[Action] = [
     Drop(),
     Truncated(),
     NonJson(),
-    Delay(0.6, freeform_reply(0.0)),  # outlives the 0.3 s attempt timeout: a read timeout
+    Delay(ATTEMPT_TIMEOUT + 2, freeform_reply(0.0)),  # outlives the attempt timeout
+]
+TRANSIENT_IDS = [
+    "408",
+    "409",
+    "429",
+    "429-retry-after",
+    "429-retry-after-ms",
+    "500",
+    "502",
+    "503",
+    "504",
+    "reset",
+    "drop",
+    "truncated",
+    "non-json",
+    "read-timeout",
 ]
 SCORES = {0.95: "pass", 0.7: "borderline", 0.3: "fail"}
+PROPERTY = settings(
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +84,12 @@ def server(_litellm_imported: None) -> Iterator[FakeOpenAI]:
     fake.stop()
 
 
-def judge(server: FakeOpenAI, retries: int = RETRIES, deadline: float = 10.0) -> LlmJudgeEvaluator:
+def judge(server: FakeOpenAI, retries: int = RETRIES, deadline: float = 30.0) -> LlmJudgeEvaluator:
     client = LlmClient(
         ModelSpec("openai/fake-judge", api_base=server.api_base),
-        RetryPolicy(retries=retries, deadline=deadline, attempt_timeout=0.3, backoff=0.001),
+        RetryPolicy(
+            retries=retries, deadline=deadline, attempt_timeout=ATTEMPT_TIMEOUT, backoff=0.001
+        ),
     )
     return LlmJudgeEvaluator(resolve_judge_provider=lambda context: client)
 
@@ -71,7 +97,7 @@ def judge(server: FakeOpenAI, retries: int = RETRIES, deadline: float = 10.0) ->
 def grade(evaluator: LlmJudgeEvaluator) -> EvaluationScore:
     case = PreparedCase(id="c", question="Refunds?", input_messages=(), expected_outcome="30 days")
     context = EvaluationContext(eval_case=case, candidate="Within 30 days.")
-    return asyncio.run_coroutine_threadsafe(evaluator.evaluate(context), shared_loop()).result(30)
+    return asyncio.run_coroutine_threadsafe(evaluator.evaluate(context), shared_loop()).result(60)
 
 
 def reset(server: FakeOpenAI, schedule: list[Action], score: float) -> None:
@@ -81,19 +107,8 @@ def reset(server: FakeOpenAI, schedule: list[Action], score: float) -> None:
     server.responder = lambda request: freeform_reply(score)
 
 
-@settings(
-    max_examples=500,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(
-    schedule=st.lists(st.sampled_from(TRANSIENT), max_size=RETRIES),
-    score=st.sampled_from(list(SCORES)),
-)
-def test_transient_faults_within_budget_keep_the_verdict(
-    server: FakeOpenAI, schedule: list[Action], score: float
-) -> None:
+def check_verdict_kept(server: FakeOpenAI, schedule: list[Action], score: float) -> None:
+    """Faults within the retry budget: the verdict of a clean reply, one request per fault."""
     reset(server, schedule, score)
     result = grade(judge(server))
     assert result.verdict == SCORES[score]
@@ -101,18 +116,53 @@ def test_transient_faults_within_budget_keep_the_verdict(
     assert len(server.requests) == len(schedule) + 1
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(schedule=st.lists(st.sampled_from(TRANSIENT), min_size=RETRIES + 1, max_size=RETRIES + 1))
-def test_faults_beyond_budget_are_not_graded(server: FakeOpenAI, schedule: list[Action]) -> None:
+def check_not_graded(server: FakeOpenAI, schedule: list[Action]) -> None:
+    """One fault more than the retry budget: not graded, after exactly the budgeted attempts."""
     reset(server, schedule, 0.95)
     with pytest.raises(NotGradedError, match=r"failed after 4 attempts \(retry budget spent\)"):
         grade(judge(server))
     assert len(server.requests) == RETRIES + 1
+
+
+# The fourteen transient faults are a small space: each one is checked on its own (against each
+# verdict, and repeated to the edge of the budget and beyond it); mixed schedules are sampled.
+
+
+@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize("fault", TRANSIENT, ids=TRANSIENT_IDS)
+def test_each_transient_fault_keeps_the_verdict(
+    server: FakeOpenAI, fault: Action, score: float
+) -> None:
+    check_verdict_kept(server, [fault], score)
+
+
+@pytest.mark.parametrize("fault", TRANSIENT, ids=TRANSIENT_IDS)
+def test_each_transient_fault_up_to_the_budget_keeps_the_verdict(
+    server: FakeOpenAI, fault: Action
+) -> None:
+    check_verdict_kept(server, [fault] * RETRIES, 0.7)
+
+
+@PROPERTY
+@given(
+    schedule=st.lists(st.sampled_from(TRANSIENT), max_size=RETRIES),
+    score=st.sampled_from(list(SCORES)),
+)
+def test_transient_faults_within_budget_keep_the_verdict(
+    server: FakeOpenAI, schedule: list[Action], score: float
+) -> None:
+    check_verdict_kept(server, schedule, score)
+
+
+@pytest.mark.parametrize("fault", TRANSIENT, ids=TRANSIENT_IDS)
+def test_each_fault_beyond_budget_is_not_graded(server: FakeOpenAI, fault: Action) -> None:
+    check_not_graded(server, [fault] * (RETRIES + 1))
+
+
+@settings(PROPERTY, max_examples=examples(60))
+@given(schedule=st.lists(st.sampled_from(TRANSIENT), min_size=RETRIES + 1, max_size=RETRIES + 1))
+def test_faults_beyond_budget_are_not_graded(server: FakeOpenAI, schedule: list[Action]) -> None:
+    check_not_graded(server, schedule)
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
@@ -176,25 +226,26 @@ def test_one_ungradable_case_changes_no_other_outcome(
         index = next(i for i in range(8) if f"outcome {i}\n" in user)
         return Status(500) if index == broken else freeform_reply(scores[index])
 
-    def outcomes(broken: int | None) -> dict[str, str]:
+    def run(broken: int | None) -> tuple[dict[str, str], dict[str, tuple[str, float]]]:
         fake_llm.responder = lambda request: respond(request, broken)
-        result = project.runpytest("-rA", "--agentv-judge-retries=1")
-        assert result.ret not in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR)
-        found = {}
-        for line in result.stdout.lines:
-            for word in ("PASSED", "FAILED", "XFAIL", "ERROR"):
-                if line.startswith(word + " c.eval.yaml::"):
-                    found[line.split("::")[1].split()[0]] = word
-        return found
-
-    baseline = outcomes(None)
-    assert sorted(baseline.values()).count("PASSED") == 4
-    for broken in (1, 2, 6):
-        changed = outcomes(broken)
-        assert changed[f"case-{broken}"] == "ERROR"
-        assert {k: v for k, v in changed.items() if k != f"case-{broken}"} == {
-            k: v for k, v in baseline.items() if k != f"case-{broken}"
+        reprec = project.inline_run("--agentv-judge-retries=1")
+        assert reprec.ret not in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR)
+        graded = {
+            nodeid: (row["verdict"], row["score"]) for nodeid, row in agentv_results(reprec).items()
         }
+        return outcomes(reprec), graded
+
+    def others(found: dict[str, object], broken: int) -> dict[str, object]:
+        return {k: v for k, v in found.items() if k != f"c.eval.yaml::case-{broken}"}
+
+    baseline, baseline_graded = run(None)
+    assert len(baseline) == len(baseline_graded) == 8
+    assert list(baseline.values()).count("passed") == 4
+    for broken in (1, 2, 6):
+        changed, graded = run(broken)
+        assert changed[f"c.eval.yaml::case-{broken}"] == "error"
+        assert others(changed, broken) == others(baseline, broken)
+        assert others(graded, broken) == others(baseline_graded, broken)
 
 
 def test_fail_on_error_decides_whether_ungraded_cases_fail_the_run(

@@ -16,7 +16,7 @@ from pytest_agentv.collect import load_specs
 from pytest_agentv.errors import AgentvError
 from pytest_agentv.evaluators.base import build_evaluator_registry
 from pytest_agentv.loader import MAX_FILE_BYTES
-from tests.helpers import write
+from tests.helpers import examples, write
 
 REGISTRY = build_evaluator_registry()
 
@@ -197,7 +197,7 @@ def mutate(text: str, rng: random.Random) -> str:
 
 
 @settings(
-    max_examples=1200,
+    max_examples=examples(1200),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
@@ -225,7 +225,7 @@ def test_fuzz_generated_files(tmp_path: Path, document: object) -> None:
 
 
 @settings(
-    max_examples=1000,
+    max_examples=examples(1000),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
@@ -239,8 +239,8 @@ def test_fuzz_mutated_real_files(tmp_path: Path, seed: int, base: str) -> None:
 
 def test_many_hostile_files_in_one_session_never_internalerror(pytester: pytest.Pytester) -> None:
     rng = random.Random(1234)
-    for index in range(60):
-        write(pytester, f"f{index:02d}.eval.yaml", mutate(rng.choice(CORPUS), rng))
+    for index in range(examples(600)):
+        write(pytester, f"f{index:03d}.eval.yaml", mutate(rng.choice(CORPUS), rng))
     for name, (content, _) in HOSTILE.items():
         (pytester.path / f"h-{name}.eval.yaml").write_text(content)
     result = pytester.runpytest("--co", "-q", "--continue-on-collection-errors")
