@@ -6,10 +6,11 @@ and its actions from ``tests.fake_openai``.
 
 ``FakeOpenAI`` answers ``POST /v1/chat/completions``. Each request takes the next scripted
 action if there is one, else asks ``responder(request) -> action``. An action is a string (the
-reply content) or one of the fault helpers below. Every request is recorded (body, headers, and
-when it arrived and was answered) so tests can assert on prompts, response formats, attempt
-counts and overlap. The server is bounded: at most ``max_requests`` requests, and a hanging or
-gated request is released when the server stops.
+reply content) or one of the fault helpers below. Every request is recorded (body, headers and
+arrival time) so tests can assert on prompts, response formats and attempt counts; the server
+counts requests in flight (``peak_in_flight``) so tests can assert on overlap. The server is
+bounded: at most ``max_requests`` requests, and a hanging or gated request is released when the
+server stops.
 """
 
 from __future__ import annotations
@@ -91,8 +92,6 @@ class Request:
     body: dict[str, Any]
     headers: dict[str, str]
     at: float
-    #: When the server finished with the request (``None`` while in flight).
-    done: float | None = None
 
     @property
     def system(self) -> str:
@@ -213,7 +212,6 @@ class FakeOpenAI:
                 finally:
                     with fake._lock:
                         fake.in_flight -= 1
-                        request.done = time.monotonic()
 
             def _act(self, action: Action, request: Request) -> None:
                 model = str(request.body.get("model", "fake"))

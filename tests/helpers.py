@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import textwrap
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psutil
 import pytest
 
 if TYPE_CHECKING:
@@ -76,3 +78,22 @@ def agentv_results(reprec: pytest.HookRecorder) -> dict[str, dict[str, Any]]:
         for row in rows:
             found[report.nodeid] = row
     return found
+
+
+def still_running(pids: list[int], within: float = 10.0) -> list[int]:
+    """The processes still alive (zombies aside) after waiting up to ``within`` for them to go.
+
+    A process killed with SIGKILL is gone a moment later, not at once: polling for that moment
+    instead of sleeping a fixed time is quick on an idle machine and still right on a busy one.
+    """
+
+    def alive(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + within
+    while (running := [pid for pid in pids if alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return running
