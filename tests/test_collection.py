@@ -119,12 +119,13 @@ def test_collection_is_cheap_and_does_not_run_cases(project: pytest.Pytester) ->
         evalcases:
           - id: would-hang
             input: q
-            evaluators: [{name: hang, type: code_judge, script: "sleep 30"}]
+            evaluators: [{name: hang, type: code_judge, script: "touch judged; sleep 30"}]
         """,
     )
     result = project.runpytest("--co", "-q")
     result.stdout.fnmatch_lines(["slow.eval.yaml::would-hang"])
-    assert result.duration < 10
+    assert not (project.path / "judged").exists()
+    assert result.duration < 25  # well short of the judge's 30 s sleep
 
 
 def test_loading_the_plugin_imports_nothing_heavy() -> None:
