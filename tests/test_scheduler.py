@@ -209,7 +209,7 @@ def test_each_xdist_worker_prefetches_its_share(
     relayed: pytest.Pytester, fake_server: FakeOpenAI
 ) -> None:
     # Held until three cases are judged at once, then slow enough that a ninth would show.
-    fake_server.responder = gated(3, Delay(0.3, freeform_reply(0.9)), timeout=10)  # type: ignore[assignment]
+    fake_server.responder = gated(3, Delay(0.15, freeform_reply(0.9)), timeout=10)  # type: ignore[assignment]
     write(relayed, "c.eval.yaml", cases(24, relay=fake_server))
     relayed.runpytest("-n", "2", "--agentv-concurrency=4").assert_outcomes(passed=24)
     # Two workers, at most 4 cases each in flight; without early work it would be 2.
