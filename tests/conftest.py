@@ -17,6 +17,9 @@ from hypothesis import settings
 import pytest_agentv.collect  # noqa: F401
 from tests.helpers import DEEP_EXAMPLES, judge_ini
 
+# pytester restores sys.modules after every in-process run, so anything first imported inside a
+# run is imported again by the next one. Importing these here keeps each inner run fast.
+
 if TYPE_CHECKING:
     from tests.fake_openai import FakeOpenAI
 
@@ -29,9 +32,6 @@ pytest_plugins = ["tests.fake_openai"]
 settings.register_profile("default", max_examples=DEEP_EXAMPLES // 10)
 settings.register_profile("deep", max_examples=DEEP_EXAMPLES)
 settings.load_profile("default")
-
-# pytester restores sys.modules after every in-process run, so anything first imported inside a
-# run is imported again by the next one. Importing these here keeps each inner run fast.
 
 INI = """
 [pytest]

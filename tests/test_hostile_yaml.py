@@ -95,6 +95,7 @@ def test_hostile_files_are_one_quick_clear_error(
 
 
 _opened: list[Path] | None = None
+_hooked = False
 
 
 def _record_opens(event: str, args: tuple[Any, ...]) -> None:
@@ -105,10 +106,10 @@ def _record_opens(event: str, args: tuple[Any, ...]) -> None:
 @contextmanager
 def files_opened() -> Iterator[list[Path]]:
     """The files this process opens in the block, by any means (``open``, ``os.open``, ...)."""
-    global _opened
-    if not getattr(files_opened, "hooked", False):
+    global _opened, _hooked
+    if not _hooked:
         sys.addaudithook(_record_opens)  # audit hooks cannot be removed: one per process
-        files_opened.hooked = True  # type: ignore[attr-defined]
+        _hooked = True
     _opened = []
     try:
         yield _opened
