@@ -1,19 +1,37 @@
-"""Shared fixtures: a pytester project with a mock target and a keyword code judge."""
+"""Shared fixtures: a pytester project with a mock target and a keyword code judge.
+
+The loopback model server and its fixtures (``fake_server``, ``fake_llm``) come from the
+``tests.fake_openai`` plugin.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import hypothesis.internal.observability  # noqa: F401
 import pytest
-from fake_openai import FakeOpenAI, Reset, Status
-from helpers import judge_ini
+from hypothesis import settings
 
 import pytest_agentv.collect  # noqa: F401
+from tests.helpers import DEEP_EXAMPLES, judge_ini
 
 # pytester restores sys.modules after every in-process run, so anything first imported inside a
 # run is imported again by the next one. Importing these here keeps each inner run fast.
+
+if TYPE_CHECKING:
+    from tests.fake_openai import FakeOpenAI
+
+pytest_plugins = ["tests.fake_openai"]
+
+# Property and fuzz tests take their example counts from the hypothesis profile (see
+# ``tests.helpers.examples``). "default" is what ``pytest -n auto`` runs; CI also runs the
+# property and fuzz modules with ``--hypothesis-profile=deep``, ten times as many examples.
+# hypothesis's pytest plugin loads a profile named on the command line after this file is read.
+settings.register_profile("default", max_examples=DEEP_EXAMPLES // 10)
+settings.register_profile("deep", max_examples=DEEP_EXAMPLES)
+settings.load_profile("default")
 
 INI = """
 [pytest]
@@ -95,36 +113,6 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 def run_args(request: pytest.FixtureRequest) -> list[str]:
     """Run a pytester session serially and under pytest-xdist."""
     return list(request.param)
-
-
-@pytest.fixture(scope="session")
-def _litellm_imported() -> None:
-    """Import litellm, and everything its first call imports, once in this process.
-
-    In-process pytester runs drop modules first imported inside them; without this every run
-    would import litellm's HTTP stack again (about half a second each).
-    """
-    import asyncio
-
-    from pytest_agentv.judge import LlmClient, ModelSpec, RetryPolicy
-
-    server = FakeOpenAI().start()
-    server.push(Status(500), Reset())  # error paths import modules of their own
-    try:
-        client = LlmClient(
-            ModelSpec("openai/warm-up", api_base=server.api_base), RetryPolicy(backoff=0.001)
-        )
-        asyncio.run(client.complete([{"role": "user", "content": "warm up"}], accept=str))
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def fake_llm(_litellm_imported: None) -> Iterator[FakeOpenAI]:
-    """A loopback OpenAI-compatible server, stopped (and its hanging requests released) after."""
-    server = FakeOpenAI().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -1,10 +1,16 @@
 """A loopback OpenAI-compatible server for tests: real HTTP, scripted replies and faults.
 
+This module is a pytest plugin (``pytest_plugins`` in ``tests/conftest.py``): it provides the
+``fake_server``, ``fake_llm`` and ``_litellm_imported`` fixtures; test modules import the server
+and its actions from ``tests.fake_openai``.
+
 ``FakeOpenAI`` answers ``POST /v1/chat/completions``. Each request takes the next scripted
 action if there is one, else asks ``responder(request) -> action``. An action is a string (the
-reply content) or one of the fault helpers below. Every request is recorded (body and headers)
-so tests can assert on prompts, response formats and attempt counts. The server is bounded: at
-most ``max_requests`` requests, and a hanging request is released when the server stops.
+reply content) or one of the fault helpers below. Every request is recorded (body, headers and
+arrival time) so tests can assert on prompts, response formats and attempt counts; the server
+counts requests in flight (``peak_in_flight``) so tests can assert on overlap. The server is
+bounded: at most ``max_requests`` requests, and a hanging or gated request is released when the
+server stops.
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import pytest
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,21 @@ class Truncated:
     content: str = '{"score": 1}'
 
 
-Action = str | Status | Hang | Delay | Reset | Drop | NonJson | Truncated
+@dataclass(frozen=True)
+class Gate:
+    """Hold the request until ``parties`` requests have been in flight at once, then ``then``.
+
+    Makes overlap a fact the server observes instead of a race against the clock: a client that
+    never has ``parties`` requests open together waits ``timeout`` seconds per request, and the
+    test's ``peak_in_flight`` assertion then fails.
+    """
+
+    parties: int
+    then: Action
+    timeout: float = 20.0
+
+
+Action = str | Status | Hang | Delay | Reset | Drop | NonJson | Truncated | Gate
 
 
 @dataclass
@@ -109,6 +131,11 @@ class _Server(ThreadingHTTPServer):
     # socketserver's default backlog of 5 drops connections when 32 clients connect at once.
     request_queue_size = 1024
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (an attempt timeout, a killed judge) closes its end while a
+        # delayed reply is still to be written: expected here, not worth a traceback on stderr.
+        pass
+
 
 def completion(content: str, model: str) -> dict[str, Any]:
     return {
@@ -140,6 +167,7 @@ class FakeOpenAI:
         self.in_flight = 0
         self.peak_in_flight = 0
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -161,6 +189,8 @@ class FakeOpenAI:
 
     def stop(self) -> None:
         self._stopping.set()
+        with self._arrived:
+            self._arrived.notify_all()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
@@ -200,6 +230,7 @@ class FakeOpenAI:
                     count = len(fake.requests)
                     fake.in_flight += 1
                     fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+                    fake._arrived.notify_all()
                 try:
                     if count > fake.max_requests:
                         self._send(500, '{"error": {"message": "fake server request limit"}}')
@@ -211,7 +242,16 @@ class FakeOpenAI:
 
             def _act(self, action: Action, request: Request) -> None:
                 model = str(request.body.get("model", "fake"))
-                if isinstance(action, str):
+                if isinstance(action, Gate):
+                    with fake._arrived:
+                        fake._arrived.wait_for(
+                            lambda: (
+                                fake.peak_in_flight >= action.parties or fake._stopping.is_set()
+                            ),
+                            timeout=action.timeout,
+                        )
+                    self._act(action.then, request)
+                elif isinstance(action, str):
                     reply = echo_nonce(action, request) if fake.echo_nonce else action
                     self._send(200, json.dumps(completion(reply, model)))
                 elif isinstance(action, Status):
@@ -292,3 +332,43 @@ def ranges(**scores: int) -> str:
             "overall_reasoning": "scored every criterion",
         }
     )
+
+
+# -- fixtures ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def _litellm_imported() -> None:
+    """Import litellm, and everything its first call imports, once in this process.
+
+    In-process pytester runs drop modules first imported inside them; without this every run
+    would import litellm's HTTP stack again (about half a second each). Only tests that call a
+    model through litellm need this (``fake_llm`` does): importing litellm takes seconds.
+    """
+    import asyncio
+
+    from pytest_agentv.judge import LlmClient, ModelSpec, RetryPolicy
+
+    server = FakeOpenAI().start()
+    server.push(Status(500), Reset())  # error paths import modules of their own
+    try:
+        client = LlmClient(
+            ModelSpec("openai/warm-up", api_base=server.api_base), RetryPolicy(backoff=0.001)
+        )
+        asyncio.run(client.complete([{"role": "user", "content": "warm up"}], accept=str))
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeOpenAI]:
+    """A loopback server, stopped (and its hanging requests released) after; no litellm."""
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_llm(_litellm_imported: None, fake_server: FakeOpenAI) -> FakeOpenAI:
+    """The loopback server as the model of litellm calls (litellm imported beforehand)."""
+    return fake_server

@@ -11,9 +11,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from helpers import write
 
 from pytest_agentv.models import RubricItem
+from tests.helpers import write
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -126,7 +126,7 @@ def test_suite_level_assertions_are_refused_not_reinterpreted(project: pytest.Py
 
 
 def test_v4_rubric_items_and_rubrics_kind(project: pytest.Pytester, fake_llm) -> None:
-    from helpers import judge_ini
+    from tests.helpers import judge_ini
 
     project.makeini(judge_ini(fake_llm))
     fake_llm.responder = lambda request: json.dumps(

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from helpers import write
+
+from tests.helpers import write
 
 ECHO_AGENT = """\
 import json, sys

@@ -9,9 +9,6 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, Request, checklist
-from fake_openai import freeform as freeform_reply
-from helpers import judge_ini, write
 
 from pytest_agentv import (
     AgentvJudge,
@@ -23,6 +20,9 @@ from pytest_agentv import (
     assert_judged,
     build_evaluator_registry,
 )
+from tests.fake_openai import FakeOpenAI, Request, checklist
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import judge_ini, write
 
 #: A code judge that prints its config's ``out`` (so tests choose a member's exact grade).
 FIXED = "import json, sys; print(json.dumps(json.load(sys.stdin)['config']['out']))\n"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import write
+
+from tests.helpers import write
 
 PAYLOAD_JUDGE = """\
 import json, sys

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from helpers import write
 
 import pytest_agentv
 from pytest_agentv import (
@@ -22,6 +21,7 @@ from pytest_agentv import (
     run_evaluators_for_case,
 )
 from pytest_agentv.evaluators.base import lookup_evaluator
+from tests.helpers import write
 
 
 def context(candidate: str = "Refunds within 30 days") -> EvaluationContext:

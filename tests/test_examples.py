@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_openai import FakeOpenAI, Request, checklist, freeform, ranges
-from helpers import judge_ini
+
+from tests.fake_openai import FakeOpenAI, Request, checklist, freeform, ranges
+from tests.helpers import judge_ini
 
 
 def test_examples_run_offline(pytester: pytest.Pytester) -> None:

@@ -7,7 +7,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from helpers import write
 
 from pytest_agentv import (
     AgentvJudge,
@@ -20,6 +19,7 @@ from pytest_agentv import (
     assert_judged,
 )
 from pytest_agentv.evaluators.latency import LatencyEvaluator
+from tests.helpers import write
 
 
 def grade(judge: AgentvJudge, trace: dict[str, Any] | None, **entry: Any) -> EvaluationScore:

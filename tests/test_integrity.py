@@ -8,10 +8,10 @@ import os
 import time
 
 import pytest
-from fake_openai import FakeOpenAI, checklist, freeform
-from helpers import judge_ini, write
 
 from pytest_agentv import EvaluationScore
+from tests.fake_openai import FakeOpenAI, checklist, freeform
+from tests.helpers import judge_ini, write
 
 DETAILS_JUDGE = """\
 import json, sys

@@ -5,7 +5,8 @@ a key nobody reads."""
 from __future__ import annotations
 
 import pytest
-from helpers import write
+
+from tests.helpers import write
 
 HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
 

@@ -7,13 +7,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import write
 
 from pytest_agentv.cases import CaseSpec, effective_evaluators, prepare_case
 from pytest_agentv.errors import ConfigError, EvalFileError
 from pytest_agentv.evaluators import EvaluatorRegistry, build_evaluator_registry
 from pytest_agentv.loader import load_eval_file
 from pytest_agentv.paths import resolve_reference
+from tests.helpers import write
 
 BUILTINS = EvaluatorRegistry(build_evaluator_registry())
 KINDS = BUILTINS.scoped(BUILTINS.builtin)

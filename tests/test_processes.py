@@ -13,10 +13,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import write
 
 from pytest_agentv.processes import MAX_STDOUT_BYTES, STDERR_TAIL_BYTES, ProcessResult, run_process
 from pytest_agentv.scheduler import shared_loop
+from tests.helpers import write
 
 
 def run(argv: list[str] | str, timeout: float = 1.0, stdin: bytes = b"{}") -> ProcessResult:
@@ -24,15 +24,20 @@ def run(argv: list[str] | str, timeout: float = 1.0, stdin: bytes = b"{}") -> Pr
     return asyncio.run_coroutine_threadsafe(coro, shared_loop()).result(60)
 
 
-def group_members(pgid: int) -> list[psutil.Process]:
-    found = []
-    for process in psutil.process_iter():
-        try:
-            if os.getpgid(process.pid) == pgid and process.status() != psutil.STATUS_ZOMBIE:
-                found.append(process)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return found
+def group_members(pgid: int, within: float = 10.0) -> list[psutil.Process]:
+    """Live members of a process group, after waiting up to ``within`` for the group to end."""
+    deadline = time.monotonic() + within
+    while True:
+        found = []
+        for process in psutil.process_iter():
+            try:
+                if os.getpgid(process.pid) == pgid and process.status() != psutil.STATUS_ZOMBIE:
+                    found.append(process)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def zombie_children() -> list[psutil.Process]:
@@ -57,8 +62,7 @@ def test_hanging_judges_are_killed_with_their_group(script: str) -> None:
     result = run(script, timeout=1.0, stdin=payload)
     elapsed = time.monotonic() - started
     assert result.timed_out
-    assert elapsed < 1.0 + 1.0
-    time.sleep(0.2)
+    assert elapsed < 20  # killed, not waited for: each would run 30 s or forever
     assert group_members(result.pid) == []
     assert zombie_children() == []
 
@@ -67,18 +71,16 @@ def test_children_left_behind_after_a_normal_exit_are_killed() -> None:
     result = run("sleep 30 & echo '{\"score\": 1}'", timeout=5)
     assert result.returncode == 0 and not result.timed_out
     assert json.loads(result.stdout) == {"score": 1}
-    time.sleep(0.2)
     assert group_members(result.pid) == []
 
 
 def test_stdout_flood_is_capped_and_memory_stays_bounded() -> None:
     me = psutil.Process()
     before = me.memory_info().rss
-    started = time.monotonic()
     result = run(
         [sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"], 10
     )
-    assert time.monotonic() - started < 2
+    assert not result.timed_out  # stopped at the cap, not by the 10 s timeout
     assert result.stdout_overflow and result.stdout == b""
     assert "wrote more than 1024 KiB to stdout" in (result.failure("code judge", 10) or "")
     assert me.memory_info().rss - before < 20 * MAX_STDOUT_BYTES

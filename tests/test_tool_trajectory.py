@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 import pytest
-from helpers import write
 
 from pytest_agentv import AgentvJudge, EvaluationScore, JudgedAssertionError, assert_judged
+from tests.helpers import write
 
 
 def calls(*names: str | tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], float]) -> Any:

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, Request
-from fake_openai import freeform as freeform_reply
-from helpers import judge_ini, write
+
+from tests.fake_openai import FakeOpenAI, Request
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import judge_ini, write
 
 #: Answers attempt k of case "<pattern>-<name>" by pattern[k]: p passes the keyword judge, f
 #: fails it, x crashes. Each call is logged, and reports a cost of $0.01.
