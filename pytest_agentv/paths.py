@@ -74,15 +74,17 @@ def resolve_reference(ref: str, *, start: Path, rootdir: Path, what: str = "file
 def read_reference(path: Path, ref: str) -> str:
     if path.is_dir():
         raise ConfigError(f"file reference '{ref}' is a directory, not a file")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise ConfigError(
-            f"file reference '{ref}' is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}"
-        )
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ConfigError(
+                f"file reference '{ref}' is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}"
+            )
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"file reference '{ref}' is not UTF-8 text") from None
+    except OSError as exc:
+        raise ConfigError(f"file reference '{ref}' cannot be read: {exc.strerror}") from None
 
 
 @functools.lru_cache(maxsize=256)

@@ -119,12 +119,14 @@ REAPER = Path(__file__).with_name("reaper.py")
 REAPER_GRACE_SECONDS = 5.0
 
 
-def _runnable(args: Sequence[str], path: str | None) -> None:
-    """Fail as starting the program directly would (the reaper reports it only as exit 127)."""
+def _runnable(args: Sequence[str], path: str | None, cwd: Path | None) -> None:
+    """Fail as starting the program directly would (the reaper reports it only as exit 127):
+    a name is looked up on ``path``, a relative path from the child's ``cwd``."""
     program = args[0]
-    if shutil.which(program, path=path) is not None:
+    where = os.path.join(cwd, program) if cwd is not None and os.sep in program else program
+    if shutil.which(where, path=path) is not None:
         return
-    if os.sep in program and os.path.exists(program):
+    if os.sep in program and os.path.exists(where):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
 
@@ -201,7 +203,7 @@ async def run_process(
     bindir = os.path.dirname(sys.executable)
     child_env["PATH"] = os.pathsep.join(p for p in (bindir, child_env.get("PATH")) if p)
     if USE_REAPER:
-        _runnable(args, child_env["PATH"])
+        _runnable(args, child_env["PATH"], cwd)
         args = [sys.executable, "-I", "-S", str(REAPER), *args]
     started = time.monotonic()
     loop = asyncio.get_running_loop()

@@ -12,6 +12,7 @@ thread is changing (``PYTEST_CURRENT_TEST``) at that moment.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from typing import Any
@@ -103,18 +104,28 @@ def shown(text: str) -> str:
 
 
 def redact_obj(value: Any) -> Any:
-    """Redact every string inside a structure of builtins."""
+    """A structure as plain JSON builtins, with every string in it redacted.
+
+    What evaluators and targets hand us (details, traces, usage) may hold any Python object;
+    what leaves — reports that travel through pytest-xdist, results files, the replay store —
+    must be JSON: keys become strings, tuples lists, non-finite numbers None, and any other
+    object its (redacted) text. Keys are names, not data: they are not redacted.
+    """
     return _redact_with(_pattern(), value)
 
 
 def _redact_with(pattern: re.Pattern[str], value: Any) -> Any:
     if isinstance(value, str):
         return pattern.sub(REDACTED, value)
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {key: _redact_with(pattern, item) for key, item in value.items()}
+        return {str(key): _redact_with(pattern, item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redact_with(pattern, item) for item in value]
-    return value
+    return pattern.sub(REDACTED, str(value))
 
 
 refresh_secrets()

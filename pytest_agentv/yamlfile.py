@@ -60,7 +60,10 @@ def read_text(path: Path, display: str, limit: int = MAX_FILE_BYTES) -> str:
             1,
             f"file is {info.st_size:,} bytes; eval files are limited to {limit:,} bytes",
         )
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise EvalFileError(display, 1, 1, f"cannot read file: {exc.strerror}") from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -314,3 +315,76 @@ def test_interrupted_store_writes_leave_nothing_behind(
         p.name.endswith(".tmp") or not p.name.startswith(".") or p.name == ".gitignore"
         for p in store.rglob("*")
     )
+
+
+ODD_DETAILS = """
+import decimal, pathlib, pytest
+from pytest_agentv import EvaluationScore
+
+class Odd:
+    kind = "odd"
+    def evaluate(self, context):
+        return EvaluationScore(
+            score=1.0,
+            details={"where": pathlib.Path("/tmp/x"), "amount": decimal.Decimal("1.5"),
+                     3: float("nan"), "pair": (1, 2)},
+        )
+
+@pytest.hookimpl
+def pytest_agentv_make_evaluator(config, kind):
+    return Odd() if kind == "odd" else None
+"""
+
+
+@pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_details_of_any_type_reach_the_results_file_as_json(
+    project: pytest.Pytester, args: list[str]
+) -> None:
+    write(project, "conftest.py", ODD_DETAILS)
+    write(
+        project,
+        "o.eval.yaml",
+        "evalcases: [{id: odd, input: q, evaluators: [{name: o, type: odd}]}]\n",
+    )
+    result = project.runpytest("--agentv-results=out.jsonl", *args)
+    result.assert_outcomes(passed=1)
+    assert "INTERNALERROR" not in result.stdout.str()
+    [entry] = rows(project)["odd"]["evaluator_results"]
+    assert entry["details"] == {"where": "/tmp/x", "amount": "1.5", "3": None, "pair": [1, 2]}
+
+
+def test_a_relative_script_runs_from_its_cwd(project: pytest.Pytester) -> None:
+    write(project, "judges/judge.sh", "#!/bin/sh\necho '{\"score\": 1}'\n")
+    (project.path / "judges" / "judge.sh").chmod(0o755)
+    write(
+        project,
+        "j.eval.yaml",
+        """
+        evalcases:
+          - id: relative
+            input: q
+            evaluators: [{name: sh, type: code_judge, script: [./judge.sh], cwd: judges}]
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
+
+
+def test_an_unreadable_file_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_agentv.errors import ConfigError, EvalFileError
+    from pytest_agentv.paths import read_reference
+    from pytest_agentv.yamlfile import parse_yaml
+
+    path = tmp_path / "x.eval.yaml"
+    path.write_text("evalcases: []\n")
+
+    def denied(self: Path, *args: object, **kwargs: object) -> bytes:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    monkeypatch.setattr(Path, "read_text", denied)
+    with pytest.raises(EvalFileError, match=r"x\.eval\.yaml:1:1: cannot read file: Permission"):
+        parse_yaml(path, "x.eval.yaml")
+    with pytest.raises(ConfigError, match=r"'x\.eval\.yaml' cannot be read: Permission denied"):
+        read_reference(path, "x.eval.yaml")
