@@ -63,6 +63,7 @@ class AgentvRun:
             self.store,
             on_rate_limit=self.scheduler.limit.on_rate_limit,
             on_success=self.scheduler.limit.on_success,
+            transport=settings.judge_transport,
         )
         self.targets = TargetCatalog(
             self.rootdir, self.clients, targets_file=settings.targets, override=settings.target
