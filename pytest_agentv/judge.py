@@ -390,7 +390,8 @@ class LeanTransport:
     ``OPENAI_API_KEY`` (optional when an API base is given); ``OPENAI_ORGANIZATION``.
     ``azure/<deployment>``: the API base, else ``AZURE_API_BASE`` or ``AZURE_OPENAI_ENDPOINT``;
     the API version, else ``AZURE_API_VERSION``, else ``AZURE_API_VERSION`` of this module; the
-    key, else ``AZURE_OPENAI_API_KEY`` or ``AZURE_API_KEY``, else ``AZURE_AD_TOKEN``.
+    key, else ``AZURE_OPENAI_API_KEY`` or ``AZURE_API_KEY``, else a bearer token from
+    ``AZURE_AD_TOKEN`` or ``AZURE_OPENAI_AD_TOKEN``.
 
     Reasoning models (per the price table) get ``max_completion_tokens`` and no temperature
     other than 1, as litellm sends them with ``drop_params``.
@@ -418,7 +419,7 @@ class LeanTransport:
                 )
             version = spec.api_version or _env("AZURE_API_VERSION") or AZURE_API_VERSION
             key = spec.api_key or _env("AZURE_OPENAI_API_KEY", "AZURE_API_KEY")
-            token = None if key else _env("AZURE_AD_TOKEN")
+            token = None if key else _env("AZURE_AD_TOKEN", "AZURE_OPENAI_AD_TOKEN")
             if key:
                 headers["api-key"] = key
             elif token:

@@ -2,8 +2,10 @@
 
 litellm's package data holds ``model_prices_and_context_window_backup.json``, which its releases
 keep current. It is located with ``importlib.util.find_spec`` (which does not run litellm's
-``__init__``, a multi-second import) and parsed once, the first time a price or capability is
-asked for: replayed runs never read it.
+``__init__``, a multi-second import) and read once, the first time a price or capability is
+asked for: replayed runs never read it. Entries are decoded one at a time, as they are asked
+for: parsing the whole 3 MB table would cost tens of milliseconds and tens of megabytes in every
+process that makes a model call.
 
 A model is looked up by its model string as written (``azure/gpt-4o``), then without its
 provider prefix (``openai/gpt-4o-mini`` → ``gpt-4o-mini``) provided the table lists that entry
@@ -19,12 +21,17 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 TABLE_NAME = "model_prices_and_context_window_backup.json"
+#: Keys every model entry has; a nested object of the same name has neither.
+_ENTRY_KEYS = ("litellm_provider", "mode")
 
 _lock = threading.Lock()
-_table: dict[str, Any] | None = None
+_text: str | None = None
+_parsed: dict[str, Any] | None = None
+_entries: dict[str, dict[str, Any] | None] = {}
+_decoder = json.JSONDecoder()
 
 
 @dataclass(frozen=True)
@@ -50,32 +57,76 @@ def table_path() -> Path | None:
     return path if path.is_file() else None
 
 
-def _load() -> dict[str, Any]:
-    global _table
-    table = _table
-    if table is None:
-        with _lock:
-            if _table is None:
-                path = table_path()
+def _table_text() -> str:
+    global _text
+    if _text is None:
+        path = table_path()
+        try:
+            _text = path.read_text(encoding="utf-8") if path else ""
+        except (OSError, ValueError):
+            _text = ""
+    return _text
+
+
+def _is_entry(value: Any) -> TypeGuard[dict[str, Any]]:
+    return isinstance(value, dict) and any(key in value for key in _ENTRY_KEYS)
+
+
+def _scan(text: str, key: str) -> dict[str, Any] | None:
+    """The entry of ``key``, decoded where its name opens a line of the (pretty-printed) table."""
+    needle = json.dumps(key, ensure_ascii=False)
+    start = text.find(needle)
+    while start >= 0:
+        line_start = text.rfind("\n", 0, start) + 1
+        after = start + len(needle)
+        if not text[line_start:start].strip() and text[after : after + 1] == ":":
+            try:
+                value, _ = _decoder.raw_decode(text, after + 1 + _spaces(text, after + 1))
+            except ValueError:
+                value = None
+            if _is_entry(value):
+                return value
+        start = text.find(needle, after)
+    return None
+
+
+def _spaces(text: str, index: int) -> int:
+    count = 0
+    while text[index + count : index + count + 1] in (" ", "\t", "\n", "\r"):
+        count += 1
+    return count
+
+
+def _entry(key: str) -> dict[str, Any] | None:
+    global _parsed
+    with _lock:
+        if key in _entries:
+            return _entries[key]
+        text = _table_text()
+        if text.startswith("{\n"):
+            entry = _scan(text, key)
+        else:  # not laid out one key per line: parse it whole, once
+            if _parsed is None:
                 try:
-                    data = json.loads(path.read_text(encoding="utf-8")) if path else {}
-                except (OSError, ValueError):
-                    data = {}
-                _table = data if isinstance(data, dict) else {}
-            table = _table
-    return table
+                    loaded = json.loads(text) if text else {}
+                except ValueError:
+                    loaded = {}
+                _parsed = loaded if isinstance(loaded, dict) else {}
+            found = _parsed.get(key)
+            entry = found if _is_entry(found) else None
+        _entries[key] = entry
+        return entry
 
 
 def model_info(model: str) -> Mapping[str, Any] | None:
     """The table's entry for ``model`` (see the module docstring for the lookup rule)."""
-    table = _load()
-    entry = table.get(model)
-    if isinstance(entry, dict):
+    entry = _entry(model)
+    if entry is not None:
         return entry
     provider, slash, name = model.partition("/")
     if slash:
-        entry = table.get(name)
-        if isinstance(entry, dict) and entry.get("litellm_provider") == provider:
+        entry = _entry(name)
+        if entry is not None and entry.get("litellm_provider") == provider:
             return entry
     return None
 
