@@ -305,6 +305,8 @@ class LitellmTransport:
             kwargs["api_base"] = spec.api_base
         if spec.api_version:
             kwargs["api_version"] = spec.api_version
+        if spec.model.startswith("azure/"):
+            kwargs["api_version"] = azure_api_version(spec)
         key = spec.api_key
         if key is None and spec.api_base and spec.model.startswith("openai/"):
             key = os.environ.get("OPENAI_API_KEY") or "sk-no-key-needed"
@@ -375,6 +377,11 @@ def _env(*names: str) -> str | None:
     return None
 
 
+def azure_api_version(spec: ModelSpec) -> str:
+    """The spec's, else ``AZURE_API_VERSION``, else ours: the same on both transports."""
+    return spec.api_version or _env("AZURE_API_VERSION") or AZURE_API_VERSION
+
+
 @dataclass(frozen=True)
 class _Endpoint:
     url: str
@@ -389,9 +396,8 @@ class LeanTransport:
     else ``OPENAI_BASE_URL``, ``OPENAI_API_BASE``, else api.openai.com; the key, else
     ``OPENAI_API_KEY`` (optional when an API base is given); ``OPENAI_ORGANIZATION``.
     ``azure/<deployment>``: the API base, else ``AZURE_API_BASE`` or ``AZURE_OPENAI_ENDPOINT``;
-    the API version, else ``AZURE_API_VERSION``, else ``AZURE_API_VERSION`` of this module; the
-    key, else ``AZURE_OPENAI_API_KEY`` or ``AZURE_API_KEY``, else a bearer token from
-    ``AZURE_AD_TOKEN`` or ``AZURE_OPENAI_AD_TOKEN``.
+    ``azure_api_version``; the key, else ``AZURE_OPENAI_API_KEY`` or ``AZURE_API_KEY``, else a
+    bearer token from ``AZURE_AD_TOKEN`` or ``AZURE_OPENAI_AD_TOKEN``.
 
     Reasoning models (per the price table) get ``max_completion_tokens`` and no temperature
     other than 1, as litellm sends them with ``drop_params``.
@@ -417,7 +423,7 @@ class LeanTransport:
                     f"no endpoint for {spec.model}: set AZURE_API_BASE (or the target's "
                     "api_base/endpoint) to https://<resource>.openai.azure.com"
                 )
-            version = spec.api_version or _env("AZURE_API_VERSION") or AZURE_API_VERSION
+            version = azure_api_version(spec)
             key = spec.api_key or _env("AZURE_OPENAI_API_KEY", "AZURE_API_KEY")
             token = None if key else _env("AZURE_AD_TOKEN", "AZURE_OPENAI_AD_TOKEN")
             if key:

@@ -66,7 +66,12 @@ def test_one_routing_rule(model: str, choice: str, lean: bool) -> None:
         (
             ModelSpec("openai/gpt-4o-mini", api_key="sk-test-0123456789"),
             "/v1/chat/completions",
-            {"model": "gpt-4o-mini", "temperature": 0.0, "max_tokens": 50},
+            {
+                "model": "gpt-4o-mini",
+                "temperature": 0.0,
+                "max_tokens": 50,
+                "response_format": SCHEMA,
+            },
             {"authorization": "Bearer sk-test-0123456789"},
         ),
         # Reasoning models take max_completion_tokens and no temperature but 1, as litellm
@@ -74,17 +79,24 @@ def test_one_routing_rule(model: str, choice: str, lean: bool) -> None:
         (
             ModelSpec("openai/o3-mini", api_key="sk-test-0123456789"),
             "/v1/chat/completions",
-            {"model": "o3-mini", "max_completion_tokens": 50},
+            {"model": "o3-mini", "max_completion_tokens": 50, "response_format": SCHEMA},
             {"authorization": "Bearer sk-test-0123456789"},
         ),
         (
             ModelSpec("azure/gpt-4o", api_key="az-test-0123456789", api_version="2024-10-21"),
             "/v1/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21",
-            {"model": "gpt-4o", "temperature": 0.0, "max_tokens": 50},
+            {"model": "gpt-4o", "temperature": 0.0, "max_tokens": 50, "response_format": SCHEMA},
+            {"api-key": "az-test-0123456789"},
+        ),
+        # Not in the price table: no schema support known, no price, the default API version.
+        (
+            ModelSpec("azure/grader", api_key="az-test-0123456789"),
+            "/v1/openai/deployments/grader/chat/completions?api-version=2024-10-21",
+            {"model": "grader", "temperature": 0.0, "max_tokens": 50},
             {"api-key": "az-test-0123456789"},
         ),
     ],
-    ids=["openai", "reasoning", "azure"],
+    ids=["openai", "reasoning", "azure", "azure-default-version"],
 )
 def test_both_transports_send_the_same_request(
     fake_llm: FakeOpenAI,
@@ -98,16 +110,12 @@ def test_both_transports_send_the_same_request(
     reply = call(spec, judge_transport, temperature=0.0, max_tokens=50, structured=SCHEMA)
     [request] = fake_llm.requests
     assert request.path == path
-    assert {k: v for k, v in request.body.items() if k != "messages"} == {
-        **sent,
-        "response_format": SCHEMA,
-    }
+    assert {k: v for k, v in request.body.items() if k != "messages"} == sent
     assert request.body["messages"] == [{"role": "user", "content": "Grade this."}]
     assert {k: request.headers.get(k) for k in headers} == headers
     assert (reply.prompt_tokens, reply.completion_tokens) == (100, 20)
     price = price_for(spec.model)
-    assert price is not None
-    assert reply.cost_usd == pytest.approx(price.cost(100, 20))
+    assert reply.cost_usd == (pytest.approx(price.cost(100, 20)) if price else None)
 
 
 def test_an_unpriced_model_has_an_unknown_cost_and_no_schema(
