@@ -19,15 +19,17 @@ and exhausted quotas get exactly one attempt. When the policy gives up the call 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import email.utils
 import json
 import os
 import random
+import ssl
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, get_args
@@ -351,22 +353,54 @@ class LitellmTransport:
         )
 
 
-_http_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+#: Requests in flight per httpx client. httpcore's pool does work quadratic in its idle
+#: connections whenever a request starts or ends (at 32 connections, more CPU than the rest of
+#: the request), so many calls at once are spread over several small pools.
+POOL_REQUESTS = 8
+
+
+class _HttpPools:
+    """The httpx clients of one event loop (their connections belong to that loop), each with
+    at most ``POOL_REQUESTS`` requests in flight; they share one TLS context."""
+
+    _tls: ssl.SSLContext | None = None
+
+    def __init__(self) -> None:
+        self._clients: list[httpx.AsyncClient] = []
+        self._in_flight: list[int] = []
+
+    @contextlib.contextmanager
+    def client(self) -> Iterator[httpx.AsyncClient]:
+        in_flight = self._in_flight
+        index = min(range(len(in_flight)), key=in_flight.__getitem__, default=-1)
+        if index < 0 or in_flight[index] >= POOL_REQUESTS:
+            import httpx
+
+            if _HttpPools._tls is None:
+                _HttpPools._tls = httpx.create_ssl_context()
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=POOL_REQUESTS)
+            self._clients.append(httpx.AsyncClient(limits=limits, verify=_HttpPools._tls))
+            in_flight.append(0)
+            index = len(in_flight) - 1
+        in_flight[index] += 1
+        try:
+            yield self._clients[index]
+        finally:
+            in_flight[index] -= 1
+
+
+_http_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _HttpPools] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _http_client() -> httpx.AsyncClient:
-    """One pooled HTTP client per event loop (its connections belong to that loop)."""
+def _http_client() -> contextlib.AbstractContextManager[httpx.AsyncClient]:
+    """An httpx client of the running loop's pools, for one request."""
     loop = asyncio.get_running_loop()
-    client = _http_clients.get(loop)
-    if client is None:
-        import httpx
-
-        # The scheduler bounds the calls in flight; keep every connection it opens alive.
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
-        client = _http_clients[loop] = httpx.AsyncClient(limits=limits)
-    return client
+    pools = _http_pools.get(loop)
+    if pools is None:
+        pools = _http_pools[loop] = _HttpPools()
+    return pools.client()
 
 
 def _env(*names: str) -> str | None:
@@ -482,9 +516,10 @@ class LeanTransport:
         import httpx
 
         try:
-            response = await _http_client().post(
-                endpoint.url, content=content, headers=endpoint.headers, timeout=timeout
-            )
+            with _http_client() as client:
+                response = await client.post(
+                    endpoint.url, content=content, headers=endpoint.headers, timeout=timeout
+                )
         except httpx.TimeoutException as exc:
             raise TimeoutError(f"{type(exc).__name__}: {exc}") from None
         except httpx.TransportError as exc:

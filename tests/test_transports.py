@@ -256,3 +256,20 @@ def test_the_transport_option_takes_auto_or_litellm(pytester: pytest.Pytester) -
     result.stderr.fnmatch_lines(
         ["*--agentv-judge-transport=openai is invalid; choose one of: auto, litellm*"]
     )
+
+
+def test_calls_in_flight_are_spread_over_small_pools() -> None:
+    """httpcore's pool does work quadratic in its idle connections per request: no client ever
+    has more than ``POOL_REQUESTS`` requests in flight, and freed clients are reused."""
+    from contextlib import ExitStack
+
+    from pytest_agentv.judge import POOL_REQUESTS, _http_client
+
+    async def hold(count: int) -> list[int]:
+        with ExitStack() as stack:
+            clients = [id(stack.enter_context(_http_client())) for _ in range(count)]
+        return [clients.count(client) for client in dict.fromkeys(clients)]
+
+    assert sorted(on_loop(hold(3 * POOL_REQUESTS + 1))) == [1] + [POOL_REQUESTS] * 3
+    again = on_loop(hold(3 * POOL_REQUESTS + 1))
+    assert len(again) == 4 and max(again) <= POOL_REQUESTS
