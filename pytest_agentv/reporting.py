@@ -64,7 +64,8 @@ def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, st
     usage = row["usage"]
     if usage["calls"] or usage["reused"]:
         props.append((f"{prefix}.tokens", str(usage["tokens"])))
-        props.append((f"{prefix}.cost_usd", f"{usage['cost_usd']:.6f}"))
+        cost = usage["cost_usd"]
+        props.append((f"{prefix}.cost_usd", "unknown" if cost is None else f"{cost:.6f}"))
     if row["error"]:
         props.append((f"{prefix}.error", row["error"]))
     return props
@@ -94,7 +95,7 @@ class AgentvReporter:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.cases: list[dict[str, Any]] = []
-        self.usage = {"calls": 0, "reused": 0, "tokens": 0, "cost_usd": 0.0}
+        self.usage = {"calls": 0, "reused": 0, "tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
         #: Cases that ran several times, their trials, and a fixed count's equivalent.
         self.trials = {"cases": 0, "run": 0, "planned": 0}
         self._results: IO[str] | None = None
@@ -182,9 +183,15 @@ class AgentvReporter:
                 f"{t['planned']} ({t['planned'] - t['run']} saved)"
             )
         u = self.usage
+        cost = (
+            f"cost unknown ({u['unpriced_calls']} of {u['calls']} calls to models without a "
+            "known price)"
+            if u["unpriced_calls"]
+            else f"${u['cost_usd']:.4f}"
+        )
         terminalreporter.write_line(
             f"agentv: {u['calls']} model calls made, {u['reused']} replies reused from the store, "
-            f"{u['tokens']:,} tokens, ${u['cost_usd']:.4f}"
+            f"{u['tokens']:,} tokens, {cost}"
         )
 
     def close(self) -> None:

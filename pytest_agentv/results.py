@@ -25,11 +25,21 @@ class UsageRow(TypedDict):
     prompt_tokens: int
     completion_tokens: int
     tokens: int
-    cost_usd: float
+    #: None when a call went to a model without a known price: the cost is then unknown.
+    cost_usd: float | None
+    unpriced_calls: int
 
 
 def no_usage() -> UsageRow:
-    return UsageRow(calls=0, reused=0, prompt_tokens=0, completion_tokens=0, tokens=0, cost_usd=0.0)
+    return UsageRow(
+        calls=0,
+        reused=0,
+        prompt_tokens=0,
+        completion_tokens=0,
+        tokens=0,
+        cost_usd=0.0,
+        unpriced_calls=0,
+    )
 
 
 class _EvaluatorRow(TypedDict):

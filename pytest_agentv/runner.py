@@ -68,6 +68,7 @@ class AgentvRun:
             self.store,
             on_rate_limit=self.scheduler.limit.on_rate_limit,
             on_success=self.scheduler.limit.on_success,
+            transport=settings.judge_transport,
         )
         answers = (
             RecordedTarget(settings.answers, display_path(settings.answers, config.rootpath))

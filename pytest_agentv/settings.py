@@ -102,6 +102,14 @@ OPTIONS: tuple[_Option, ...] = (
         "judge_api_base", "Base URL of an OpenAI-compatible judge server", "str", metavar="URL"
     ),
     _Option(
+        "judge_transport",
+        "How model calls are sent: auto (openai/ and azure/ models on a lean HTTP client, the "
+        "rest through litellm) or litellm (every model through litellm)",
+        "choice",
+        "auto",
+        ("auto", "litellm"),
+    ),
+    _Option(
         "judge_timeout",
         "Deadline in seconds for one judge call, retries included",
         "float",
@@ -237,6 +245,8 @@ class Settings:
     code_judge_env: tuple[str, ...]
     judge_model: str | None
     judge_api_base: str | None
+    #: One of ``judge.TRANSPORT_CHOICES``, checked against the option's choices.
+    judge_transport: str
     judge_timeout: float
     judge_attempt_timeout: float
     judge_retries: int

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 
@@ -11,6 +12,7 @@ from fake_openai import FakeOpenAI, Reset, Status
 from helpers import judge_ini
 
 import pytest_agentv.collect  # noqa: F401
+from pytest_agentv.judge import TRANSPORT_CHOICES as TRANSPORTS
 
 # pytester restores sys.modules after every in-process run, so anything first imported inside a
 # run is imported again by the next one. Importing these here keeps each inner run fast.
@@ -97,30 +99,49 @@ def run_args(request: pytest.FixtureRequest) -> list[str]:
     return list(request.param)
 
 
-@pytest.fixture(scope="session")
-def _litellm_imported() -> None:
-    """Import litellm, and everything its first call imports, once in this process.
+def _warm_up(transport: str) -> None:
+    """Make one call, and one that fails, through ``transport`` on the plugin's loop.
 
     In-process pytester runs drop modules first imported inside them; without this every run
-    would import litellm's HTTP stack again (about half a second each).
+    would import the transport's HTTP stack again (litellm's: about half a second each).
     """
-    import asyncio
-
     from pytest_agentv.judge import LlmClient, ModelSpec, RetryPolicy
+    from pytest_agentv.scheduler import shared_loop
 
     server = FakeOpenAI().start()
     server.push(Status(500), Reset())  # error paths import modules of their own
     try:
         client = LlmClient(
-            ModelSpec("openai/warm-up", api_base=server.api_base), RetryPolicy(backoff=0.001)
+            ModelSpec("openai/gpt-4o-mini", api_base=server.api_base),
+            RetryPolicy(backoff=0.001),
+            transport=transport,
         )
-        asyncio.run(client.complete([{"role": "user", "content": "warm up"}], accept=str))
+        call = client.complete([{"role": "user", "content": "warm up"}], accept=str)
+        asyncio.run_coroutine_threadsafe(call, shared_loop()).result(60)
     finally:
         server.stop()
 
 
+@pytest.fixture(scope="session", params=TRANSPORTS)
+def _transport(request: pytest.FixtureRequest) -> str:
+    """Each transport, warmed up once per process. Session-scoped, so it is set up before any
+    pytester snapshot: litellm's import installs a metadata finder that must not be undone."""
+    transport: str = request.param
+    _warm_up(transport)
+    return transport
+
+
 @pytest.fixture
-def fake_llm(_litellm_imported: None) -> Iterator[FakeOpenAI]:
+def judge_transport(_transport: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test that talks to the fake server runs once per transport: ``auto`` (the lean
+    one, for the fake server's ``openai/`` models) and ``litellm`` (forced). Runs see it as
+    ``AGENTV_JUDGE_TRANSPORT``; tests that build an ``LlmClient`` pass it on."""
+    monkeypatch.setenv("AGENTV_JUDGE_TRANSPORT", _transport)
+    return _transport
+
+
+@pytest.fixture
+def fake_llm(judge_transport: str) -> Iterator[FakeOpenAI]:
     """A loopback OpenAI-compatible server, stopped (and its hanging requests released) after."""
     server = FakeOpenAI().start()
     yield server

@@ -71,6 +71,7 @@ class Request:
     body: dict[str, Any]
     headers: dict[str, str]
     at: float
+    path: str = ""
 
     @property
     def system(self) -> str:
@@ -194,6 +195,7 @@ class FakeOpenAI:
                     json.loads(raw or b"{}"),
                     {k.lower(): v for k, v in self.headers.items()},
                     time.monotonic(),
+                    self.path,
                 )
                 with fake._lock:
                     fake.requests.append(request)

@@ -1,7 +1,7 @@
 """Judge faults: transient ones never change a verdict, persistent ones never invent one.
 
-The property tests drive the real judge (LlmJudgeEvaluator → LlmClient → litellm → HTTP) against
-the loopback fake server, with a fault schedule per example.
+The property tests drive the real judge (LlmJudgeEvaluator → LlmClient → each transport → HTTP)
+against the loopback fake server, with a fault schedule per example.
 """
 
 from __future__ import annotations
@@ -55,16 +55,19 @@ SCORES = {0.95: "pass", 0.7: "borderline", 0.3: "fail"}
 
 
 @pytest.fixture(scope="module")
-def server(_litellm_imported: None) -> Iterator[FakeOpenAI]:
+def server() -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI().start()
     yield fake
     fake.stop()
 
 
-def judge(server: FakeOpenAI, retries: int = RETRIES, deadline: float = 10.0) -> LlmJudgeEvaluator:
+def judge(
+    server: FakeOpenAI, transport: str, retries: int = RETRIES, deadline: float = 10.0
+) -> LlmJudgeEvaluator:
     client = LlmClient(
         ModelSpec("openai/fake-judge", api_base=server.api_base),
         RetryPolicy(retries=retries, deadline=deadline, attempt_timeout=0.3, backoff=0.001),
+        transport=transport,
     )
     return LlmJudgeEvaluator(resolve_judge_provider=lambda context: client)
 
@@ -93,10 +96,10 @@ def reset(server: FakeOpenAI, schedule: list[Action], score: float) -> None:
     score=st.sampled_from(list(SCORES)),
 )
 def test_transient_faults_within_budget_keep_the_verdict(
-    server: FakeOpenAI, schedule: list[Action], score: float
+    server: FakeOpenAI, judge_transport: str, schedule: list[Action], score: float
 ) -> None:
     reset(server, schedule, score)
-    result = grade(judge(server))
+    result = grade(judge(server, judge_transport))
     assert result.verdict == SCORES[score]
     assert result.score == score
     assert len(server.requests) == len(schedule) + 1
@@ -109,28 +112,33 @@ def test_transient_faults_within_budget_keep_the_verdict(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(schedule=st.lists(st.sampled_from(TRANSIENT), min_size=RETRIES + 1, max_size=RETRIES + 1))
-def test_faults_beyond_budget_are_not_graded(server: FakeOpenAI, schedule: list[Action]) -> None:
+def test_faults_beyond_budget_are_not_graded(
+    server: FakeOpenAI, judge_transport: str, schedule: list[Action]
+) -> None:
     reset(server, schedule, 0.95)
     with pytest.raises(NotGradedError, match=r"failed after 4 attempts \(retry budget spent\)"):
-        grade(judge(server))
+        grade(judge(server, judge_transport))
     assert len(server.requests) == RETRIES + 1
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
-def test_non_retryable_statuses_get_one_attempt(server: FakeOpenAI, status: int) -> None:
+def test_non_retryable_statuses_get_one_attempt(
+    server: FakeOpenAI, judge_transport: str, status: int
+) -> None:
     reset(server, [Status(status)], 0.95)
     with pytest.raises(NotGradedError, match="not retryable"):
-        grade(judge(server))
+        grade(judge(server, judge_transport))
     assert len(server.requests) == 1
 
 
-def test_connection_refused_is_retried_then_not_graded() -> None:
+def test_connection_refused_is_retried_then_not_graded(judge_transport: str) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     client = LlmClient(
         ModelSpec("openai/fake-judge", api_base=f"http://127.0.0.1:{port}/v1"),
         RetryPolicy(retries=2, deadline=10, attempt_timeout=1, backoff=0.001),
+        transport=judge_transport,
     )
     evaluator = LlmJudgeEvaluator(resolve_judge_provider=lambda context: client)
     started = time.monotonic()
@@ -139,12 +147,15 @@ def test_connection_refused_is_retried_then_not_graded() -> None:
     assert time.monotonic() - started < 5
 
 
-def test_a_server_that_never_answers_ends_within_the_deadline(server: FakeOpenAI) -> None:
+def test_a_server_that_never_answers_ends_within_the_deadline(
+    server: FakeOpenAI, judge_transport: str
+) -> None:
     reset(server, [], 0.95)
     server.responder = lambda request: Delay(30, freeform_reply(0.95))
     client = LlmClient(
         ModelSpec("openai/fake-judge", api_base=server.api_base),
         RetryPolicy(retries=10, deadline=1.5, attempt_timeout=60, backoff=0.001),
+        transport=judge_transport,
     )
     started = time.monotonic()
     with pytest.raises(NotGradedError):
@@ -152,11 +163,11 @@ def test_a_server_that_never_answers_ends_within_the_deadline(server: FakeOpenAI
     assert time.monotonic() - started < 1.5 + 1
 
 
-def test_retry_after_beyond_the_cap_fails_fast(server: FakeOpenAI) -> None:
+def test_retry_after_beyond_the_cap_fails_fast(server: FakeOpenAI, judge_transport: str) -> None:
     reset(server, [Status(429, {"retry-after": "3600"})], 0.95)
     started = time.monotonic()
     with pytest.raises(NotGradedError, match="asked to retry after 3600s, more than the 60s cap"):
-        grade(judge(server))
+        grade(judge(server, judge_transport))
     assert time.monotonic() - started < 2
 
 
