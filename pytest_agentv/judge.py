@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, get_args
 from urllib.parse import quote
 
 from . import prices
+from .budget import Budget
 from .errors import NotGradedError, ReplayMissError
 from .redaction import redact, register_secret
 from .replay import ReplayStore, request_key
@@ -590,8 +591,9 @@ def _error_message(body: str) -> str:
 
 
 class LlmClient:
-    """Calls one model under the retry policy, with the replay store in front; the transport
-    (``uses_lean_transport``) is chosen when the first call must be made."""
+    """Calls one model under the retry policy, with the replay store in front and the run's
+    budget consulted before each call; the transport (``uses_lean_transport``) is chosen when
+    the first call must be made."""
 
     def __init__(
         self,
@@ -601,10 +603,12 @@ class LlmClient:
         on_rate_limit: Callable[[], None] | None = None,
         on_success: Callable[[], None] | None = None,
         transport: str = "auto",
+        budget: Budget | None = None,
     ) -> None:
         self.spec = spec
         self.policy = policy or RetryPolicy()
         self.store = store
+        self.budget = budget
         self._on_rate_limit = on_rate_limit
         self._on_success = on_success
         self.transport_choice = transport
@@ -662,15 +666,9 @@ class LlmClient:
         keyed = unnonced(list(replay_as or messages))
 
         def fingerprint(response_format: dict[str, Any] | None) -> dict[str, Any]:
-            return {
-                "model": self.spec.model,
-                "messages": keyed,
-                "temperature": temperature,
-                "max_tokens": max_tokens,
-                "response_format": unnonced(response_format),
-                "protocol": protocol,
-                "trial": trial,
-            }
+            return self._request(
+                keyed, temperature, max_tokens, unnonced(response_format), protocol, trial
+            )
 
         def judged(text: str) -> T:
             try:
@@ -682,10 +680,8 @@ class LlmClient:
         usage = current_usage.get()
         store = self.store
         if store is not None:
-            for choice in [structured, None] if structured is not None else [None]:
-                stored = store.get(request_key(fingerprint(choice)))
-                if stored is None or not isinstance(stored.get("content"), str):
-                    continue
+            stored = self._stored(fingerprint, structured)
+            if stored is not None:
                 text = stored["content"]
                 recorded = stored.get("nonce")
                 if nonce:
@@ -707,7 +703,13 @@ class LlmClient:
         response_format = (
             structured if structured is not None and self.supports_response_schema() else None
         )
+        if self.budget is not None:
+            self.budget.check(self.spec.model)
         reply = await self._call(messages, temperature, max_tokens, response_format, label)
+        if self.budget is not None:
+            self.budget.charge(
+                self.spec.model, reply.cost_usd, reply.prompt_tokens, reply.completion_tokens
+            )
         if usage is not None:
             usage.charge(reply)
         value = judged(reply.text)
@@ -715,6 +717,59 @@ class LlmClient:
             request = fingerprint(response_format)
             store.put(request_key(request), request, _stored_reply(reply, nonce))
         return value, reply
+
+    def _request(
+        self,
+        keyed: Any,
+        temperature: float | None,
+        max_tokens: int | None,
+        response_format: dict[str, Any] | None,
+        protocol: str,
+        trial: int,
+    ) -> dict[str, Any]:
+        """What a store key is made of (the messages with the nonce as its placeholder)."""
+        return {
+            "model": self.spec.model,
+            "messages": keyed,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "response_format": response_format,
+            "protocol": protocol,
+            "trial": trial,
+        }
+
+    def _stored(
+        self,
+        fingerprint: Callable[[dict[str, Any] | None], dict[str, Any]],
+        structured: dict[str, Any] | None,
+    ) -> dict[str, Any] | None:
+        """The stored reply to a request, asked for with or without its response format."""
+        if self.store is None:
+            return None
+        for choice in [structured, None] if structured is not None else [None]:
+            stored = self.store.get(request_key(fingerprint(choice)))
+            if stored is not None and isinstance(stored.get("content"), str):
+                return stored
+        return None
+
+    def stored_reply(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        temperature: float | None = 0.0,
+        max_tokens: int | None = None,
+        structured: dict[str, Any] | None = None,
+        trial: int = 0,
+        protocol: str = "",
+    ) -> str | None:
+        """The text ``complete`` would reuse for this request, without calling anything:
+        ``messages`` hold ``NONCE_PLACEHOLDER`` where a call would put its nonce."""
+        keyed = list(messages)
+        stored = self._stored(
+            lambda choice: self._request(keyed, temperature, max_tokens, choice, protocol, trial),
+            structured,
+        )
+        return None if stored is None else str(stored["content"])
 
     async def _call(
         self,
@@ -808,9 +863,11 @@ class ModelClients:
         on_rate_limit: Callable[[], None] | None = None,
         on_success: Callable[[], None] | None = None,
         transport: str = "auto",
+        budget: Budget | None = None,
     ) -> None:
         self.policy = policy
         self.store = store
+        self.budget = budget
         self._on_rate_limit = on_rate_limit
         self._on_success = on_success
         self.transport = transport
@@ -828,5 +885,6 @@ class ModelClients:
                     on_rate_limit=self._on_rate_limit,
                     on_success=self._on_success,
                     transport=self.transport,
+                    budget=self.budget,
                 )
             return client
