@@ -58,8 +58,8 @@ class PreviousResults:
                 case_id = row.get("eval_id", row.get("test_id")) if isinstance(row, dict) else None
                 if not isinstance(case_id, str):
                     raise ConfigError(
-                        f"{self.display}:{line}: a results row needs a string 'eval_id' "
-                        "(or 'test_id')"
+                        f"{self.option}: {self.display}:{line}: a results row needs a string "
+                        "'eval_id' (or 'test_id')"
                     )
                 dataset = row.get("dataset")
                 rows[(dataset if isinstance(dataset, str) else None, case_id)] = row
@@ -160,9 +160,9 @@ def comparison_lines(
     if uncompared:
         counts.append(f"{uncompared} not compared (not graded in one of the runs)")
     lines = [f"agentv baseline {baseline.display}: {', '.join(counts)}"]
-    regressed.sort(key=lambda item: item[0])
+    regressed.sort()
     lines += _listed("regressed", [text for _, text in regressed], most=None)
-    improved.sort(key=lambda item: -item[0])
+    improved.sort(key=lambda item: (-item[0], item[1]))
     lines += _listed("improved", [text for _, text in improved])
     lines += _listed("new", new)
     lines += _listed("gone", gone)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from . import prices
 from .errors import NotGradedError
+from .results import usd
 
 #: The estimate's allowance for each reply (a call's ``max_tokens`` when that is lower).
 REPLY_TOKENS = 256
@@ -111,13 +112,13 @@ class Budget:
             self.ledger.refuse()
             raise NotGradedError(
                 f"model '{model}' has no known price, so its calls cannot be counted against "
-                f"the run's budget of ${self.limit_usd:g} (--agentv-budget-usd): not called"
+                f"the run's budget of {usd(self.limit_usd)} (--agentv-budget-usd): not called"
             )
         spent, _ = self.ledger.totals()
         if spent >= self.limit_usd:
             self.ledger.refuse()
             raise NotGradedError(
-                f"the run's budget is spent: ${spent:.4f} of ${self.limit_usd:g} "
+                f"the run's budget is spent: {usd(spent)} of {usd(self.limit_usd)} "
                 "(--agentv-budget-usd); no more model calls are started"
             )
 
@@ -184,7 +185,7 @@ class Estimate:
     def cost(self) -> str:
         if self.unpriced:
             return f"unknown ({self.unpriced} calls to models without a known price)"
-        return f"${self.cost_usd:.4f}"
+        return usd(self.cost_usd)
 
 
 def estimate_lines(
@@ -222,6 +223,6 @@ def estimate_lines(
     )
     if budget_usd is not None and not total.unpriced:
         fits = "within" if total.cost_usd < budget_usd else "over"
-        lines.append(f"budget: ${budget_usd:g} (--agentv-budget-usd): the estimate is {fits} it")
+        lines.append(f"budget: {usd(budget_usd)} (--agentv-budget-usd): the estimate is {fits} it")
     lines.extend(notes)
     return lines

@@ -225,17 +225,23 @@ def pytest_runtest_protocol(
         return (yield)
     finally:
         current_test.reset(token)
-        run = _existing_run(item.config)
         if run is not None and (item.session.shouldfail or item.session.shouldstop):
             run.scheduler.halt()
-        if run is not None and run.calibration is not None:
-            warning = run.calibration.take_warning()
-            if warning is not None:
-                from .errors import AgentvCalibrationWarning
 
-                warnings.warn_explicit(
-                    shown(warning), AgentvCalibrationWarning, str(run.calibration.path), 1
-                )
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Under ``--agentv-calibration-mode warn``, the canaries the judge got wrong, as a warning
+    of the first test after they were graded (a test phase, so ``-W error`` makes it an error
+    of that test, not of the run)."""
+    run = _existing_run(item.config)
+    if run is not None and run.calibration is not None:
+        warning = run.calibration.take_warning()
+        if warning is not None:
+            from .errors import AgentvCalibrationWarning
+
+            warnings.warn_explicit(
+                shown(warning), AgentvCalibrationWarning, str(run.calibration.path), 1
+            )
 
 
 @pytest.hookimpl(wrapper=True)

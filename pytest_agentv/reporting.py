@@ -112,7 +112,9 @@ def _ok(canary: Mapping[str, Any]) -> bool:
 
 def budget_line(limit: float, spent: float, refused: int) -> str:
     """Spent against ``--agentv-budget-usd``; a run that reached it fails."""
-    line = f"agentv budget: ${spent:.4f} spent of ${limit:g} (--agentv-budget-usd)"
+    from .results import usd
+
+    line = f"agentv budget: {usd(spent)} spent of {usd(limit)} (--agentv-budget-usd)"
     if refused:
         return f"{line}; {refused} model calls were not started: the run fails"
     if spent >= limit:

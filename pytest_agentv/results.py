@@ -33,6 +33,11 @@ class UsageRow(TypedDict):
     unpriced_calls: int
 
 
+def usd(amount: float) -> str:
+    """A dollar amount as reports show it: cents to four places, small sums to six."""
+    return f"${amount:.4f}" if amount == 0 or abs(amount) >= 0.01 else f"${amount:.6f}"
+
+
 def no_usage() -> UsageRow:
     return UsageRow(
         calls=0,
