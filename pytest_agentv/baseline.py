@@ -114,6 +114,7 @@ def comparison_lines(
     baseline: PreviousResults,
     cases: Iterable[Mapping[str, Any]],
     collected: Collection[Key],
+    max_regression: float | None = None,
 ) -> list[str]:
     """The comparison block: improved, regressed, unchanged, new and gone cases, every
     regression named, the largest first.
@@ -121,7 +122,8 @@ def comparison_lines(
     ``cases`` are this run's eval-case rows (with ``baseline_score`` and ``delta``);
     ``collected`` every ``(dataset, eval_id)`` the run collected, deselected ones included: a
     baseline row is gone when its dataset was collected but its case was not (a row without a
-    dataset: when no collected case has its id).
+    dataset: when no collected case has its id). A regression beyond ``max_regression``
+    says that it failed its case.
     """
     improved: list[tuple[float, str]] = []
     regressed: list[tuple[float, str]] = []
@@ -135,7 +137,9 @@ def comparison_lines(
             if delta >= UNCHANGED:
                 improved.append((delta, f"{moved}  (+{delta:.2f})"))
             elif delta <= -UNCHANGED:
-                regressed.append((delta, f"{moved}  ({delta:.2f})"))
+                over = regressed_by(case, max_regression) is not None
+                gate = f", more than --agentv-max-regression {max_regression:g}" if over else ""
+                regressed.append((delta, f"{moved}  ({delta:.2f}{gate})"))
             else:
                 unchanged += 1
         elif baseline.find(str(case.get("dataset") or ""), str(case["eval_id"])) is None:

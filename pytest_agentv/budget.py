@@ -191,13 +191,15 @@ class Estimate:
 def estimate_lines(
     by_file: Mapping[str, Estimate], notes: Sequence[str], budget_usd: float | None
 ) -> list[str]:
-    """The estimate as the terminal shows it: one row per file, the total, then notes."""
+    """The estimate as the terminal shows it: one row per file that would ask a model, the
+    total, then notes."""
     total = Estimate()
     for estimate in by_file.values():
         total.merge(estimate)
+    asking = {name: e for name, e in by_file.items() if e.calls or e.stored}
     header = ("", "calls", "from store", "prompt tokens", "reply tokens", "cost")
     rows = [header]
-    for name, estimate in [*by_file.items(), ("total", total)]:
+    for name, estimate in [*asking.items(), ("total", total)]:
         rows.append(
             (
                 name,
@@ -216,11 +218,14 @@ def estimate_lines(
         ).rstrip()
         for row in rows
     ]
+    quiet = len(by_file) - len(asking)
+    if quiet:
+        lines.append(f"{quiet} more eval file(s) ask no model (code judges and checks only)")
     lines.append(
-        f"no model was called; each reply is counted as {REPLY_TOKENS} tokens (or the call's "
-        "max_tokens), prompts as about 4 characters a token; calls whose reply is in the store "
-        "are free"
+        f"no model was called; replies are counted as {REPLY_TOKENS} tokens each (or the call's "
+        "max_tokens),"
     )
+    lines.append("prompts as about 4 characters a token; replies already in the store are free")
     if budget_usd is not None and not total.unpriced:
         fits = "within" if total.cost_usd < budget_usd else "over"
         lines.append(f"budget: {usd(budget_usd)} (--agentv-budget-usd): the estimate is {fits} it")

@@ -319,6 +319,13 @@ def estimate_lines(run: AgentvRun, items: Sequence[pytest.Item]) -> list[str]:
         if isinstance(item, EvalItem)
     ]
     by_file, notes = run.scheduler.run(run.estimate(work))
+    others = len(items) - len(work)
+    if others:
+        notes = [
+            *notes,
+            f"{others} other test(s) not counted: their assert_judged calls are known only when "
+            "they run",
+        ]
     return lines_of(by_file, notes, run.settings.budget_usd)
 
 

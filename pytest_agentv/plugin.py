@@ -229,10 +229,11 @@ def pytest_runtest_protocol(
             run.scheduler.halt()
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     """Under ``--agentv-calibration-mode warn``, the canaries the judge got wrong, as a warning
-    of the first test after they were graded (a test phase, so ``-W error`` makes it an error
-    of that test, not of the run)."""
+    of the first test after they were graded: in a test phase, so ``-W error`` makes it an error
+    of that test, not of the run (and last, so that pytest's own teardown has run)."""
     run = _existing_run(item.config)
     if run is not None and run.calibration is not None:
         warning = run.calibration.take_warning()

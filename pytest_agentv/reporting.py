@@ -273,7 +273,10 @@ class AgentvReporter:
             from .baseline import comparison_lines
 
             compared = [case for case in self.cases if case["compared"]]
-            for line in comparison_lines(self.baseline, compared, self.collected):
+            lines = comparison_lines(
+                self.baseline, compared, self.collected, self.settings.max_regression
+            )
+            for line in lines:
                 terminalreporter.write_line(printable(line))
 
     def _calibration_lines(self) -> list[str]:

@@ -236,10 +236,13 @@ class AgentvRun:
         """Run the case to a ``CaseResult``, on the plugin's event loop."""
         try:
             prepared, target, judged = self.begin(spec, evaluators, fixture)
-            if judged:
-                await self.trusted()
         except Exception as exc:
             return self._failure(spec, exc, fixture, Usage())
+        if judged:
+            try:
+                await self.trusted()
+            except AgentvError as exc:
+                return self._failure(spec, exc, target, Usage())
         return await self.finish(spec, evaluators, prepared, target)
 
     def run_now(

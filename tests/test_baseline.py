@@ -123,8 +123,10 @@ def test_a_regression_that_still_passes_fails_beyond_max_regression(
             "agentv baseline base.jsonl: 1 improved, 2 regressed, 1 unchanged (|delta| < 0.05), "
             "1 new, 1 gone",
             "  regressed:",
-            "    support.eval.yaml::sinking  0.95 -> 0.70  (-0.25)",
-            "    support.eval.yaml::dropped  1.00 -> 0.83  (-0.17)",
+            "    support.eval.yaml::sinking  0.95 -> 0.70  (-0.25, more than "
+            "--agentv-max-regression 0.1)",
+            "    support.eval.yaml::dropped  1.00 -> 0.83  (-0.17, more than "
+            "--agentv-max-regression 0.1)",
             "  improved:",
             "    support.eval.yaml::better  0.50 -> 0.90  (+0.40)",
             "  new:",

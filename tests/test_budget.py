@@ -238,7 +238,7 @@ def test_the_estimate_matches_a_real_run(
             "s.eval.yaml  *  9  *  0  * $0.00*",
             ".agentv/calibration.yaml  *  2  *  0  * $0.00*",
             "total  * 11  *  0  *  2,816  $0.00*",
-            "no model was called; each reply is counted as 256 tokens *",
+            "no model was called; replies are counted as 256 tokens each *",
         ]
     )
 

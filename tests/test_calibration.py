@@ -158,6 +158,12 @@ def test_warn_grades_anyway_and_warns(calibrated: pytest.Pytester, fake_llm: Fak
         "(score 1.00); its verdicts were used anyway (--agentv-calibration-mode warn)"
     )
     result.stdout.fnmatch_lines(["*failed 2 of 3 canaries; its verdicts were used anyway (warn)"])
+    # Made an error, it is an error of the test that reported it; the others run as usual.
+    strict = calibrated.runpytest(
+        "--agentv-calibration-mode=warn", "-W", "error::pytest_agentv.AgentvWarning"
+    )
+    strict.assert_outcomes(passed=3, errors=1)
+    strict.stdout.fnmatch_lines(["*ERROR at teardown of eval: *"])
 
 
 def test_off_ignores_the_file(calibrated: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
