@@ -378,14 +378,29 @@ POOL_REQUESTS = 8
 
 
 class _HttpPools:
-    """The httpx clients of one event loop (their connections belong to that loop), each with
-    at most ``POOL_REQUESTS`` requests in flight; they share one TLS context."""
+    """The httpx clients of one event loop for one scheme (their connections belong to that
+    loop), each with at most ``POOL_REQUESTS`` requests in flight.
+
+    https clients share one TLS context, made when the first one is (loading the CA bundle
+    costs about 20 ms); plain-http clients, for local servers, get a context that verifies but
+    trusts no certificate, so it costs nothing and fails closed if ever used.
+    """
 
     _tls: ssl.SSLContext | None = None
 
-    def __init__(self) -> None:
+    def __init__(self, secure: bool) -> None:
+        self.secure = secure
         self._clients: list[httpx.AsyncClient] = []
         self._in_flight: list[int] = []
+
+    def _context(self) -> ssl.SSLContext:
+        if not self.secure:
+            return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        if _HttpPools._tls is None:
+            import httpx
+
+            _HttpPools._tls = httpx.create_ssl_context()
+        return _HttpPools._tls
 
     @contextlib.contextmanager
     def client(self) -> Iterator[httpx.AsyncClient]:
@@ -394,10 +409,8 @@ class _HttpPools:
         if index < 0 or in_flight[index] >= POOL_REQUESTS:
             import httpx
 
-            if _HttpPools._tls is None:
-                _HttpPools._tls = httpx.create_ssl_context()
             limits = httpx.Limits(max_connections=None, max_keepalive_connections=POOL_REQUESTS)
-            self._clients.append(httpx.AsyncClient(limits=limits, verify=_HttpPools._tls))
+            self._clients.append(httpx.AsyncClient(limits=limits, verify=self._context()))
             in_flight.append(0)
             index = len(in_flight) - 1
         in_flight[index] += 1
@@ -407,18 +420,22 @@ class _HttpPools:
             in_flight[index] -= 1
 
 
-_http_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _HttpPools] = (
+_http_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[bool, _HttpPools]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _http_client() -> contextlib.AbstractContextManager[httpx.AsyncClient]:
-    """An httpx client of the running loop's pools, for one request."""
+def _http_client(url: str) -> contextlib.AbstractContextManager[httpx.AsyncClient]:
+    """An httpx client of the running loop's pools for ``url``'s scheme, for one request."""
     loop = asyncio.get_running_loop()
     pools = _http_pools.get(loop)
     if pools is None:
-        pools = _http_pools[loop] = _HttpPools()
-    return pools.client()
+        pools = _http_pools[loop] = {}
+    secure = url.startswith("https://")
+    scheme = pools.get(secure)
+    if scheme is None:
+        scheme = pools[secure] = _HttpPools(secure)
+    return scheme.client()
 
 
 def _env(*names: str) -> str | None:
@@ -534,7 +551,7 @@ class LeanTransport:
         import httpx
 
         try:
-            with _http_client() as client:
+            with _http_client(endpoint.url) as client:
                 response = await client.post(
                     endpoint.url, content=content, headers=endpoint.headers, timeout=timeout
                 )
