@@ -11,7 +11,6 @@ import fnmatch
 import os
 import re
 import signal
-import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Generator
@@ -92,6 +91,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if workerinput is not None and _LEDGER_INPUT in workerinput:
             path = Path(workerinput[_LEDGER_INPUT])
         else:
+            import tempfile
+
             handle, name = tempfile.mkstemp(prefix="agentv-budget-", suffix=".ledger")
             os.close(handle)
             path = Path(name)
@@ -121,9 +122,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         reporter.close()
         config.pluginmanager.unregister(reporter)
         del config.stash[reporter_key]
-        ledger = config.stash.get(_ledger_key, None)
-        if ledger is not None:
-            ledger.path.unlink(missing_ok=True)
+    ledger = config.stash.get(_ledger_key, None)
+    if ledger is not None and _LEDGER_INPUT not in getattr(config, "workerinput", {}):
+        ledger.path.unlink(missing_ok=True)  # this process made it
 
 
 @pytest.hookimpl(optionalhook=True)

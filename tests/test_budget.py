@@ -4,6 +4,7 @@ against the calls a real run makes."""
 from __future__ import annotations
 
 import re
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -38,9 +39,15 @@ def cases(count: int) -> str:
 
 @pytest.mark.parametrize(("concurrency", "workers"), [(1, 0), (4, 0), (1, 2)])
 def test_the_budget_stops_a_run_midway(
-    project: pytest.Pytester, fake_llm: FakeOpenAI, concurrency: int, workers: int
+    project: pytest.Pytester,
+    fake_llm: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    concurrency: int,
+    workers: int,
 ) -> None:
     fake_llm.responder = lambda request: freeform(0.9)
+    ledgers = project.mkdir("tmp")
+    monkeypatch.setattr(tempfile, "tempdir", str(ledgers))
     write(project, "s.eval.yaml", cases(12))
     # Three and a half calls' worth: the fourth call starts (3 spent < budget), then no more.
     budget = 3.5 * call_cost()
@@ -53,6 +60,7 @@ def test_the_budget_stops_a_run_midway(
     # Calls in flight when the budget is reached finish: at most one per slot of every process.
     in_flight = concurrency * max(workers, 1) - 1
     assert 4 <= made <= 4 + in_flight
+    assert list(ledgers.iterdir()) == []  # the run's ledger is gone with it
     outcomes = result.parseoutcomes()
     assert outcomes["passed"] == made
     assert outcomes["skipped"] == 12 - made
