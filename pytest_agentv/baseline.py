@@ -19,8 +19,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, EvalFileError
-
 #: Results files can be much larger than eval files: one line per case of a whole suite.
 MAX_RESULTS_BYTES = 1024 * 1024 * 1024
 #: A score that moved by less than this is unchanged.
@@ -49,6 +47,8 @@ class PreviousResults:
             return self._rows
 
     def _read(self) -> dict[Key, dict[str, Any]]:
+        # Imported here: the verdicts read this module when the plugin loads.
+        from .errors import ConfigError, EvalFileError
         from .yamlfile import json_lines, read_text
 
         rows: dict[Key, dict[str, Any]] = {}
