@@ -1,4 +1,4 @@
-"""The five benchmarks. Each measures the plugin against a baseline taken in the same run.
+"""The six benchmarks. Each measures the plugin against a baseline taken in the same run.
 
 A benchmark returns rows for the table (measured, baseline, ratio, target, verdict) and the raw
 samples behind them for the JSON file. It raises ``BenchError`` when a run did not do what it
@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -53,6 +54,10 @@ class Sizes:
     startup_repeats: int = 10
     memory_cases: int = 10_000
     replay_cases: int = 50
+    judged_small: int = 48
+    judged_large: int = 200
+    judged_cpu_cases: int = 300
+    judged_repeats: int = 3
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -63,6 +68,8 @@ class Sizes:
             startup_repeats=5,
             memory_cases=2000,
             replay_cases=20,
+            judged_cpu_cases=100,
+            judged_repeats=1,
         )
 
 
@@ -200,7 +207,7 @@ def throughput(sizes: Sizes) -> Result:
         project("throughput") as proj,
     ):
         proj.ini(api_base=server.api_base, cache_mode="off")
-        proj.probe(eager_litellm=True)
+        proj.probe(eager=("litellm", "lean"))
         proj.mock_target()
         proj.eval_files(n)
         proj.write("raw_litellm.py", RAW_LITELLM)
@@ -631,12 +638,210 @@ def replay(sizes: Sizes) -> Result:
     return result
 
 
+# -- 6. judged ---------------------------------------------------------------------------------
+SMALL_DELAY = 0.25
+LARGE_DELAY = 0.2
+TRIVIAL_MODULE = """\
+def test_trivial():
+    pass
+"""
+
+
+def transports() -> list[str]:
+    """The judge transports the installed plugin offers (a plugin from before the lean
+    transport has no option: it only has litellm, and is run without the option)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from pytest_agentv.settings import OPTIONS\n"
+            "found = [o.choices for o in OPTIONS if o.name == 'judge_transport']\n"
+            "print(' '.join(found[0] if found else ()))",
+        ],
+        cwd=tempfile.gettempdir(),  # not the repository: the installed plugin is asked
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.split() or ["litellm only"]
+
+
+def transport_args(transport: str) -> list[str]:
+    return [] if transport == "litellm only" else [f"--agentv-judge-transport={transport}"]
+
+
+def ranged(values: list[float], unit: str = "s") -> str:
+    """How many samples a median has and how far apart they were: the noise of this run."""
+    if len(values) < 2:
+        return "1 run"
+    digits = 1 if unit == "ms" else 2
+    return f"median of {len(values)}, {min(values):.{digits}f}-{max(values):.{digits}f} {unit}"
+
+
+def judged(sizes: Sizes) -> Result:
+    """Whole ``pytest`` commands, start-up included, against the floor of the work: a trivial
+    pytest run in the same venv plus n × latency / concurrency. One case judged at once (all
+    of its cost beyond the trivial run is ours), 48 cases at 250 ms (concurrency 1 and 16), 200
+    cases at 200 ms (concurrency 32), for each transport; then the CPU a judged case costs at
+    zero judge latency, beyond a plain test's."""
+    small, large, cpu_cases = sizes.judged_small, sizes.judged_large, sizes.judged_cpu_cases
+    repeats = sizes.judged_repeats
+    kinds = transports()
+    result = Result("judged")
+    delay = {"seconds": 0.0}
+
+    def respond(request: Any) -> Any:
+        wait = delay["seconds"]
+        return Delay(wait, freeform(1.0)) if wait else freeform(1.0)
+
+    scenarios = (
+        ("one", 1, 0.0, 1),
+        ("small_c1", small, SMALL_DELAY, 1),
+        ("small_c16", small, SMALL_DELAY, 16),
+        ("large_c32", large, LARGE_DELAY, 32),
+    )
+    walls: dict[str, list[float]] = {"trivial": []}
+    imported: dict[str, bool] = {}
+    cpu: dict[str, list[float]] = {"plain": []}
+    with (
+        fake_server(respond, max_requests=10**6) as server,
+        project("judged-trivial") as trivial,
+        project("judged-plain") as plain,
+        project("judged-one") as one_case,
+        project("judged-small") as small_suite,
+        project("judged-large") as large_suite,
+        project("judged-cpu") as cpu_suite,
+    ):
+        trivial.ini(cache_mode=None)
+        trivial.probe()
+        trivial.write("test_trivial.py", TRIVIAL_MODULE)
+        suites = {"one": one_case, "small": small_suite, "large": large_suite, "cpu": cpu_suite}
+        counts = {"one": 1, "small": small, "large": large, "cpu": cpu_cases}
+        for name, proj in suites.items():
+            proj.ini(api_base=server.api_base, cache_mode="off")
+            proj.probe()
+            proj.mock_target()
+            proj.eval_files(counts[name])
+        plain.ini(cache_mode="off")
+        plain.probe()
+        plain.plain_modules(cpu_cases)
+
+        def timed(proj: Project, args: list[str], cases: int) -> PytestRun:
+            before = len(server.requests)
+            run = run_pytest(proj, args).expect(passed=cases)
+            if proj is not trivial and len(server.requests) - before != cases:
+                raise BenchError(f"expected {cases} judge requests, got {len(server.requests)}")
+            return run
+
+        log("  warm-up runs (bytecode caches, page cache)")
+        run_pytest(trivial).expect(passed=1)
+        run_pytest(plain).expect(passed=cpu_cases)
+        for kind in kinds:
+            delay["seconds"] = 0.0
+            timed(one_case, transport_args(kind), 1)
+        for index in range(repeats):
+            walls["trivial"].append(timed(trivial, [], 1).wall)
+            for kind in kinds:
+                for name, cases, latency, concurrency in scenarios:
+                    delay["seconds"] = latency
+                    suite = (
+                        one_case
+                        if name == "one"
+                        else small_suite
+                        if cases == small
+                        else large_suite
+                    )
+                    run = timed(
+                        suite, [f"--agentv-concurrency={concurrency}", *transport_args(kind)], cases
+                    )
+                    walls.setdefault(f"{kind}/{name}", []).append(run.wall)
+                    imported[kind] = run.imported("litellm")
+                    log(f"  {index + 1}/{repeats} {kind} {name}: {run.wall:.2f}s")
+            walls["trivial"].append(timed(trivial, [], 1).wall)
+            delay["seconds"] = 0.0
+            cpu["plain"].append(run_pytest(plain).expect(passed=cpu_cases).run_cpu_seconds)
+            for kind in kinds:
+                # The transport's one-off imports happen before the run phase that is timed.
+                cpu_suite.probe(eager=("lean",) if kind == "auto" else ("litellm",))
+                run = timed(cpu_suite, ["--agentv-concurrency=1", *transport_args(kind)], cpu_cases)
+                cpu.setdefault(kind, []).append(run.run_cpu_seconds)
+                per_case_ms = run.run_cpu_seconds / cpu_cases * 1000
+                log(f"  {index + 1}/{repeats} {kind} cpu: {per_case_ms:.2f} ms/case")
+    start = median(walls["trivial"])
+    plain_ms = median(cpu["plain"]) / cpu_cases * 1000
+    result.details = {
+        "transports": kinds,
+        "walls": walls,
+        "run_phase_cpu_seconds": cpu,
+        "cpu_cases": cpu_cases,
+        "litellm_imported": imported,
+    }
+    result.rows.append(
+        Row(
+            metric=f"trivial pytest run, 1 test ({ranged(walls['trivial'])})",
+            measured=start,
+            unit="s",
+        )
+    )
+    for kind in kinds:
+        label = kind if kind != "auto" else "auto (lean)"
+        for name, cases, latency, concurrency in scenarios:
+            samples = walls[f"{kind}/{name}"]
+            measured = median(samples)
+            floor = start + cases * latency / concurrency
+            plural = "s" if cases > 1 else ""
+            judge = f"{latency * 1000:.0f} ms" if latency else "an instant judge"
+            what = f"{cases} case{plural} at {judge}, c={concurrency}"
+            row = Row(
+                metric=f"{label}: {what} ({ranged(samples)})",
+                measured=measured,
+                unit="s",
+                baseline=floor,
+                baseline_label="floor: trivial + n×L/c",
+                ratio=measured / floor,
+            )
+            if name == "one":
+                row.target, row.status = "≤ trivial + 0.5 s", verdict(measured <= floor + 0.5)
+            elif name == "small_c16":
+                row.target, row.status = "≤ floor + 1.0 s", verdict(measured <= floor + 1.0)
+            elif name == "large_c32":
+                row.target, row.status = "ratio ≤ 1.3", verdict(measured / floor <= 1.3)
+            result.rows.append(row)
+        per_case = [value / cpu_cases * 1000 for value in cpu[kind]]
+        added = median(per_case) - plain_ms
+        result.rows += [
+            Row(
+                metric=f"{label}: CPU per judged case, zero latency, c=1, run phase "
+                f"({ranged(per_case, 'ms')})",
+                measured=median(per_case),
+                unit="ms",
+                baseline=plain_ms,
+                baseline_label="plain test",
+                ratio=median(per_case) / plain_ms,
+            ),
+            Row(
+                metric=f"{label}: plugin CPU per judged case (minus a plain test's)",
+                measured=added,
+                unit="ms",
+                target="≤ 5 ms" if kind == "auto" else "",
+                status=verdict(added <= 5) if kind == "auto" else "info",
+            ),
+            Row(
+                metric=f"{label}: litellm imported",
+                measured="yes" if imported.get(kind) else "no",
+            ),
+        ]
+    return result
+
+
 BENCHMARKS: dict[str, Callable[[Sizes], Result]] = {
     "throughput": throughput,
     "overhead": overhead,
     "startup": startup,
     "memory": memory,
     "replay": replay,
+    "judged": judged,
 }
 
 

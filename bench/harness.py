@@ -92,17 +92,32 @@ def pytest_sessionfinish(session, exitstatus):
         f"litellm={{litellm}} pydantic={{pydantic}}"
     )
 '''
-#: litellm's one-off import, including the OpenAI SDK resources it imports lazily at the first
-#: call (measured at 0.3-0.8 s on the reference machine), so that the run phase holds only the
-#: steady-state cost that the ideal ``n × delay / concurrency`` can be compared with.
-EAGER_LITELLM = """\
+#: One-off imports done in ``pytest_configure`` so that the run phase holds only the steady-state
+#: cost that the ideal ``n × delay / concurrency`` can be compared with. litellm: its import and
+#: the OpenAI SDK resources it imports lazily at the first call (0.3-0.8 s on the reference
+#: machine). lean: httpx and litellm's price table, read without importing litellm (skipped on
+#: a plugin that has no lean transport).
+EAGER_IMPORTS = {
+    "litellm": """\
 from pytest_agentv.judge import litellm_module
 
-    litellm_module()
-    try:
-        import openai.resources  # noqa: F401
-    except ImportError:
-        pass"""
+litellm_module()
+try:
+    import openai.resources  # noqa: F401
+except ImportError:
+    pass
+""",
+    "lean": """\
+try:
+    import httpx  # noqa: F401
+
+    from pytest_agentv.prices import price_for
+except ImportError:
+    pass
+else:
+    price_for("openai/fake-judge")
+""",
+}
 
 TRIVIAL_EVALUATOR = '''\
 
@@ -171,9 +186,11 @@ class Project:
             lines.append(f"agentv_cache_mode = {cache_mode}")
         self.write("pytest.ini", "\n".join(lines) + "\n")
 
-    def probe(self, *, eager_litellm: bool = False, trivial_evaluator: bool = False) -> None:
-        eager = EAGER_LITELLM if eager_litellm else "pass"
-        text = PROBE_CONFTEST.format(eager=eager)
+    def probe(self, *, eager: Sequence[str] = (), trivial_evaluator: bool = False) -> None:
+        """The probe conftest; ``eager`` names one-off imports (``EAGER_IMPORTS``) done in
+        ``pytest_configure``, before anything is timed."""
+        body = "".join(EAGER_IMPORTS[name] for name in eager) or "pass\n"
+        text = PROBE_CONFTEST.format(eager=textwrap.indent(body, "    ").strip())
         if trivial_evaluator:
             text += TRIVIAL_EVALUATOR
         self.write("conftest.py", text)

@@ -188,6 +188,8 @@ class AgentvJudge:
             lambda kind: hook.pytest_agentv_make_evaluator(config=self.run.config, kind=kind)
         )
         evaluators = registry.evaluators_for(entries)
+        if self.run.check_judges(entries, evaluators, context):
+            await self.run.trusted()
         token = current_usage.set(usage)
         try:
             return await run_evaluators_for_case(context, entries, evaluators)

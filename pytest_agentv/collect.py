@@ -212,6 +212,7 @@ class EvalFile(pytest.File):
         callobj = _run_case if defined else _run_case_without_target_fixture
         names = test_names([spec.case.id for spec, _ in cases])
         for (spec, evaluators), name in zip(cases, names, strict=True):
+            run.collected.add((spec.dataset, spec.case.id))
             if not defined:
                 for file, warning in run.targets.ignored_settings(spec):
                     warnings.warn_explicit(warning.message, warning.category, file, warning.line)
@@ -257,6 +258,7 @@ class EvalItem(pytest.Function):
             result = run.scheduler.result(self.nodeid)
         else:
             result = run.run_now(self.spec, self.evaluators, fixture)
+        run.compare(result, self.spec)
         row = self.stash[result_key] = result.row()
         record_properties(self, row)
         settle_ungraded(
@@ -275,6 +277,7 @@ class EvalItem(pytest.Function):
             borderline=self.run.settings.borderline,
             headline=f"{self.spec.where}: eval '{self.spec.case.id}' failed",
             failure=EvalFailed,
+            max_regression=self.run.settings.max_regression,
         )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
@@ -299,6 +302,31 @@ def early_work(items: Sequence[pytest.Item]) -> list[CaseWork]:
         if isinstance(item, EvalItem)
         and ("agentv_target" not in item.fixturenames or item.run.settings.answers is not None)
     ]
+
+
+def estimate_lines(run: AgentvRun, items: Sequence[pytest.Item]) -> list[str]:
+    """``--agentv-estimate``: the model calls, tokens and cost of the selected eval items, per
+    eval file and in total (Python tests calling ``assert_judged`` are not counted)."""
+    from .budget import estimate_lines as lines_of
+
+    work = [
+        (
+            item.spec,
+            item.evaluators,
+            "agentv_target" in item.fixturenames and item.run.settings.answers is None,
+        )
+        for item in items
+        if isinstance(item, EvalItem)
+    ]
+    by_file, notes = run.scheduler.run(run.estimate(work))
+    others = len(items) - len(work)
+    if others:
+        notes = [
+            *notes,
+            f"{others} other test(s) not counted: their assert_judged calls are known only when "
+            "they run",
+        ]
+    return lines_of(by_file, notes, run.settings.budget_usd)
 
 
 def place_skip(item: pytest.Item, report: pytest.TestReport) -> None:

@@ -41,6 +41,10 @@ class AgentvWarning(UserWarning):
     """Problems in eval files that do not stop them from running (unknown keys, for instance)."""
 
 
+class AgentvCalibrationWarning(AgentvWarning):
+    """The judge failed calibration and ``--agentv-calibration-mode warn`` graded anyway."""
+
+
 class AgentvDeprecationWarning(AgentvWarning, DeprecationWarning):
     """Legacy AgentV spellings that still work (``grader:``, ``type: rubric``)."""
 

@@ -1,5 +1,5 @@
-"""Eval files (YAML, or JSONL with its YAML sidecar), targets files and ``.agentv/config.yaml``
-into models, by AgentV's rules.
+"""Eval files (YAML, or JSONL with its YAML sidecar), targets files, ``.agentv/config.yaml`` and
+calibration files into models, by AgentV's rules.
 
 Errors read ``path:line:col: field.path: problem``: pydantic's error locations are walked down
 the YAML node tree (``yamlfile``) to the place the file says it; a JSONL case's node tree is
@@ -24,6 +24,7 @@ from .models import (
     KIND_SPECS,
     TARGET_SETTING_ALIASES,
     TARGET_SETTINGS,
+    CalibrationFile,
     CompositeSpec,
     EvalCase,
     EvalSuite,
@@ -584,6 +585,12 @@ def load_targets_file(path: Path, display: str) -> LoadedTargets:
             )
         ignored[target.name] = tuple(notes)
     return LoadedTargets(path, display, model, positions, ignored)
+
+
+def load_calibration_file(path: Path, display: str) -> CalibrationFile:
+    """The canaries of a calibration file; errors read ``path:line:col: field: problem``."""
+    root, data = parse_yaml(path, display)
+    return _validate(CalibrationFile, data, display, root)
 
 
 @dataclass(frozen=True)

@@ -1140,6 +1140,55 @@ class TargetsFile(_Model):
         return value
 
 
+class Canary(BaseModel):
+    """A calibration canary: an answer, what it is graded against, and the verdict a sane judge
+    must give it. A format of pytest-agentv's own, so unknown keys are errors, not warnings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    input: str
+    answer: str
+    expected_outcome: str
+    rubrics: list[RubricItem] | None = Field(None, json_schema_extra=_rubrics_shorthand)
+    verdict: Literal["pass", "fail"]
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("id")
+    @classmethod
+    def _id_text(cls, value: str) -> str:
+        if not value.strip() or any(ord(c) < 32 for c in value):
+            raise ValueError("a canary id must be a non-empty single line")
+        return value
+
+    @field_validator("rubrics", mode="before")
+    @classmethod
+    def _rubrics(cls, value: Any) -> Any:
+        return _rubric_list(value)
+
+
+class CalibrationFile(BaseModel):
+    """``.agentv/calibration.yaml``: the canaries a judge is checked against before a run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    canaries: list[Canary] = Field(min_length=1)
+
+    @field_validator("canaries")
+    @classmethod
+    def _unique_ids(cls, value: list[Canary]) -> list[Canary]:
+        seen: set[str] = set()
+        for canary in value:
+            if canary.id in seen:
+                raise ValueError(f"canary id '{canary.id}' is used twice")
+            seen.add(canary.id)
+        return value
+
+
 def render_content(value: Any) -> str:
     """Objects in message content are shown to models and judges as pretty JSON."""
     if isinstance(value, str):

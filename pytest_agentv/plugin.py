@@ -8,9 +8,11 @@ file is collected, litellm when the first model call is made.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import signal
 import threading
+import warnings
 from collections.abc import Callable, Generator
 from functools import partial
 from pathlib import Path
@@ -18,15 +20,22 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .redaction import shown
 from .reporting import AgentvReporter, attach
 from .settings import Settings, add_options, settings_key
 
 if TYPE_CHECKING:
     from .assertions import AgentvJudge
+    from .budget import Ledger
     from .evaluators.base import Evaluator
     from .runner import AgentvRun
 
 reporter_key = pytest.StashKey[AgentvReporter]()
+#: ``--agentv-budget-usd``: the ledger every process of the run shares (the controller's file).
+_ledger_key: pytest.StashKey[Ledger] = pytest.StashKey()
+#: ``--agentv-estimate``: the lines printed instead of running the selected items.
+_estimate_key = pytest.StashKey[list[str]]()
+_LEDGER_INPUT = "agentv_budget_ledger"
 _sigterm_key = pytest.StashKey[Callable[..., object] | int | None]()
 #: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
 run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
@@ -40,7 +49,13 @@ def _run(config: pytest.Config) -> AgentvRun:
     if run is None:
         from .runner import AgentvRun
 
-        run = config.stash[run_key] = AgentvRun(config, config.stash[settings_key])
+        reporter = config.stash.get(reporter_key, None)
+        run = config.stash[run_key] = AgentvRun(
+            config,
+            config.stash[settings_key],
+            ledger=config.stash.get(_ledger_key, None),
+            baseline=reporter.baseline if reporter is not None else None,
+        )
     return run
 
 
@@ -63,9 +78,27 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "agentv: an eval case collected from an AgentV eval file (added automatically)"
     )
     settings = config.stash[settings_key] = Settings.from_config(config)
-    if not hasattr(config, "workerinput"):
-        reporter = config.stash[reporter_key] = AgentvReporter(settings)
+    if settings.estimate and config.getoption("dist", "no") != "no":
+        # The estimate runs nothing: one process counts every selected case.
+        config.option.dist = "no"
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        reporter = config.stash[reporter_key] = AgentvReporter(settings, config.rootpath)
         config.pluginmanager.register(reporter, "agentv-reporter")
+    if settings.budget_usd is not None:
+        from .budget import Ledger
+
+        if workerinput is not None and _LEDGER_INPUT in workerinput:
+            path = Path(workerinput[_LEDGER_INPUT])
+        else:
+            import tempfile
+
+            handle, name = tempfile.mkstemp(prefix="agentv-budget-", suffix=".ledger")
+            os.close(handle)
+            path = Path(name)
+        ledger = config.stash[_ledger_key] = Ledger(path)
+        if workerinput is None:
+            reporter.spend = ledger.totals
     if (
         threading.current_thread() is threading.main_thread()
         and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
@@ -89,11 +122,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         reporter.close()
         config.pluginmanager.unregister(reporter)
         del config.stash[reporter_key]
+    ledger = config.stash.get(_ledger_key, None)
+    if ledger is not None and _LEDGER_INPUT not in getattr(config, "workerinput", {}):
+        ledger.path.unlink(missing_ok=True)  # this process made it
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: each worker shares the controller's budget ledger."""
+    ledger = node.config.stash.get(_ledger_key, None)
+    if ledger is not None:
+        node.workerinput[_LEDGER_INPUT] = str(ledger.path)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    from .redaction import shown
-
     return shown(config.stash[settings_key].header())
 
 
@@ -135,6 +177,27 @@ def pytest_agentv_make_evaluator(config: pytest.Config, kind: str) -> Evaluator 
     return _run(config).registry.builtin(kind)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """``--agentv-estimate``: count what the selected cases would ask of models, then run
+    nothing (the items are deselected; the session still exits 0)."""
+    if not config.stash[settings_key].estimate:
+        return
+    run = _existing_run(config)
+    if run is None:
+        lines = ["no eval cases selected"]
+    else:
+        from .collect import estimate_lines
+
+        lines = estimate_lines(run, items)
+    config.stash[_estimate_key] = lines
+    if items:
+        config.hook.pytest_deselected(items=list(items))
+        items.clear()
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     run = _existing_run(session.config)
     if run is not None and not session.config.option.collectonly:
@@ -167,6 +230,22 @@ def pytest_runtest_protocol(
             run.scheduler.halt()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Under ``--agentv-calibration-mode warn``, the canaries the judge got wrong, as a warning
+    of the first test after they were graded: in a test phase, so ``-W error`` makes it an error
+    of that test, not of the run (and last, so that pytest's own teardown has run)."""
+    run = _existing_run(item.config)
+    if run is not None and run.calibration is not None:
+        warning = run.calibration.take_warning()
+        if warning is not None:
+            from .errors import AgentvCalibrationWarning
+
+            warnings.warn_explicit(
+                shown(warning), AgentvCalibrationWarning, str(run.calibration.path), 1
+            )
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -181,9 +260,30 @@ def pytest_runtest_makereport(
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    run = _existing_run(session.config)
+    config = session.config
+    run = _existing_run(config)
+    reporter = config.stash.get(reporter_key, None)
     if run is not None:
+        facts = run.facts()
+        workeroutput = getattr(config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput["agentv"] = facts
+        elif reporter is not None:
+            reporter.add_facts(facts)
         run.close()
+    # A run that reached its budget fails, even when its ungraded cases were reported as skips.
+    if reporter is not None and reporter.over_budget() and session.exitstatus in (0, 5):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if _estimate_key in config.stash and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    lines = terminalreporter.config.stash.get(_estimate_key, None)
+    if lines is not None:
+        terminalreporter.section("agentv estimate")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture

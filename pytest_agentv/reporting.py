@@ -8,7 +8,7 @@ own junitxml plugin: it writes the results file and the summary from the reports
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -18,6 +18,7 @@ from .redaction import printable
 from .verdicts import fmt
 
 if TYPE_CHECKING:
+    from .baseline import PreviousResults
     from .results import EvaluatorRow, ResultRow
     from .settings import Settings
 
@@ -26,7 +27,18 @@ result_key: pytest.StashKey[ResultRow] = pytest.StashKey()
 #: Rows of the ``assert_judged`` calls a test made.
 judged_key: pytest.StashKey[list[ResultRow]] = pytest.StashKey()
 
-_SUMMARY_FIELDS = ("status", "eval_id", "file", "score", "verdict", "error", "usage")
+_SUMMARY_FIELDS = (
+    "status",
+    "eval_id",
+    "dataset",
+    "file",
+    "score",
+    "verdict",
+    "error",
+    "usage",
+    "baseline_score",
+    "delta",
+)
 
 
 def _json(value: Any) -> str:
@@ -61,10 +73,16 @@ def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, st
         props.append((f"{prefix}.ci_high", f"{aggregation['ci_high']:.4f}"))
     props.append((f"{prefix}.hits", _json(row["hits"])))
     props.append((f"{prefix}.misses", _json(row["misses"])))
+    if row.get("baseline_score") is not None:
+        props.append((f"{prefix}.baseline_score", f"{row['baseline_score']:.4f}"))
+    delta = row.get("delta")
+    if delta is not None:
+        props.append((f"{prefix}.delta", f"{delta:+.4f}"))
     usage = row["usage"]
     if usage["calls"] or usage["reused"]:
         props.append((f"{prefix}.tokens", str(usage["tokens"])))
-        props.append((f"{prefix}.cost_usd", f"{usage['cost_usd']:.6f}"))
+        cost = usage["cost_usd"]
+        props.append((f"{prefix}.cost_usd", "unknown" if cost is None else f"{cost:.6f}"))
     if row["error"]:
         props.append((f"{prefix}.error", row["error"]))
     return props
@@ -88,13 +106,50 @@ def attach(item: pytest.Item, report: pytest.TestReport) -> None:
         report.agentv = {"judged": list(judged)}  # type: ignore[attr-defined]
 
 
-class AgentvReporter:
-    """Controller-side plugin object: results file and terminal summary."""
+def _ok(canary: Mapping[str, Any]) -> bool:
+    return bool(canary["verdict"] == canary["expected"])
 
-    def __init__(self, settings: Settings) -> None:
+
+def budget_line(limit: float, spent: float, refused: int) -> str:
+    """Spent against ``--agentv-budget-usd``; a run that reached it fails."""
+    from .results import usd
+
+    line = f"agentv budget: {usd(spent)} spent of {usd(limit)} (--agentv-budget-usd)"
+    if refused:
+        return f"{line}; {refused} model calls were not started: the run fails"
+    if spent >= limit:
+        return f"{line}; the budget was reached: the run fails"
+    return line
+
+
+class AgentvReporter:
+    """Controller-side plugin object: results file and terminal summary.
+
+    Besides the rows on reports, the summary reads what each process's run knows at its end
+    (``add_facts``: the cases it collected, its calibration; pytest-xdist workers send theirs as
+    ``workeroutput``) and the run's spend (``spend``, set when there is a budget).
+    """
+
+    def __init__(self, settings: Settings, rootdir: Path | None = None) -> None:
         self.settings = settings
         self.cases: list[dict[str, Any]] = []
-        self.usage = {"calls": 0, "reused": 0, "tokens": 0, "cost_usd": 0.0}
+        self.collected: set[tuple[str | None, str]] = set()
+        self.calibrations: list[dict[str, Any]] = []
+        #: The run's spend and refused calls so far (``--agentv-budget-usd``).
+        self.spend: Callable[[], tuple[float, int]] | None = None
+        self.baseline: PreviousResults | None = None
+        if settings.baseline is not None:
+            from .baseline import PreviousResults
+            from .errors import ConfigError
+            from .paths import display_path
+
+            shown = display_path(settings.baseline, rootdir) if rootdir else str(settings.baseline)
+            self.baseline = PreviousResults(settings.baseline, shown, "--agentv-baseline")
+            try:
+                self.baseline.rows()
+            except ConfigError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        self.usage = {"calls": 0, "reused": 0, "tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
         #: Cases that ran several times, their trials, and a fixed count's equivalent.
         self.trials = {"cases": 0, "run": 0, "planned": 0}
         self._results: IO[str] | None = None
@@ -113,6 +168,22 @@ class AgentvReporter:
         for key in self.usage:
             self.usage[key] += usage.get(key) or 0
 
+    def add_facts(self, facts: Mapping[str, Any]) -> None:
+        """What one process's run knew at its end (see ``AgentvRun.facts``)."""
+        for dataset, case_id in facts.get("collected") or ():
+            self.collected.add((dataset, case_id))
+        calibration = facts.get("calibration")
+        if isinstance(calibration, dict):
+            self.calibrations.append(calibration)
+            self._add_usage(calibration.get("usage") or {})
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist: a worker finished, with its run's facts in its ``workeroutput``."""
+        facts = (getattr(node, "workeroutput", None) or {}).get("agentv")
+        if isinstance(facts, dict):
+            self.add_facts(facts)
+
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "agentv", None)
@@ -122,7 +193,9 @@ class AgentvReporter:
         found = [data.get("case"), *(data.get("judged") or ())]
         rows = [cast("ResultRow", row) for row in found if isinstance(row, dict)]
         for row in rows:
-            self.cases.append({key: row.get(key) for key in _SUMMARY_FIELDS})
+            summary = {key: row.get(key) for key in _SUMMARY_FIELDS}
+            summary["compared"] = "baseline_score" in row
+            self.cases.append(summary)
             self._add_usage(row["usage"])
             aggregation = row.get("aggregation")
             if isinstance(aggregation, dict):
@@ -141,7 +214,7 @@ class AgentvReporter:
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if not self.cases and not (self.usage["calls"] or self.usage["reused"]):
+        if not self.cases and not (self.usage["calls"] or self.usage["reused"] or self.spend):
             return
         terminalreporter.section("agentv summary")
         if self.cases:
@@ -174,6 +247,8 @@ class AgentvReporter:
                     )
                     line = f"  not graded: {where}: {case['error']}"
                     terminalreporter.write_line(printable(line))
+        for line in self._calibration_lines():
+            terminalreporter.write_line(printable(line))
         t = self.trials
         if t["cases"]:
             cases = f"{t['cases']} case{'s' if t['cases'] != 1 else ''}"
@@ -182,10 +257,67 @@ class AgentvReporter:
                 f"{t['planned']} ({t['planned'] - t['run']} saved)"
             )
         u = self.usage
+        cost = (
+            f"cost unknown ({u['unpriced_calls']} of {u['calls']} calls to models without a "
+            "known price)"
+            if u["unpriced_calls"]
+            else f"${u['cost_usd']:.4f}"
+        )
         terminalreporter.write_line(
             f"agentv: {u['calls']} model calls made, {u['reused']} replies reused from the store, "
-            f"{u['tokens']:,} tokens, ${u['cost_usd']:.4f}"
+            f"{u['tokens']:,} tokens, {cost}"
         )
+        if self.spend is not None and self.settings.budget_usd is not None:
+            terminalreporter.write_line(budget_line(self.settings.budget_usd, *self.spend()))
+        if self.baseline is not None:
+            from .baseline import comparison_lines
+
+            compared = [case for case in self.cases if case["compared"]]
+            lines = comparison_lines(
+                self.baseline, compared, self.collected, self.settings.max_regression
+            )
+            for line in lines:
+                terminalreporter.write_line(printable(line))
+
+    def _calibration_lines(self) -> list[str]:
+        """How the judge did on the canaries (the worst process's, under pytest-xdist)."""
+        if not self.calibrations:
+            return []
+        worst = max(
+            self.calibrations,
+            key=lambda c: (bool(c["error"]), sum(1 for r in c["canaries"] if not _ok(r))),
+        )
+        where = f"agentv calibration ({worst['file']})"
+        if worst["error"]:
+            return [f"{where}: the calibration file cannot be used: {worst['error']}"]
+        canaries = worst["canaries"]
+        failed = [r for r in canaries if not _ok(r)]
+        if not failed:
+            return [f"{where}: judge {worst['judge']} graded {len(canaries)} canaries as expected"]
+        effect = (
+            "its cases were not graded"
+            if worst["mode"] == "enforce"
+            else "its verdicts were used anyway (warn)"
+        )
+        lines = [
+            f"{where}: judge {worst['judge']} failed {len(failed)} of {len(canaries)} canaries; "
+            f"{effect}"
+        ]
+        for r in failed:
+            got = (
+                f"got {r['verdict']} (score {fmt(r['score'])})"
+                if r["verdict"] is not None
+                else f"not graded ({r['error']})"
+            )
+            lines.append(f"  {r['id']}: expected {r['expected']}, {got}")
+        return lines
+
+    def over_budget(self) -> bool:
+        """Whether the run reached its budget or refused a call for it."""
+        if self.spend is None or self.settings.budget_usd is None:
+            return False
+        spent, refused = self.spend()
+        return spent >= self.settings.budget_usd or refused > 0
 
     def close(self) -> None:
         if self._results is not None:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from .redaction import redact_obj
+
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired
 
 Verdict = Literal["pass", "borderline", "fail"]
 #: graded: the evaluators concluded; error: not graded (target or judge unavailable, or a
@@ -25,11 +28,26 @@ class UsageRow(TypedDict):
     prompt_tokens: int
     completion_tokens: int
     tokens: int
-    cost_usd: float
+    #: None when a call went to a model without a known price: the cost is then unknown.
+    cost_usd: float | None
+    unpriced_calls: int
+
+
+def usd(amount: float) -> str:
+    """A dollar amount as reports show it: cents to four places, small sums to six."""
+    return f"${amount:.4f}" if amount == 0 or abs(amount) >= 0.01 else f"${amount:.6f}"
 
 
 def no_usage() -> UsageRow:
-    return UsageRow(calls=0, reused=0, prompt_tokens=0, completion_tokens=0, tokens=0, cost_usd=0.0)
+    return UsageRow(
+        calls=0,
+        reused=0,
+        prompt_tokens=0,
+        completion_tokens=0,
+        tokens=0,
+        cost_usd=0.0,
+        unpriced_calls=0,
+    )
 
 
 class _EvaluatorRow(TypedDict):
@@ -128,6 +146,10 @@ class ResultRow(TypedDict):
     #: Each trial, and their aggregate, when the case ran several times; else None.
     trials: list[TrialRow] | None
     aggregation: AggregationRow | None
+    #: With ``--agentv-baseline``: the case's score in the baseline (None: no graded row there),
+    #: and this score minus it (None unless both were graded).
+    baseline_score: NotRequired[float | None]
+    delta: NotRequired[float | None]
 
 
 @dataclass(frozen=True)
@@ -169,6 +191,9 @@ class CaseResult:
     trials: tuple[TrialRow, ...] | None = None
     aggregation: AggregationRow | None = None
     timestamp: str = field(default_factory=_now)
+    #: Set when the run has a baseline: the row then carries ``baseline_score`` and ``delta``.
+    compared: bool = False
+    baseline_score: float | None = None
 
     def row(self) -> ResultRow:
         """Plain builtins, redacted: what reports, JUnit XML and results files are made of."""
@@ -200,6 +225,14 @@ class CaseResult:
             trials=list(self.trials) if self.trials is not None else None,
             aggregation=self.aggregation,
         )
+        if self.compared:
+            baseline = self.baseline_score
+            row["baseline_score"] = baseline
+            row["delta"] = (
+                round(row["score"] - baseline, 6)
+                if baseline is not None and self.status == "graded"
+                else None
+            )
         redacted: ResultRow = redact_obj(row)
         return redacted
 
@@ -236,4 +269,7 @@ def results_line(row: ResultRow) -> dict[str, Any]:
     if row["trials"] is not None:
         line["trials"] = row["trials"]
         line["aggregation"] = row["aggregation"]
+    if "baseline_score" in row:
+        line["baseline_score"] = row["baseline_score"]
+        line["delta"] = row.get("delta")
     return line

@@ -16,10 +16,18 @@ from typing import Any
 
 import pytest
 
+from .baseline import PreviousResults, graded_score
+from .budget import Budget, Estimate, Ledger, PlannedCall, unknown_answer
+from .calibration import Calibration
 from .cases import CaseSpec, PreparedCase, prepare_case
 from .errors import AgentvError, JudgeNotConfiguredError, NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
-from .evaluators.base import EvaluationContext, Evaluator, run_evaluators_for_case
+from .evaluators.base import (
+    EvaluationContext,
+    Evaluator,
+    plan_entries,
+    run_evaluators_for_case,
+)
 from .evaluators.composite import CompositeEvaluator
 from .evaluators.llm_judge import LlmJudgeEvaluator
 from .judge import LlmClient, ModelClients, ModelSpec, RetryPolicy, Usage, current_usage
@@ -31,7 +39,15 @@ from .replay import ReplayStore
 from .results import CaseResult, Grade, Status
 from .scheduler import Scheduler
 from .settings import Settings
-from .targets import FixtureTarget, RecordedTarget, Target, TargetCatalog, TargetResponse
+from .targets import (
+    FixtureTarget,
+    RecordedTarget,
+    Target,
+    TargetCatalog,
+    TargetResponse,
+    planned_answer,
+    response_from,
+)
 from .trials import TrialPolicy, TrialResult, TrialRun, policy_for
 
 #: An eval item's case as the scheduler gets it: its key, the case, and its evaluators by kind.
@@ -41,13 +57,32 @@ CaseWork = tuple[str, CaseSpec, Mapping[str, Evaluator]]
 class AgentvRun:
     """Run-wide state, one per pytest process (each xdist worker has its own)."""
 
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: Settings,
+        *,
+        ledger: Ledger | None = None,
+        baseline: PreviousResults | None = None,
+    ) -> None:
         self.config = config
         self.settings = settings
         self.rootdir = config.rootpath
         refresh_secrets()
         self.scheduler = Scheduler(settings.concurrency)
         self._expected: set[str] = set()
+        #: Every case collected, as ``(dataset, eval_id)``: a baseline's cases that are not
+        #: here are gone.
+        self.collected: set[tuple[str, str]] = set()
+        self.budget = (
+            Budget(settings.budget_usd, ledger)
+            if settings.budget_usd is not None and ledger is not None
+            else None
+        )
+        if baseline is None and settings.baseline is not None:
+            shown = display_path(settings.baseline, config.rootpath)
+            baseline = PreviousResults(settings.baseline, shown, "--agentv-baseline")
+        self.baseline = baseline
         self.store = (
             ReplayStore(
                 settings.cache_dir,
@@ -68,6 +103,8 @@ class AgentvRun:
             self.store,
             on_rate_limit=self.scheduler.limit.on_rate_limit,
             on_success=self.scheduler.limit.on_success,
+            transport=settings.judge_transport,
+            budget=self.budget,
         )
         answers = (
             RecordedTarget(settings.answers, display_path(settings.answers, config.rootpath))
@@ -88,6 +125,21 @@ class AgentvRun:
                 script_timeout=settings.code_judge_timeout,
                 env_passthrough=settings.code_judge_env,
             )
+        )
+        judge = self.session_judge()
+        self.calibration = (
+            Calibration(
+                settings.calibration,
+                display_path(settings.calibration, config.rootpath),
+                settings.calibration_mode,
+                self.rootdir,
+                judge,
+                self.scheduler.submit,
+            )
+            if settings.calibration is not None
+            and settings.calibration_mode != "off"
+            and judge is not None
+            else None
         )
 
     # -- the judge --------------------------------------------------------------------------
@@ -118,15 +170,33 @@ class AgentvRun:
         entries: Sequence[EvaluatorConfig],
         evaluators: Mapping[str, Evaluator],
         context: EvaluationContext,
-    ) -> None:
+    ) -> bool:
         """Raise ``JudgeNotConfiguredError`` before any work if a needed LLM judge is absent
-        (composite members and LLM aggregators included)."""
+        (composite members and LLM aggregators included); return whether the session's judge
+        grades any of it (calibration vouches for that judge)."""
+        session = self.session_judge()
+        judged = False
         for entry in walk_entries(entries):
             evaluator = evaluators.get(entry.type)
+            judge: LlmClient | None = None
             if isinstance(evaluator, LlmJudgeEvaluator):
-                evaluator.judge_for(replace(context, evaluator=entry))
+                judge = evaluator.judge_for(replace(context, evaluator=entry))
             elif isinstance(evaluator, CompositeEvaluator):
-                evaluator.check_judge(replace(context, evaluator=entry))
+                judge = evaluator.check_judge(replace(context, evaluator=entry))
+            judged = judged or (judge is not None and judge is session)
+        return judged
+
+    async def trusted(self) -> None:
+        """Wait until the session's judge passed calibration (raise ``NotGradedError`` if it
+        failed and calibration is enforced); at once without a calibration file."""
+        if self.calibration is not None:
+            await self.calibration.gate()
+
+    def compare(self, result: CaseResult, spec: CaseSpec) -> None:
+        """Give a case's result its baseline score (``--agentv-baseline``)."""
+        if self.baseline is not None:
+            result.compared = True
+            result.baseline_score = graded_score(self.baseline.find(spec.dataset, spec.case.id))
 
     # -- cases ------------------------------------------------------------------------------
     def plan(self, work: Sequence[CaseWork]) -> None:
@@ -149,12 +219,13 @@ class AgentvRun:
 
     def begin(
         self, spec: CaseSpec, evaluators: Mapping[str, Evaluator], fixture: FixtureTarget | None
-    ) -> tuple[PreparedCase, Target]:
-        """The synchronous part of a case: files, target and judge checks (raises AgentvError)."""
+    ) -> tuple[PreparedCase, Target, bool]:
+        """The synchronous part of a case: files, target and judge checks (raises AgentvError);
+        also whether the session's judge grades it (it then waits for calibration)."""
         prepared = prepare_case(spec, self.rootdir)
         target: Target = fixture if fixture is not None else self.targets.target_for(spec)
-        self.check_judges(spec.evaluators, evaluators, _context(prepared, target, None))
-        return prepared, target
+        judged = self.check_judges(spec.evaluators, evaluators, _context(prepared, target, None))
+        return prepared, target, judged
 
     async def run_case(
         self,
@@ -164,9 +235,14 @@ class AgentvRun:
     ) -> CaseResult:
         """Run the case to a ``CaseResult``, on the plugin's event loop."""
         try:
-            prepared, target = self.begin(spec, evaluators, fixture)
+            prepared, target, judged = self.begin(spec, evaluators, fixture)
         except Exception as exc:
             return self._failure(spec, exc, fixture, Usage())
+        if judged:
+            try:
+                await self.trusted()
+            except AgentvError as exc:
+                return self._failure(spec, exc, target, Usage())
         return await self.finish(spec, evaluators, prepared, target)
 
     def run_now(
@@ -177,7 +253,9 @@ class AgentvRun:
         if fixture is None or fixture.is_async:
             return self.scheduler.run(self.run_case(spec, evaluators, fixture))
         try:
-            prepared, target = self.begin(spec, evaluators, fixture)
+            prepared, target, judged = self.begin(spec, evaluators, fixture)
+            if judged:
+                self.scheduler.run(self.trusted())
             policy = self.trial_policy(spec)
             if policy is None:
                 response = fixture.call_sync(prepared)
@@ -289,6 +367,78 @@ class AgentvRun:
             usage=usage.row(),
             candidate=response.text if response else "",
         )
+
+    async def estimate(
+        self, work: Sequence[tuple[CaseSpec, Mapping[str, Evaluator], bool]]
+    ) -> tuple[dict[str, Estimate], list[str]]:
+        """What running these cases would ask of models, per eval file, without calling any
+        (``--agentv-estimate``); ``work`` holds each case, its evaluators, and whether an
+        ``agentv_target`` fixture answers it. Returns the estimates and notes on what they
+        count."""
+        by_file: dict[str, Estimate] = {}
+        skipped = failing = early = 0
+        judged_any = False
+        for spec, evaluators, fixture in work:
+            estimate = by_file.setdefault(spec.loaded.display, Estimate())
+            try:
+                calls, judged = await self._planned_calls(spec, evaluators, fixture)
+            except JudgeNotConfiguredError:
+                skipped += 1
+                continue
+            except AgentvError:
+                failing += 1
+                continue
+            estimate.add(calls)
+            judged_any = judged_any or judged
+            policy = self.trial_policy(spec)
+            early += policy is not None and policy.strategy in ("pass_at_k", "pass_all", "adaptive")
+        notes: list[str] = []
+        if early:
+            notes.append(
+                f"{early} case(s) with trials that may stop early (pass_at_k, pass_all, "
+                "adaptive) are counted at their most trials"
+            )
+        if skipped:
+            notes.append(f"{skipped} case(s) need a judge that is not configured: they would skip")
+        if failing:
+            notes.append(f"{failing} case(s) could not be prepared: they would not be graded")
+        if judged_any and self.calibration is not None:
+            try:
+                canaries = await self.calibration.planned_calls()
+            except AgentvError as exc:
+                notes.append(f"calibration: {exc}")
+            else:
+                by_file.setdefault(self.calibration.display, Estimate()).add(canaries)
+        return by_file, notes
+
+    async def _planned_calls(
+        self, spec: CaseSpec, evaluators: Mapping[str, Evaluator], fixture: bool
+    ) -> tuple[list[PlannedCall], bool]:
+        """A case's model calls over all its trials: its target's, then its evaluators'."""
+        prepared = prepare_case(spec, self.rootdir)
+        target = None if fixture else self.targets.target_for(spec)
+        judged = self.check_judges(spec.evaluators, evaluators, _context(prepared, target, None))
+        policy = self.trial_policy(spec)
+        calls: list[PlannedCall] = []
+        for attempt in range(policy.count if policy is not None else 1):
+            case = replace(prepared, attempt=attempt)
+            asked: list[PlannedCall] = []
+            if target is None:
+                response = response_from(unknown_answer(), "")
+            else:
+                response, asked = planned_answer(target, case)
+            context = _context(case, target, response)
+            calls += asked
+            calls += await plan_entries(context, spec.evaluators, evaluators)
+        return calls, judged
+
+    def facts(self) -> dict[str, Any]:
+        """What this process knows that the controller's summary needs (sent from pytest-xdist
+        workers as plain builtins): the cases it collected, and its calibration."""
+        return {
+            "collected": sorted(self.collected),
+            "calibration": self.calibration.facts() if self.calibration is not None else None,
+        }
 
     def close(self) -> None:
         self.scheduler.close()

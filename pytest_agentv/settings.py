@@ -102,6 +102,14 @@ OPTIONS: tuple[_Option, ...] = (
         "judge_api_base", "Base URL of an OpenAI-compatible judge server", "str", metavar="URL"
     ),
     _Option(
+        "judge_transport",
+        "How model calls are sent: auto (openai/ and azure/ models on a lean HTTP client, the "
+        "rest through litellm) or litellm (every model through litellm)",
+        "choice",
+        "auto",
+        ("auto", "litellm"),
+    ),
+    _Option(
         "judge_timeout",
         "Deadline in seconds for one judge call, retries included",
         "float",
@@ -178,6 +186,49 @@ OPTIONS: tuple[_Option, ...] = (
         "path",
         metavar="PATH",
     ),
+    _Option(
+        "baseline",
+        "Compare every case's score with a previous results file (ours or AgentV's): "
+        "baseline_score and delta per case, and a comparison block in the summary",
+        "path",
+        metavar="PATH",
+    ),
+    _Option(
+        "max_regression",
+        "Fail a case whose score dropped by more than D from --agentv-baseline, even if it "
+        "still passes",
+        "float",
+        metavar="D",
+    ),
+    _Option(
+        "budget_usd",
+        "Start no more model calls once the run has spent this many US dollars; the cases "
+        "left are not graded and the run fails",
+        "float",
+        metavar="USD",
+    ),
+    _Option(
+        "estimate",
+        "Print the model calls, tokens and cost the selected cases would need, then stop "
+        "without running them (no model is called)",
+        "bool",
+        False,
+    ),
+    _Option(
+        "calibration",
+        "Canary cases the judge must grade as expected before its verdicts are trusted "
+        "(default: .agentv/calibration.yaml in the rootdir, when present)",
+        "path",
+        metavar="PATH",
+    ),
+    _Option(
+        "calibration_mode",
+        "What a failed canary does: enforce (LLM-judged cases are not graded), warn (graded, "
+        "with a warning) or off",
+        "choice",
+        "enforce",
+        ("enforce", "warn", "off"),
+    ),
 )
 
 
@@ -237,6 +288,8 @@ class Settings:
     code_judge_env: tuple[str, ...]
     judge_model: str | None
     judge_api_base: str | None
+    #: One of ``judge.TRANSPORT_CHOICES``, checked against the option's choices.
+    judge_transport: str
     judge_timeout: float
     judge_attempt_timeout: float
     judge_retries: int
@@ -250,6 +303,13 @@ class Settings:
     fail_on_error: bool
     trials: int | None
     answers: Path | None
+    baseline: Path | None
+    max_regression: float | None
+    budget_usd: float | None
+    estimate: bool
+    calibration: Path | None
+    #: enforce, warn or off, checked against the option's choices.
+    calibration_mode: str
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -258,6 +318,14 @@ class Settings:
             values[option.name] = _resolve(config, option)
         if values["cache_dir"] is None:
             values["cache_dir"] = config.rootpath / ".agentv" / "cache"
+        if values["calibration"] is None:
+            default = config.rootpath / ".agentv" / "calibration.yaml"
+            values["calibration"] = default if default.is_file() else None
+        if values["max_regression"] is not None and values["baseline"] is None:
+            raise pytest.UsageError(
+                "--agentv-max-regression needs --agentv-baseline: the previous results file "
+                "to compare scores with"
+            )
         return cls(**values)
 
     def header(self) -> str:
@@ -298,7 +366,15 @@ def _parse(option: _Option, raw: str, source: str, base: Path) -> Any:
             minimum=1 if option.name in ("concurrency", "trials") else 0,
             maximum=MAX_TRIALS if option.name == "trials" else None,
         ),
-        "float": lambda: _number(float, text, option, source, minimum=0, exclusive=True),
+        "float": lambda: _number(
+            float,
+            text,
+            option,
+            source,
+            minimum=0,
+            exclusive=option.name != "max_regression",
+            maximum=1 if option.name == "max_regression" else None,
+        ),
         "bool": lambda: _boolean(text, source),
         "choice": lambda: _choice(text, option, source),
     }

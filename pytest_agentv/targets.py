@@ -24,6 +24,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
+from .baseline import PreviousResults
+from .budget import PlannedCall, prompt_tokens, unknown_answer
 from .cases import GUIDELINES_HEADER, CaseSpec, PreparedCase, prepare_case
 from .errors import AgentvError, ConfigError, EvalFileError, NotGradedError
 from .judge import LlmClient, ModelSpec
@@ -32,7 +34,7 @@ from .models import TargetConfig, render_content
 from .paths import display_path, resolve_reference, search_roots
 from .processes import ProcessResult, run_process
 from .redaction import redact
-from .yamlfile import json_lines, read_text
+from .yamlfile import json_lines
 
 DEFAULT_MOCK_RESPONSE = "Mock target response. Set 'response' on the mock target to change it."
 DEFAULT_CLI_TIMEOUT = 120.0
@@ -233,6 +235,9 @@ class MockTarget:
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
         if self.delay:
             await asyncio.sleep(self.delay)
+        return self.answer()
+
+    def answer(self) -> TargetResponse:
         value = self.response
         if isinstance(value, dict) and not ("text" in value or "output_messages" in value):
             value = json.dumps(value)
@@ -613,6 +618,31 @@ class LlmTarget:
         )
 
 
+def planned_answer(target: Target, case: PreparedCase) -> tuple[TargetResponse, list[PlannedCall]]:
+    """The answer a target would give, as far as it is known without running anything, and the
+    model calls it would make (``--agentv-estimate``). A mock's or a recorded answer is known; a
+    model target's is known when its reply is in the store; any other answer (a CLI agent's, a
+    fixture's) stands in as one reply allowance of text."""
+    if isinstance(target, MockTarget):
+        return target.answer(), []
+    if isinstance(target, RecordedTarget):
+        return target.answer(case), []
+    if isinstance(target, LlmTarget):
+        messages = chat_messages(case)
+        stored = target.client.stored_reply(
+            messages,
+            temperature=target.temperature,
+            max_tokens=target.max_tokens,
+            trial=case.attempt,
+            protocol="target",
+        )
+        call = PlannedCall(
+            target.client.model, prompt_tokens(messages), stored is not None, target.max_tokens
+        )
+        return response_from(stored if stored is not None else unknown_answer(), ""), [call]
+    return response_from(unknown_answer(), ""), []
+
+
 TargetFunction = Callable[[PreparedCase], Any]
 
 
@@ -668,10 +698,6 @@ class FixtureTarget:
         return response_from(value, self.what)
 
 
-#: Results files can be much larger than eval files: one line per case of a whole suite.
-MAX_ANSWERS_BYTES = 1024 * 1024 * 1024
-
-
 class RecordedTarget:
     """``--agentv-answers``: each case's answer comes from a previous results file (ours, or
     AgentV's: ``candidate_answer``, ``output_messages``, ``trace_summary``), matched by dataset
@@ -688,38 +714,15 @@ class RecordedTarget:
         self.path = path
         self.display = display
         self.name = f"recorded:{path.name}"
-        self._lock = threading.Lock()
-        self._rows: dict[tuple[str | None, str], dict[str, Any]] | None = None
-
-    def _index(self) -> dict[tuple[str | None, str], dict[str, Any]]:
-        with self._lock:
-            if self._rows is None:
-                rows: dict[tuple[str | None, str], dict[str, Any]] = {}
-                try:
-                    text = read_text(self.path, self.display, MAX_ANSWERS_BYTES)
-                    for line, row in json_lines(text, self.display):
-                        case_id = (
-                            row.get("eval_id", row.get("test_id"))
-                            if isinstance(row, dict)
-                            else None
-                        )
-                        if not isinstance(case_id, str):
-                            raise ConfigError(
-                                f"{self.display}:{line}: a results row needs a string 'eval_id' "
-                                "(or 'test_id')"
-                            )
-                        dataset = row.get("dataset")
-                        rows[(dataset if isinstance(dataset, str) else None, case_id)] = row
-                except EvalFileError as exc:
-                    raise ConfigError(f"--agentv-answers: {exc}") from None
-                self._rows = rows
-            return self._rows
+        self.results = PreviousResults(path, display, "--agentv-answers")
 
     def find(self, case: PreparedCase) -> dict[str, Any] | None:
-        rows = self._index()
-        return rows.get((case.dataset, case.id)) or rows.get((None, case.id))
+        return self.results.find(case.dataset, case.id)
 
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
+        return self.answer(case)
+
+    def answer(self, case: PreparedCase) -> TargetResponse:
         row = self.find(case)
         where = f"in {self.display} (--agentv-answers)"
         if row is None:

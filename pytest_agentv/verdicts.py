@@ -13,6 +13,7 @@ from typing import Literal, NoReturn
 
 import pytest
 
+from .baseline import regressed_by
 from .redaction import printable
 from .results import AggregationRow, EvaluatorRow, ResultRow, Verdict
 
@@ -195,6 +196,8 @@ def report_text(result: ResultRow, headline: str) -> str:
     lines = [headline]
     if result["target"]:
         lines.append(f"target: {result['target']}")
+    if "baseline_score" in result:
+        lines.append(f"baseline: {baseline_text(result)}")
     trials = trials_lines(result)
     if trials:
         lines += ["", *trials]
@@ -213,6 +216,15 @@ def report_text(result: ResultRow, headline: str) -> str:
         if result["reasoning"]:
             lines.append(f"reasoning: {result['reasoning']}")
     return "\n".join(lines)
+
+
+def baseline_text(result: ResultRow) -> str:
+    """The case's score in the baseline, and the change (``--agentv-baseline``)."""
+    baseline, delta = result.get("baseline_score"), result.get("delta")
+    if baseline is None:
+        return "no graded score for this case"
+    change = f", delta {delta:+.2f}" if delta is not None else ""
+    return f"score {fmt(baseline)}{change}"
 
 
 def borderline_reason(result: ResultRow) -> str:
@@ -257,12 +269,26 @@ def settle_ungraded(
 
 
 def apply_verdict(
-    row: ResultRow, *, borderline: str, headline: str, failure: Callable[[str], BaseException]
+    row: ResultRow,
+    *,
+    borderline: str,
+    headline: str,
+    failure: Callable[[str], BaseException],
+    max_regression: float | None = None,
 ) -> None:
     """Turn a graded row's verdict into its pytest outcome: return on pass, ``pytest.xfail`` on
-    borderline (per ``--agentv-borderline``), raise ``failure(report)`` on fail."""
+    borderline (per ``--agentv-borderline``), raise ``failure(report)`` on fail — and on a pass
+    or borderline whose score dropped from its baseline by more than ``max_regression``."""
     __tracebackhide__ = True
     outcome = outcome_for(str(row["verdict"]), borderline)
+    dropped = regressed_by(row, max_regression)
+    if dropped is not None and outcome != "failed":
+        why = (
+            f"{summary_line(row)}, down {dropped:.2f} from the baseline's "
+            f"{fmt(row.get('baseline_score'))}: more than --agentv-max-regression "
+            f"{max_regression:g}"
+        )
+        raise failure(printable(report_text(row, f"{headline}: {why}")))
     if outcome == "xfailed":
         # Last statement of its branch: with --runxfail, pytest.xfail does nothing.
         pytest.xfail(printable(borderline_reason(row)))

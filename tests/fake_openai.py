@@ -1,7 +1,7 @@
 """A loopback OpenAI-compatible server for tests: real HTTP, scripted replies and faults.
 
 This module is a pytest plugin (``pytest_plugins`` in ``tests/conftest.py``): it provides the
-``fake_server``, ``fake_llm`` and ``_litellm_imported`` fixtures; test modules import the server
+``fake_server``, ``fake_llm`` and ``judge_transport`` fixtures; test modules import the server
 and its actions from ``tests.fake_openai``.
 
 ``FakeOpenAI`` answers ``POST /v1/chat/completions``. Each request takes the next scripted
@@ -15,6 +15,7 @@ server stops.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -27,6 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+from pytest_agentv.judge import TRANSPORT_CHOICES as TRANSPORTS
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class Request:
     body: dict[str, Any]
     headers: dict[str, str]
     at: float
+    path: str = ""
 
     @property
     def system(self) -> str:
@@ -224,6 +228,7 @@ class FakeOpenAI:
                     json.loads(raw or b"{}"),
                     {k.lower(): v for k, v in self.headers.items()},
                     time.monotonic(),
+                    self.path,
                 )
                 with fake._lock:
                     fake.requests.append(request)
@@ -337,27 +342,47 @@ def ranges(**scores: int) -> str:
 # -- fixtures ------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def _litellm_imported() -> None:
-    """Import litellm, and everything its first call imports, once in this process.
+def _warm_up(transport: str) -> None:
+    """Make one call, and one that fails, through ``transport`` on the plugin's loop.
 
     In-process pytester runs drop modules first imported inside them; without this every run
-    would import litellm's HTTP stack again (about half a second each). Only tests that call a
-    model through litellm need this (``fake_llm`` does): importing litellm takes seconds.
+    would import the transport's HTTP stack again (litellm's: about half a second each).
     """
-    import asyncio
-
     from pytest_agentv.judge import LlmClient, ModelSpec, RetryPolicy
+    from pytest_agentv.scheduler import shared_loop
 
     server = FakeOpenAI().start()
     server.push(Status(500), Reset())  # error paths import modules of their own
     try:
         client = LlmClient(
-            ModelSpec("openai/warm-up", api_base=server.api_base), RetryPolicy(backoff=0.001)
+            ModelSpec("openai/gpt-4o-mini", api_base=server.api_base),
+            RetryPolicy(backoff=0.001),
+            transport=transport,
         )
-        asyncio.run(client.complete([{"role": "user", "content": "warm up"}], accept=str))
+        call = client.complete([{"role": "user", "content": "warm up"}], accept=str)
+        asyncio.run_coroutine_threadsafe(call, shared_loop()).result(60)
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session", params=TRANSPORTS)
+def _transport(request: pytest.FixtureRequest) -> str:
+    """Each transport, warmed up once per process. Session-scoped, so it is set up before any
+    pytester snapshot: litellm's import installs a metadata finder that must not be undone.
+    Only tests that call a model need it (``fake_llm`` does): importing litellm takes seconds.
+    """
+    transport: str = request.param
+    _warm_up(transport)
+    return transport
+
+
+@pytest.fixture
+def judge_transport(_transport: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test that talks to the fake server as a model runs once per transport: ``auto``
+    (the lean one, for the fake server's ``openai/`` models) and ``litellm`` (forced). Runs see
+    it as ``AGENTV_JUDGE_TRANSPORT``; tests that build an ``LlmClient`` pass it on."""
+    monkeypatch.setenv("AGENTV_JUDGE_TRANSPORT", _transport)
+    return _transport
 
 
 @pytest.fixture
@@ -369,6 +394,6 @@ def fake_server() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture
-def fake_llm(_litellm_imported: None, fake_server: FakeOpenAI) -> FakeOpenAI:
-    """The loopback server as the model of litellm calls (litellm imported beforehand)."""
+def fake_llm(judge_transport: str, fake_server: FakeOpenAI) -> FakeOpenAI:
+    """The loopback server as the model of calls through each transport (warmed up before)."""
     return fake_server

@@ -38,12 +38,14 @@ def test_showcase_failure_report(pytester: pytest.Pytester) -> None:
 
 
 def grade(request: Request) -> str:
-    """A fake judge that approves everything, in whichever contract it was asked for."""
+    """A fake judge that approves every answer but the calibration's wrong ones ("no
+    refunds"), in whichever contract it was asked for."""
+    wrong = "no refunds" in request.user
     if '"satisfied"' in request.system:
         ids = [
             line.split("]")[0][3:] for line in request.user.splitlines() if line.startswith("- [")
         ]
-        return checklist(**{i.replace("-", "_"): True for i in ids})
+        return checklist(**{i.replace("-", "_"): not wrong for i in ids})
     if "<integer 0-10>" in request.system:
         ids = [
             line.split(": ")[1].split(" (")[0]
@@ -51,6 +53,8 @@ def grade(request: Request) -> str:
             if line.startswith("### Criterion:")
         ]
         return ranges(**{i.replace("-", "_"): 9 for i in ids})
+    if wrong:
+        return freeform(0.05, [], ["denies the 30-day window"], "contradicts the policy")
     return freeform(0.95, ["accurate"], [], "matches the policy")
 
 
@@ -61,6 +65,7 @@ def test_llm_examples_with_a_judge(pytester: pytest.Pytester, fake_llm: FakeOpen
     (pytester.path / "pytest.ini").write_text(ini + "agentv_cache_dir = .agentv/test-cache\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-results=out.jsonl")
     result.assert_outcomes(passed=25, xfailed=2)
+    result.stdout.fnmatch_lines(["*judge openai/fake-judge graded 3 canaries as expected"])
     # The default judge's request stands at the top level; listed evaluators carry their own.
     modes = {
         row["eval_id"]: (

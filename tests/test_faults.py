@@ -1,7 +1,7 @@
 """Judge faults: transient ones never change a verdict, persistent ones never invent one.
 
-The property tests drive the real judge (LlmJudgeEvaluator → LlmClient → litellm → HTTP) against
-the loopback fake server, with a fault schedule per example.
+The property tests drive the real judge (LlmJudgeEvaluator → LlmClient → each transport → HTTP)
+against the loopback fake server, with a fault schedule per example.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ PROPERTY = settings(
 
 
 @pytest.fixture(scope="module")
-def server(_litellm_imported: None) -> Iterator[FakeOpenAI]:
+def server(_transport: str) -> Iterator[FakeOpenAI]:
     # Everything alive now (pytest, hypothesis, litellm: some 400,000 objects) is left out of
     # later collections, so that no collection pause lasts as long as an attempt.
     gc.collect()
@@ -95,12 +95,15 @@ def server(_litellm_imported: None) -> Iterator[FakeOpenAI]:
         gc.unfreeze()
 
 
-def judge(server: FakeOpenAI, retries: int = RETRIES, deadline: float = 30.0) -> LlmJudgeEvaluator:
+def judge(
+    server: FakeOpenAI, transport: str, retries: int = RETRIES, deadline: float = 30.0
+) -> LlmJudgeEvaluator:
     client = LlmClient(
         ModelSpec("openai/fake-judge", api_base=server.api_base),
         RetryPolicy(
             retries=retries, deadline=deadline, attempt_timeout=ATTEMPT_TIMEOUT, backoff=0.001
         ),
+        transport=transport,
     )
     return LlmJudgeEvaluator(resolve_judge_provider=lambda context: client)
 
@@ -118,20 +121,22 @@ def reset(server: FakeOpenAI, schedule: list[Action], score: float) -> None:
     server.responder = lambda request: freeform_reply(score)
 
 
-def check_verdict_kept(server: FakeOpenAI, schedule: list[Action], score: float) -> None:
+def check_verdict_kept(
+    server: FakeOpenAI, transport: str, schedule: list[Action], score: float
+) -> None:
     """Faults within the retry budget: the verdict of a clean reply, one request per fault."""
     reset(server, schedule, score)
-    result = grade(judge(server))
+    result = grade(judge(server, transport))
     assert result.verdict == SCORES[score]
     assert result.score == score
     assert len(server.requests) == len(schedule) + 1
 
 
-def check_not_graded(server: FakeOpenAI, schedule: list[Action]) -> None:
+def check_not_graded(server: FakeOpenAI, transport: str, schedule: list[Action]) -> None:
     """One fault more than the retry budget: not graded, after exactly the budgeted attempts."""
     reset(server, schedule, 0.95)
     with pytest.raises(NotGradedError, match=r"failed after 4 attempts \(retry budget spent\)"):
-        grade(judge(server))
+        grade(judge(server, transport))
     assert len(server.requests) == RETRIES + 1
 
 
@@ -142,16 +147,18 @@ def check_not_graded(server: FakeOpenAI, schedule: list[Action]) -> None:
 
 
 @pytest.mark.parametrize("score", SCORES)
-def test_a_clean_reply_gives_the_verdict(server: FakeOpenAI, score: float) -> None:
-    check_verdict_kept(server, [], score)
+def test_a_clean_reply_gives_the_verdict(
+    server: FakeOpenAI, judge_transport: str, score: float
+) -> None:
+    check_verdict_kept(server, judge_transport, [], score)
 
 
 @pytest.mark.parametrize("score", SCORES)
 @pytest.mark.parametrize("fault", TRANSIENT, ids=TRANSIENT_IDS)
 def test_each_transient_fault_keeps_the_verdict(
-    server: FakeOpenAI, fault: Action, score: float
+    server: FakeOpenAI, judge_transport: str, fault: Action, score: float
 ) -> None:
-    check_verdict_kept(server, [fault], score)
+    check_verdict_kept(server, judge_transport, [fault], score)
 
 
 @pytest.mark.parametrize("first", TRANSIENT, ids=TRANSIENT_IDS)
@@ -161,37 +168,44 @@ def test_each_transient_fault_keeps_the_verdict(
     score=st.sampled_from(list(SCORES)),
 )
 def test_transient_faults_within_budget_keep_the_verdict(
-    server: FakeOpenAI, first: Action, rest: list[Action], score: float
+    server: FakeOpenAI, judge_transport: str, first: Action, rest: list[Action], score: float
 ) -> None:
-    check_verdict_kept(server, [first, *rest], score)
+    check_verdict_kept(server, judge_transport, [first, *rest], score)
 
 
 @pytest.mark.parametrize("fault", TRANSIENT, ids=TRANSIENT_IDS)
-def test_each_fault_beyond_budget_is_not_graded(server: FakeOpenAI, fault: Action) -> None:
-    check_not_graded(server, [fault] * (RETRIES + 1))
+def test_each_fault_beyond_budget_is_not_graded(
+    server: FakeOpenAI, judge_transport: str, fault: Action
+) -> None:
+    check_not_graded(server, judge_transport, [fault] * (RETRIES + 1))
 
 
 @settings(PROPERTY, max_examples=examples(60))
 @given(schedule=st.lists(st.sampled_from(TRANSIENT), min_size=RETRIES + 1, max_size=RETRIES + 1))
-def test_faults_beyond_budget_are_not_graded(server: FakeOpenAI, schedule: list[Action]) -> None:
-    check_not_graded(server, schedule)
+def test_faults_beyond_budget_are_not_graded(
+    server: FakeOpenAI, judge_transport: str, schedule: list[Action]
+) -> None:
+    check_not_graded(server, judge_transport, schedule)
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
-def test_non_retryable_statuses_get_one_attempt(server: FakeOpenAI, status: int) -> None:
+def test_non_retryable_statuses_get_one_attempt(
+    server: FakeOpenAI, judge_transport: str, status: int
+) -> None:
     reset(server, [Status(status)], 0.95)
     with pytest.raises(NotGradedError, match="not retryable"):
-        grade(judge(server))
+        grade(judge(server, judge_transport))
     assert len(server.requests) == 1
 
 
-def test_connection_refused_is_retried_then_not_graded(_litellm_imported: None) -> None:
+def test_connection_refused_is_retried_then_not_graded(judge_transport: str) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     client = LlmClient(
         ModelSpec("openai/fake-judge", api_base=f"http://127.0.0.1:{port}/v1"),
         RetryPolicy(retries=2, deadline=120, attempt_timeout=30, backoff=0.001),
+        transport=judge_transport,
     )
     evaluator = LlmJudgeEvaluator(resolve_judge_provider=lambda context: client)
     started = time.monotonic()
@@ -204,12 +218,15 @@ def test_connection_refused_is_retried_then_not_graded(_litellm_imported: None) 
     assert time.monotonic() - started < 25
 
 
-def test_a_server_that_never_answers_ends_within_the_deadline(server: FakeOpenAI) -> None:
+def test_a_server_that_never_answers_ends_within_the_deadline(
+    server: FakeOpenAI, judge_transport: str
+) -> None:
     reset(server, [], 0.95)
     server.responder = lambda request: Delay(30, freeform_reply(0.95))
     client = LlmClient(
         ModelSpec("openai/fake-judge", api_base=server.api_base),
         RetryPolicy(retries=10, deadline=1.5, attempt_timeout=60, backoff=0.001),
+        transport=judge_transport,
     )
     started = time.monotonic()
     with pytest.raises(
@@ -221,11 +238,11 @@ def test_a_server_that_never_answers_ends_within_the_deadline(server: FakeOpenAI
     assert time.monotonic() - started < 20
 
 
-def test_retry_after_beyond_the_cap_fails_fast(server: FakeOpenAI) -> None:
+def test_retry_after_beyond_the_cap_fails_fast(server: FakeOpenAI, judge_transport: str) -> None:
     reset(server, [Status(429, {"retry-after": "3600"})], 0.95)
     started = time.monotonic()
     with pytest.raises(NotGradedError, match="asked to retry after 3600s, more than the 60s cap"):
-        grade(judge(server))
+        grade(judge(server, judge_transport))
     # Given up at once: no second attempt, and no wait (not even the 60 s cap).
     assert len(server.requests) == 1
     assert time.monotonic() - started < 30

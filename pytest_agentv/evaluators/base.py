@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
+from ..budget import PlannedCall
 from ..cases import PreparedCase
 from ..errors import AgentvError, ConfigError
 from ..judge import JudgeClient
@@ -260,6 +261,29 @@ async def evaluate_entries(
         EvaluatorResult(entry.name, entry.kind, entry.weight, score)
         for entry, score in zip(entries, scores, strict=True)
     )
+
+
+@runtime_checkable
+class PlansCalls(Protocol):
+    """An evaluator that can say which model calls it would make, without making them (for
+    ``--agentv-estimate``). Evaluators without this method are counted as making none."""
+
+    async def planned_calls(self, context: EvaluationContext) -> list[PlannedCall]: ...
+
+
+async def plan_entries(
+    context: EvaluationContext,
+    entries: Sequence[EvaluatorConfig],
+    registry: Mapping[str, Evaluator],
+) -> list[PlannedCall]:
+    """The model calls these entries would make for ``context``, in the entries' order."""
+    scoped = replace(context, registry=registry)
+    calls: list[PlannedCall] = []
+    for entry in entries:
+        evaluator = lookup_evaluator(registry, entry.type)
+        if isinstance(evaluator, PlansCalls):
+            calls += await evaluator.planned_calls(replace(scoped, evaluator=entry))
+    return calls
 
 
 async def run_evaluators_for_case(

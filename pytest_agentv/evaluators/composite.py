@@ -24,7 +24,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..budget import PlannedCall, unknown_answer
 from ..errors import ConfigError
+from ..judge import LlmClient
 from ..models import AggregatorSpec, CompositeSpec, EvaluatorConfig
 from ..paths import read_reference, resolve_reference
 from ..processes import scrubbed_env
@@ -37,6 +39,7 @@ from .base import (
     EvaluatorResult,
     entry_settings,
     evaluate_entries,
+    plan_entries,
     run_script,
 )
 from .code_judge import parse_judge_output
@@ -109,12 +112,37 @@ class CompositeEvaluator:
         """The ``llm_judge`` entry an LLM aggregator is graded as (its ``model``, if any)."""
         return EvaluatorConfig(name=entry.name, type="llm_judge", model=aggregator.model)
 
-    def check_judge(self, context: EvaluationContext) -> None:
-        """Raise ``JudgeNotConfiguredError`` now if the aggregator needs a judge nobody set."""
+    def check_judge(self, context: EvaluationContext) -> LlmClient | None:
+        """The judge of an LLM aggregator (None for other aggregators); raise
+        ``JudgeNotConfiguredError`` now if it needs a judge nobody set."""
         spec = entry_settings(context, CompositeSpec)
         if context.evaluator is not None and spec.aggregator.type == "llm_judge":
             entry = self.aggregator_entry(context.evaluator, spec.aggregator)
-            self.judge.judge_for(replace(context, evaluator=entry))
+            return self.judge.judge_for(replace(context, evaluator=entry))
+        return None
+
+    async def planned_calls(self, context: EvaluationContext) -> list[PlannedCall]:
+        """The members' calls, then an LLM aggregator's: its prompt holds the members' results,
+        which are known only once they ran, so each stands in as one reply allowance of text
+        (and the call is not found in the store)."""
+        spec = entry_settings(context, CompositeSpec)
+        registry = context.registry if context.registry is not None else self.registry or {}
+        calls = await plan_entries(context, spec.evaluators, registry)
+        aggregator = spec.aggregator
+        if aggregator.type == "llm_judge" and context.evaluator is not None:
+            case = context.eval_case
+            template = aggregator_prompt(aggregator, start=case.folder, rootdir=case.rootdir)
+            unknown = EvaluationScore(0.0, reasoning=unknown_answer())
+            results = {m.name: wire_score(unknown, for_judge=True) for m in spec.evaluators}
+            entry = self.aggregator_entry(context.evaluator, aggregator)
+            calls.append(
+                await self.judge.planned_call(
+                    replace(context, evaluator=entry),
+                    template=template,
+                    data={RESULTS_VARIABLE: results},
+                )
+            )
+        return calls
 
     async def evaluate(self, context: EvaluationContext) -> EvaluationScore:
         spec = entry_settings(context, CompositeSpec)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeGuard, TypeVar
 
+from ..budget import PlannedCall, prompt_tokens
 from ..errors import JudgeNotConfiguredError, NotGradedError
 from ..judge import NONCE_PLACEHOLDER, LlmClient, Reply, ReplyError
 from ..models import EvaluatorConfig, PromptScript, RubricItem, rubric_items
@@ -275,6 +276,30 @@ def parse_score_ranges(text: str, nonce: str, rubrics: Sequence[RubricItem]) -> 
 
 
 @dataclass(frozen=True)
+class JudgeRequest:
+    """What an LLM judge evaluator sends: its judge, mode and settings, and its messages and
+    response format rendered for a nonce (a fresh one per call)."""
+
+    judge: LlmClient
+    mode: str
+    render: Callable[[str], tuple[str, str]]
+    schema: Callable[[str], dict[str, Any]]
+    parse: Callable[[str, str], EvaluationScore]
+    temperature: float
+    max_tokens: int | None
+    #: Texts a nonce must not occur in (the candidate, and any other data shown).
+    untrusted: tuple[str, ...]
+    custom_source: str | None
+
+    def messages(self, nonce: str) -> list[dict[str, str]]:
+        system, user = self.render(nonce)
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def structured(self, nonce: str) -> dict[str, Any]:
+        return prompts.response_format(f"agentv_{self.mode}", self.schema(nonce))
+
+
+@dataclass(frozen=True)
 class _Prompt:
     """A custom user prompt: a full template, or extra instructions for the default one."""
 
@@ -311,23 +336,26 @@ class LlmJudgeEvaluator:
             raise JudgeNotConfiguredError(NO_JUDGE)
         return judge
 
-    async def evaluate(
+    async def prepare(
         self,
         context: EvaluationContext,
         *,
         template: str | None = None,
         data: Mapping[str, Any] | None = None,
-    ) -> EvaluationScore:
-        """Grade the case. ``template`` replaces the entry's prompt; ``data`` are more template
-        variables, shown to the judge as JSON between the same markers as the candidate (a
-        composite's aggregator passes its members' results this way)."""
+        run_scripts: bool = True,
+    ) -> JudgeRequest:
+        """What this evaluator would send the judge for ``context``: the judge, the mode, and
+        how its messages render for a nonce. ``template`` replaces the entry's prompt; ``data``
+        are more template variables, shown to the judge as JSON between the same markers as the
+        candidate (a composite's aggregator passes its members' results this way). Without
+        ``run_scripts`` a prompt script is not run and the built-in prompt stands in for it."""
         entry = context.evaluator
         judge = self.judge_for(context)
         rubrics = tuple(entry.rubrics) if entry is not None and entry.rubrics else self.rubrics
         custom = (
             _Prompt(template, is_template=True, source="aggregator")
             if template is not None
-            else await self._custom_prompt(entry, context)
+            else await self._custom_prompt(entry, context, run_scripts)
         )
         extra = dict(data or {})
         options = entry.options if entry is not None else {}
@@ -341,11 +369,11 @@ class LlmJudgeEvaluator:
             "input_messages": list(context.eval_case.authored_input),
             "output_messages": list(context.output_messages or ()),
         }
-        untrusted = [
+        untrusted = (
             str(inputs["candidate_answer"]),
             json.dumps(inputs["output_messages"]),
             *(json.dumps(value, default=str) for value in extra.values()),
-        ]
+        )
         parse: Callable[[str, str], EvaluationScore]
         if rubrics and any(item.score_ranges for item in rubrics):
             mode, schema = "score_ranges", prompts.score_range_schema
@@ -378,24 +406,71 @@ class LlmJudgeEvaluator:
                     user = f"{custom.text.strip()}\n\n{user}"
             return system(nonce), user
 
-        system_prompt, user_prompt = render(NONCE_PLACEHOLDER)
-        request: dict[str, Any] = {
+        return JudgeRequest(
+            judge=judge,
+            mode=mode,
+            render=render,
+            schema=schema,
+            parse=parse,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            untrusted=untrusted,
+            custom_source=custom.source if custom is not None else None,
+        )
+
+    async def planned_call(
+        self,
+        context: EvaluationContext,
+        *,
+        template: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> PlannedCall:
+        """The call ``evaluate`` would make for ``context`` (a reply within the contract
+        needs one), and whether the store already holds its reply; nothing is called."""
+        request = await self.prepare(context, template=template, data=data, run_scripts=False)
+        messages = request.messages(NONCE_PLACEHOLDER)
+        stored = request.judge.stored_reply(
+            messages,
+            temperature=request.temperature,
+            max_tokens=request.max_tokens,
+            structured=request.structured(NONCE_PLACEHOLDER),
+            trial=context.attempt,
+            protocol=prompts.PROTOCOL_VERSION,
+        )
+        return PlannedCall(
+            model=request.judge.model,
+            prompt_tokens=prompt_tokens(messages),
+            stored=stored is not None,
+            max_tokens=request.max_tokens,
+        )
+
+    async def planned_calls(self, context: EvaluationContext) -> list[PlannedCall]:
+        return [await self.planned_call(context)]
+
+    async def evaluate(
+        self,
+        context: EvaluationContext,
+        *,
+        template: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> EvaluationScore:
+        """Grade the case (see ``prepare`` for ``template`` and ``data``)."""
+        request = await self.prepare(context, template=template, data=data)
+        judge = request.judge
+        system_prompt, user_prompt = request.render(NONCE_PLACEHOLDER)
+        raw_request: dict[str, Any] = {
             "user_prompt": user_prompt,
             "system_prompt": system_prompt,
             "model": judge.model,
-            "mode": mode,
+            "mode": request.mode,
         }
-        if custom is not None:
-            request["custom_prompt"] = custom.source
+        if request.custom_source is not None:
+            raw_request["custom_prompt"] = request.custom_source
         problem = ""
         rejected: tuple[str, str] | None = None  # the last reply outside the contract, its nonce
         for _attempt in range(MAX_ATTEMPTS):
-            nonce = prompts.new_nonce(*untrusted)
-            system_text, user_text = render(nonce)
-            messages = [
-                {"role": "system", "content": system_text},
-                {"role": "user", "content": user_text},
-            ]
+            nonce = prompts.new_nonce(*request.untrusted)
+            messages = request.messages(nonce)
             if rejected is not None:
                 reply_text, old_nonce = rejected
                 messages += [
@@ -405,10 +480,10 @@ class LlmJudgeEvaluator:
             try:
                 score, reply = await judge.complete(
                     messages,
-                    accept=_rejecting(partial(parse, nonce=nonce)),
-                    temperature=temperature,
-                    max_tokens=max_tokens,
-                    structured=prompts.response_format(f"agentv_{mode}", schema(nonce)),
+                    accept=_rejecting(partial(_parse_with, request.parse, nonce)),
+                    temperature=request.temperature,
+                    max_tokens=request.max_tokens,
+                    structured=request.structured(nonce),
                     nonce=nonce,
                     trial=context.attempt,
                     protocol=prompts.PROTOCOL_VERSION,
@@ -419,12 +494,12 @@ class LlmJudgeEvaluator:
                 problem = str(exc)
                 rejected = (exc.reply, nonce)
                 continue
-            return _with_request(score, request, reply)
+            return _with_request(score, raw_request, reply)
         return EvaluationScore(
             score=0.0,
             verdict="fail",
             reasoning=None,
-            evaluator_raw_request=request,
+            evaluator_raw_request=raw_request,
             error=(
                 f"the judge's reply could not be parsed after {MAX_ATTEMPTS} attempts "
                 f"({problem}); this is not a verdict on the answer"
@@ -432,13 +507,15 @@ class LlmJudgeEvaluator:
         )
 
     async def _custom_prompt(
-        self, entry: EvaluatorConfig | None, context: EvaluationContext
+        self, entry: EvaluatorConfig | None, context: EvaluationContext, run_scripts: bool = True
     ) -> _Prompt | None:
         prompt = entry.prompt if entry is not None and entry.prompt is not None else self.prompt
         if prompt is None:
             return None
         case = context.eval_case
         if isinstance(prompt, PromptScript):
+            if not run_scripts:
+                return None
             return await self._scripted_prompt(prompt, entry, context)
         text = prompts.load_prompt_file(prompt, start=case.folder, rootdir=case.rootdir)
         if text is not None:
@@ -463,6 +540,12 @@ class LlmJudgeEvaluator:
         if failure or not text:
             raise NotGradedError(failure or "prompt script printed no prompt on stdout")
         return _Prompt(text, is_template=True, source=f"script: {script}")
+
+
+def _parse_with(
+    parse: Callable[[str, str], EvaluationScore], nonce: str, text: str
+) -> EvaluationScore:
+    return parse(text, nonce)
 
 
 def _rejecting(parse: Callable[[str], T]) -> Callable[[str], T]:

@@ -1,0 +1,173 @@
+"""A previous results file (ours or AgentV's) as a baseline: per-case deltas, the comparison block.
+
+``PreviousResults`` reads a results file once: ours (``--agentv-results``), AgentV v2.5.8's
+(``eval_id``, ``dataset``, ``score``, ``error``) or a later AgentV's (rows that carry only
+``test_id``). Rows are matched to cases by dataset and eval id; a row without a dataset matches
+the id in any dataset. When a file has several rows for one case, the last one counts. The same
+reader serves ``--agentv-answers`` (the recorded answers of a previous run).
+
+A baseline score exists only for a row that was graded: not an error row, not a skip, not a
+later AgentV ``execution_error``. A delta exists only when both runs graded the case; under
+trials both are the case's aggregate score.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: Results files can be much larger than eval files: one line per case of a whole suite.
+MAX_RESULTS_BYTES = 1024 * 1024 * 1024
+#: A score that moved by less than this is unchanged.
+UNCHANGED = 0.05
+#: How many cases each list of the comparison block names (every regression is named).
+LISTED = 10
+
+Key = tuple[str | None, str]
+
+
+class PreviousResults:
+    """The rows of a previous results file, by dataset and eval id; read on first use."""
+
+    def __init__(self, path: Path, display: str, option: str) -> None:
+        self.path = path
+        self.display = display
+        self.option = option
+        self._lock = threading.Lock()
+        self._rows: dict[Key, dict[str, Any]] | None = None
+
+    def rows(self) -> dict[Key, dict[str, Any]]:
+        """Raises ``ConfigError`` naming the option, the file and the line of a bad row."""
+        with self._lock:
+            if self._rows is None:
+                self._rows = self._read()
+            return self._rows
+
+    def _read(self) -> dict[Key, dict[str, Any]]:
+        # Imported here: the verdicts read this module when the plugin loads.
+        from .errors import ConfigError, EvalFileError
+        from .yamlfile import json_lines, read_text
+
+        rows: dict[Key, dict[str, Any]] = {}
+        try:
+            text = read_text(self.path, self.display, MAX_RESULTS_BYTES)
+            for line, row in json_lines(text, self.display):
+                case_id = row.get("eval_id", row.get("test_id")) if isinstance(row, dict) else None
+                if not isinstance(case_id, str):
+                    raise ConfigError(
+                        f"{self.option}: {self.display}:{line}: a results row needs a string "
+                        "'eval_id' (or 'test_id')"
+                    )
+                dataset = row.get("dataset")
+                rows[(dataset if isinstance(dataset, str) else None, case_id)] = row
+        except EvalFileError as exc:
+            raise ConfigError(f"{self.option}: {exc}") from None
+        return rows
+
+    def find(self, dataset: str, case_id: str) -> dict[str, Any] | None:
+        rows = self.rows()
+        return rows.get((dataset, case_id)) or rows.get((None, case_id))
+
+
+def graded_score(row: Mapping[str, Any] | None) -> float | None:
+    """A results row's score, if that run graded the case."""
+    if row is None or row.get("error") or row.get("status") in ("error", "skipped"):
+        return None
+    if row.get("execution_status") == "execution_error":
+        return None
+    score = row.get("score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        return None
+    return float(score) if 0 <= score <= 1 else None
+
+
+def regressed_by(row: Mapping[str, Any], max_regression: float | None) -> float | None:
+    """How far a graded case's score dropped from its baseline, when by more than allowed."""
+    delta = row.get("delta")
+    if max_regression is None or not isinstance(delta, (int, float)):
+        return None
+    return -float(delta) if -delta > max_regression else None
+
+
+def _fmt(score: float | None) -> str:
+    return "-" if score is None else f"{score:.2f}"
+
+
+def _where(case: Mapping[str, Any]) -> str:
+    return f"{case['file']}::{case['eval_id']}" if case.get("file") else str(case["eval_id"])
+
+
+def _listed(label: str, names: Sequence[str], most: int | None = LISTED) -> list[str]:
+    if not names:
+        return []
+    shown = names if most is None else names[:most]
+    lines = [f"  {label}:", *(f"    {name}" for name in shown)]
+    if len(shown) < len(names):
+        lines.append(f"    ... and {len(names) - len(shown)} more")
+    return lines
+
+
+def comparison_lines(
+    baseline: PreviousResults,
+    cases: Iterable[Mapping[str, Any]],
+    collected: Collection[Key],
+    max_regression: float | None = None,
+) -> list[str]:
+    """The comparison block: improved, regressed, unchanged, new and gone cases, every
+    regression named, the largest first.
+
+    ``cases`` are this run's eval-case rows (with ``baseline_score`` and ``delta``);
+    ``collected`` every ``(dataset, eval_id)`` the run collected, deselected ones included: a
+    baseline row is gone when its dataset was collected but its case was not (a row without a
+    dataset: when no collected case has its id). A regression beyond ``max_regression``
+    says that it failed its case.
+    """
+    improved: list[tuple[float, str]] = []
+    regressed: list[tuple[float, str]] = []
+    unchanged = uncompared = 0
+    new: list[str] = []
+    rows = baseline.rows()
+    for case in cases:
+        delta = case.get("delta")
+        if isinstance(delta, (int, float)):
+            moved = f"{_where(case)}  {_fmt(case.get('baseline_score'))} -> {_fmt(case['score'])}"
+            if delta >= UNCHANGED:
+                improved.append((delta, f"{moved}  (+{delta:.2f})"))
+            elif delta <= -UNCHANGED:
+                over = regressed_by(case, max_regression) is not None
+                gate = f", more than --agentv-max-regression {max_regression:g}" if over else ""
+                regressed.append((delta, f"{moved}  ({delta:.2f}{gate})"))
+            else:
+                unchanged += 1
+        elif baseline.find(str(case.get("dataset") or ""), str(case["eval_id"])) is None:
+            new.append(_where(case))
+        else:
+            uncompared += 1
+    datasets = {dataset for dataset, _ in collected}
+    ids = {case_id for _, case_id in collected}
+    gone = [
+        f"{dataset}::{case_id}" if dataset is not None else case_id
+        for dataset, case_id in rows
+        if (dataset, case_id) not in collected
+        and (case_id not in ids if dataset is None else dataset in datasets)
+    ]
+    counts = [
+        f"{len(improved)} improved",
+        f"{len(regressed)} regressed",
+        f"{unchanged} unchanged (|delta| < {UNCHANGED:g})",
+        f"{len(new)} new",
+        f"{len(gone)} gone",
+    ]
+    if uncompared:
+        counts.append(f"{uncompared} not compared (not graded in one of the runs)")
+    lines = [f"agentv baseline {baseline.display}: {', '.join(counts)}"]
+    regressed.sort()
+    lines += _listed("regressed", [text for _, text in regressed], most=None)
+    improved.sort(key=lambda item: (-item[0], item[1]))
+    lines += _listed("improved", [text for _, text in improved])
+    lines += _listed("new", new)
+    lines += _listed("gone", gone)
+    return lines

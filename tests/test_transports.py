@@ -1,0 +1,291 @@
+"""The two transports: one routing rule, the same wire format, credentials and store keys, and
+prices and capabilities read from litellm's table without importing litellm."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import pytest
+
+from pytest_agentv.errors import NotGradedError
+from pytest_agentv.judge import LlmClient, ModelSpec, Reply, RetryPolicy, uses_lean_transport
+from pytest_agentv.prices import Price, price_for, supports
+from pytest_agentv.scheduler import shared_loop
+from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import judge_ini, write
+
+T = TypeVar("T")
+
+FREEFORM = """
+evalcases:
+  - id: refund
+    expected_outcome: States the 30-day refund window
+    input: How long do I have to return an item?
+"""
+SCHEMA = {"type": "json_schema", "json_schema": {"name": "grade", "schema": {"type": "object"}}}
+
+
+def on_loop(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run_coroutine_threadsafe(coro, shared_loop()).result(30)
+
+
+def call(spec: ModelSpec, transport: str, **options: Any) -> Reply:
+    client = LlmClient(spec, RetryPolicy(retries=0), transport=transport)
+    messages = [{"role": "user", "content": "Grade this."}]
+    return on_loop(client.complete(messages, accept=str, **options))[1]
+
+
+@pytest.mark.parametrize(
+    ("model", "choice", "lean"),
+    [
+        ("openai/gpt-4o-mini", "auto", True),
+        ("openai/my-local-model", "auto", True),
+        ("azure/my-deployment", "auto", True),
+        ("openai/gpt-4o-mini", "litellm", False),
+        ("azure/my-deployment", "litellm", False),
+        ("anthropic/claude-3-5-haiku-latest", "auto", False),
+        ("openrouter/openai/gpt-4o", "auto", False),
+        ("ollama/llama3", "auto", False),
+        ("gpt-4o-mini", "auto", False),
+        ("openai", "auto", False),
+    ],
+)
+def test_one_routing_rule(model: str, choice: str, lean: bool) -> None:
+    assert uses_lean_transport(model, choice) is lean
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "sent", "headers"),
+    [
+        (
+            ModelSpec("openai/gpt-4o-mini", api_key="sk-test-0123456789"),
+            "/v1/chat/completions",
+            {
+                "model": "gpt-4o-mini",
+                "temperature": 0.0,
+                "max_tokens": 50,
+                "response_format": SCHEMA,
+            },
+            {"authorization": "Bearer sk-test-0123456789"},
+        ),
+        # Reasoning models take max_completion_tokens and no temperature but 1, as litellm
+        # sends them with drop_params.
+        (
+            ModelSpec("openai/o3-mini", api_key="sk-test-0123456789"),
+            "/v1/chat/completions",
+            {"model": "o3-mini", "max_completion_tokens": 50, "response_format": SCHEMA},
+            {"authorization": "Bearer sk-test-0123456789"},
+        ),
+        (
+            ModelSpec("azure/gpt-4o", api_key="az-test-0123456789", api_version="2024-10-21"),
+            "/v1/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21",
+            {"model": "gpt-4o", "temperature": 0.0, "max_tokens": 50, "response_format": SCHEMA},
+            {"api-key": "az-test-0123456789"},
+        ),
+        # Not in the price table: no schema support known, no price, the default API version.
+        (
+            ModelSpec("azure/grader", api_key="az-test-0123456789"),
+            "/v1/openai/deployments/grader/chat/completions?api-version=2024-10-21",
+            {"model": "grader", "temperature": 0.0, "max_tokens": 50},
+            {"api-key": "az-test-0123456789"},
+        ),
+    ],
+    ids=["openai", "reasoning", "azure", "azure-default-version"],
+)
+def test_both_transports_send_the_same_request(
+    fake_llm: FakeOpenAI,
+    judge_transport: str,
+    spec: ModelSpec,
+    path: str,
+    sent: dict[str, Any],
+    headers: dict[str, str],
+) -> None:
+    spec = ModelSpec(spec.model, fake_llm.api_base, spec.api_key, spec.api_version)
+    reply = call(spec, judge_transport, temperature=0.0, max_tokens=50, structured=SCHEMA)
+    [request] = fake_llm.requests
+    assert request.path == path
+    assert {k: v for k, v in request.body.items() if k != "messages"} == sent
+    assert request.body["messages"] == [{"role": "user", "content": "Grade this."}]
+    assert {k: request.headers.get(k) for k in headers} == headers
+    assert (reply.prompt_tokens, reply.completion_tokens) == (100, 20)
+    price = price_for(spec.model)
+    assert reply.cost_usd == (pytest.approx(price.cost(100, 20)) if price else None)
+
+
+def test_an_unpriced_model_has_an_unknown_cost_and_no_schema(
+    fake_llm: FakeOpenAI, judge_transport: str
+) -> None:
+    spec = ModelSpec("openai/my-local-model", api_base=fake_llm.api_base)
+    reply = call(spec, judge_transport, structured=SCHEMA)
+    assert reply.cost_usd is None
+    assert "response_format" not in fake_llm.requests[0].body
+
+
+def test_credentials_and_endpoints_from_the_environment(
+    fake_llm: FakeOpenAI, judge_transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.api_base)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-0123456789")
+    monkeypatch.setenv("AZURE_API_BASE", fake_llm.api_base.removesuffix("/v1"))
+    monkeypatch.setenv("AZURE_API_VERSION", "2024-06-01")
+    monkeypatch.setenv("AZURE_OPENAI_AD_TOKEN", "ad-token-0123456789")
+    call(ModelSpec("openai/gpt-4o-mini"), judge_transport)
+    call(ModelSpec("azure/grader"), judge_transport)
+    monkeypatch.delenv("AZURE_OPENAI_AD_TOKEN")
+    monkeypatch.setenv("AZURE_API_KEY", "az-env-0123456789")
+    call(ModelSpec("azure/checker"), judge_transport)
+    openai, token, key = fake_llm.requests
+    assert openai.path == "/v1/chat/completions"
+    assert openai.headers["authorization"] == "Bearer sk-env-0123456789"
+    assert token.path == "/openai/deployments/grader/chat/completions?api-version=2024-06-01"
+    assert token.headers["authorization"] == "Bearer ad-token-0123456789"
+    assert key.path == "/openai/deployments/checker/chat/completions?api-version=2024-06-01"
+    assert key.headers["api-key"] == "az-env-0123456789"
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("openai/gpt-4o-mini", "no API key for openai/gpt-4o-mini: set OPENAI_API_KEY"),
+        ("azure/grader", "no endpoint for azure/grader: set AZURE_API_BASE"),
+    ],
+)
+def test_missing_credentials_are_not_graded_without_a_request(model: str, message: str) -> None:
+    client = LlmClient(ModelSpec(model), RetryPolicy(retries=3))
+    with pytest.raises(NotGradedError, match=message):
+        on_loop(client.complete([{"role": "user", "content": "x"}], accept=str))
+
+
+def test_azure_needs_a_key_or_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_API_BASE", "https://example.invalid")
+    client = LlmClient(ModelSpec("azure/grader"))
+    with pytest.raises(NotGradedError, match=r"set AZURE_API_KEY .*transport=litellm"):
+        on_loop(client.complete([{"role": "user", "content": "x"}], accept=str))
+
+
+def test_prices_and_capabilities_agree_with_litellm() -> None:
+    from pytest_agentv.judge import litellm_module
+
+    litellm = litellm_module()
+    for model in ("openai/gpt-4o-mini", "gpt-4o", "azure/gpt-4o", "openai/o3-mini"):
+        info = litellm.get_model_info(model)
+        assert price_for(model) == Price(
+            info["input_cost_per_token"], info["output_cost_per_token"]
+        ), model
+        assert supports(model, "supports_response_schema") == bool(
+            litellm.supports_response_schema(model=model)
+        ), model
+    for unknown in ("openai/fake-judge", "azure/my-deployment", "anthropic/gpt-4o-mini"):
+        assert price_for(unknown) is None
+        assert not supports(unknown, "supports_response_schema")
+
+
+def test_the_price_table_is_read_without_importing_litellm(pytester: pytest.Pytester) -> None:
+    script = (
+        "import sys\n"
+        "from pytest_agentv.prices import price_for\n"
+        "print(price_for('openai/gpt-4o-mini') is not None, price_for('openai/x') is None,"
+        " 'litellm' in sys.modules)\n"
+    )
+    result = pytester.run(sys.executable, "-c", script)
+    assert result.stdout.lines[-1] == "True True False"
+
+
+def test_unknown_cost_is_reported_as_unknown(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda request: freeform_reply(0.9)
+    write(judged, "f.eval.yaml", FREEFORM)
+    result = judged.runpytest("--junitxml=junit.xml")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "agentv: 1 model calls made, 0 replies reused from the store, 120 tokens, "
+            "cost unknown (1 of 1 calls to models without a known price)"
+        ]
+    )
+    [report] = [r for r in result.reprec.getreports("pytest_runtest_logreport") if r.when == "call"]  # type: ignore[attr-defined]
+    usage = report.agentv["summary"][0]["usage"]
+    assert (usage["cost_usd"], usage["unpriced_calls"], usage["calls"]) == (None, 1, 1)
+    props = {
+        p.get("name"): p.get("value") for p in ET.parse(judged.path / "junit.xml").iter("property")
+    }
+    assert props["agentv.cost_usd"] == "unknown"
+
+
+def test_a_store_recorded_with_one_transport_replays_with_the_other(
+    project: pytest.Pytester, fake_llm: FakeOpenAI, judge_transport: str
+) -> None:
+    """...and replaying imports neither litellm nor the HTTP client."""
+    project.makeini(
+        judge_ini(fake_llm).replace("agentv_cache_mode = off", "agentv_cache_mode = readwrite")
+    )
+    project.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish():
+            print("imported:", sorted(m for m in ("litellm", "httpx") if m in sys.modules))
+        """
+    )
+    fake_llm.responder = lambda request: freeform_reply(0.9)
+    write(project, "f.eval.yaml", FREEFORM)
+    project.runpytest().assert_outcomes(passed=1)
+    fake_llm.stop()
+    other = "litellm" if judge_transport == "auto" else "auto"
+    result = project.runpytest_subprocess(
+        "-s",
+        "-p",
+        "no:cacheprovider",
+        "--agentv-cache-mode=replay",
+        f"--agentv-judge-transport={other}",
+    )
+    result.assert_outcomes(passed=1)
+    assert "imported: []" in result.stdout.str()
+    result.stdout.fnmatch_lines(["agentv: 0 model calls made, 1 replies reused*"])
+    assert json.loads(next((project.path / ".agentv" / "cache").rglob("*.json")).read_text())
+
+
+def test_the_transport_option_takes_auto_or_litellm(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--agentv-judge-transport=openai")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--agentv-judge-transport=openai is invalid; choose one of: auto, litellm*"]
+    )
+
+
+def test_calls_in_flight_are_spread_over_small_pools() -> None:
+    """httpcore's pool does work quadratic in its idle connections per request: no client ever
+    has more than ``POOL_REQUESTS`` requests in flight, and freed clients are reused."""
+    from contextlib import ExitStack
+
+    from pytest_agentv.judge import POOL_REQUESTS, _http_client
+
+    url = "http://127.0.0.1:9/v1/chat/completions"
+
+    async def hold(count: int) -> list[int]:
+        with ExitStack() as stack:
+            clients = [id(stack.enter_context(_http_client(url))) for _ in range(count)]
+        return [clients.count(client) for client in dict.fromkeys(clients)]
+
+    assert sorted(on_loop(hold(3 * POOL_REQUESTS + 1))) == [1] + [POOL_REQUESTS] * 3
+    again = on_loop(hold(3 * POOL_REQUESTS + 1))
+    assert len(again) == 4 and max(again) <= POOL_REQUESTS
+
+
+def test_only_https_clients_load_the_ca_bundle() -> None:
+    """Plain-http pools (local servers) skip the CA bundle but would still refuse any
+    certificate; https pools verify against the bundle."""
+    import ssl
+
+    from pytest_agentv.judge import _HttpPools
+
+    plain, secure = _HttpPools(secure=False)._context(), _HttpPools(secure=True)._context()
+    for context in (plain, secure):
+        assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert plain.cert_store_stats()["x509_ca"] == 0
+    assert secure.cert_store_stats()["x509_ca"] > 0
