@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Callable, Mapping, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 
-from .errors import AgentvError, JudgeNotConfiguredError
+from .errors import AgentvError, JudgeNotConfiguredError, NotGradedError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from .evaluators.base import CaseEvaluation, EvaluationContext, EvaluationScore
     from .judge import Usage
     from .models import EvaluatorConfig, RubricItem
-    from .results import ResultRow
+    from .results import CaseResult, Grade, ResultRow
     from .runner import AgentvRun
 
     Rubrics = Sequence[str | Mapping[str, Any] | RubricItem]
@@ -55,10 +56,11 @@ class JudgeOptions(TypedDict, total=False):
 
     expected_outcome: str | None
     question: str | None
-    reference_answer: str | None
+    reference_answer: str | Mapping[str, Any] | None
     rubrics: Rubrics | None
     evaluators: Entries | None
     model: str | None
+    trace: Mapping[str, Any] | None
 
 
 class JudgedAssertionError(AssertionError):
@@ -94,6 +96,17 @@ def _entries(evaluators: Entries | None, rubrics: Rubrics | None) -> tuple[Evalu
     return tuple(entries)
 
 
+def _trace(
+    answered: dict[str, Any] | None, given: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The answer's own trace summary, with what the test passed as ``trace`` winning."""
+    if given is None:
+        return answered
+    if not isinstance(given, Mapping):
+        raise TypeError(f"trace must be a mapping like AgentV's trace_summary, not {given!r}")
+    return {**(answered or {}), **given}
+
+
 class AgentvJudge:
     """The session's judge, bound to a test: evaluate answers, or assert on them.
 
@@ -115,11 +128,14 @@ class AgentvJudge:
         candidate: Any,
         question: str | None,
         expected_outcome: str | None,
-        reference_answer: str | None,
+        reference_answer: str | Mapping[str, Any] | None,
         model: str | None,
+        trace: Mapping[str, Any] | None,
+        attempt: int,
     ) -> EvaluationContext:
         from .cases import PreparedCase
         from .evaluators.base import EvaluationContext
+        from .models import render_content
         from .targets import response_from
 
         response = response_from(candidate, "assert_judged candidate")
@@ -129,25 +145,27 @@ class AgentvJudge:
             question=question or "",
             input_messages=({"role": "user", "content": question or ""},),
             expected_outcome=expected_outcome or "",
-            reference_answer=reference_answer or "",
+            reference_answer=render_content(reference_answer) if reference_answer else "",
             expected_messages=(
                 ({"role": "assistant", "content": reference_answer},) if reference_answer else ()
             ),
             authored_input=({"role": "user", "content": question or ""},),
             folder=folder,
             rootdir=self.run.rootdir,
+            attempt=attempt,
         )
         return EvaluationContext(
             eval_case=case,
             candidate=response.text,
             target="assert_judged",
+            attempt=attempt,
             output_messages=response.output_messages,
             judge_model=model,
-            trace_summary=response.trace_summary(),
+            trace_summary=_trace(response.trace_summary(), trace),
         )
 
     async def _evaluate(
-        self, candidate: Any, usage: Usage, options: JudgeOptions
+        self, candidate: Any, usage: Usage, options: JudgeOptions, attempt: int = 0
     ) -> CaseEvaluation:
         from .evaluators.base import run_evaluators_for_case
         from .judge import current_usage
@@ -162,6 +180,8 @@ class AgentvJudge:
             options.get("expected_outcome"),
             options.get("reference_answer"),
             options.get("model"),
+            options.get("trace"),
+            attempt,
         )
         hook = self.item.ihook if self.item is not None else self.run.config.hook
         registry = self.run.registry.scoped(
@@ -187,51 +207,126 @@ class AgentvJudge:
         future = self.run.scheduler.submit(self._evaluate(candidate, Usage(), options))
         return await asyncio.wrap_future(future)
 
-    def assert_judged(self, candidate: Any, **options: Unpack[JudgeOptions]) -> EvaluationScore:
+    def assert_judged(
+        self,
+        candidate: Any,
+        *,
+        trials: int | Mapping[str, Any] | None = None,
+        **options: Unpack[JudgeOptions],
+    ) -> EvaluationScore:
+        __tracebackhide__ = True
+        if callable(candidate) or trials is not None:
+            return self._assert_trials(candidate, trials, options)
+        return self._assert_once(candidate, options)
+
+    async def assert_judged_async(
+        self,
+        candidate: Any,
+        *,
+        trials: int | Mapping[str, Any] | None = None,
+        **options: Unpack[JudgeOptions],
+    ) -> EvaluationScore:
+        __tracebackhide__ = True
+        if callable(candidate) or trials is not None:
+            return await self._assert_trials_async(candidate, trials, options)
+        return await self._assert_once_async(candidate, options)
+
+    def _assert_once(self, candidate: Any, options: JudgeOptions) -> EvaluationScore:
         __tracebackhide__ = True
         from .judge import Usage
 
         usage = Usage()
+        listed = bool(options.get("evaluators") or options.get("rubrics"))
         try:
             evaluation = self.run.scheduler.run(self._evaluate(candidate, usage, options))
         except AgentvError as exc:
-            return self._conclude(None, usage, exc)
-        return self._conclude(evaluation, usage, None)
+            return self._conclude(None, usage, exc, listed)
+        return self._conclude(evaluation, usage, None, listed)
 
-    async def assert_judged_async(
-        self, candidate: Any, **options: Unpack[JudgeOptions]
-    ) -> EvaluationScore:
+    async def _assert_once_async(self, candidate: Any, options: JudgeOptions) -> EvaluationScore:
         __tracebackhide__ = True
         from .judge import Usage
 
         usage = Usage()
+        listed = bool(options.get("evaluators") or options.get("rubrics"))
         try:
             future = self.run.scheduler.submit(self._evaluate(candidate, usage, options))
             evaluation = await asyncio.wrap_future(future)
         except AgentvError as exc:
-            return self._conclude(None, usage, exc)
-        return self._conclude(evaluation, usage, None)
+            return self._conclude(None, usage, exc, listed)
+        return self._conclude(evaluation, usage, None, listed)
+
+    def _answer(self, candidate: Any) -> Any:
+        """A callable's answer, called in the test's thread (an async one is awaited on the
+        plugin's loop); anything else is the answer itself."""
+        answer = candidate() if callable(candidate) else candidate
+        if inspect.isawaitable(answer):
+            answer = self.run.scheduler.run(_awaited(answer))
+        return answer
+
+    def _assert_trials(
+        self, candidate: Any, trials: object, options: JudgeOptions
+    ) -> EvaluationScore:
+        """One answer per trial, each graded on the plugin's loop, one trial after another."""
+        __tracebackhide__ = True
+        state = _JudgedTrials(self, trials, options)
+        if state.run is None:
+            return self._assert_once(self._answer(candidate), options)
+        while (attempt := state.run.next_attempt()) is not None and state.error is None:
+            self.run.scheduler.run(state.grade(self._answer(candidate), attempt))
+        return state.conclude()
+
+    async def _assert_trials_async(
+        self, candidate: Any, trials: object, options: JudgeOptions
+    ) -> EvaluationScore:
+        """The agent is called (and awaited) in the test's own event loop, where its resources
+        live; grading runs on the plugin's loop."""
+        __tracebackhide__ = True
+        state = _JudgedTrials(self, trials, options)
+        if state.run is None:
+            return await self._assert_once_async(await _answer_of(candidate), options)
+        while (attempt := state.run.next_attempt()) is not None and state.error is None:
+            answer = await _answer_of(candidate)
+            await asyncio.wrap_future(self.run.scheduler.submit(state.grade(answer, attempt)))
+        return state.conclude()
 
     def _conclude(
-        self, evaluation: CaseEvaluation | None, usage: Usage, error: AgentvError | None
+        self,
+        evaluation: CaseEvaluation | None,
+        usage: Usage,
+        error: AgentvError | None,
+        listed: bool,
     ) -> EvaluationScore:
         """Record the result on the calling test, then pass, xfail, skip or fail."""
         __tracebackhide__ = True
-        from .reporting import judged_key, record_properties
         from .results import CaseResult
-        from .verdicts import apply_verdict, settle_ungraded
 
         grade = evaluation.grade() if evaluation is not None else None
         message = str(error) if error is not None else (grade.error if grade else None)
         result = CaseResult(
             status="graded" if message is None else "error",
-            eval_id=self.item.nodeid if self.item is not None else "assert_judged",
+            eval_id=self.eval_id,
             grade=grade,
+            evaluators_listed=listed,
             error=message,
             usage=usage.row(),
         )
         if isinstance(error, JudgeNotConfiguredError):
             result.status = "skipped"
+        self.settle(result)
+        assert evaluation is not None
+        return evaluation.score
+
+    @property
+    def eval_id(self) -> str:
+        return self.item.nodeid if self.item is not None else "assert_judged"
+
+    def settle(self, result: CaseResult) -> None:
+        """Put the result on the calling test, then return (pass), xfail, skip or fail."""
+        __tracebackhide__ = True
+        from .reporting import judged_key, record_properties
+        from .verdicts import apply_verdict, settle_ungraded
+
         row = result.row()
         if self.item is not None:
             self.item.stash.setdefault(judged_key, []).append(row)
@@ -245,14 +340,104 @@ class AgentvJudge:
             fail_on_error=settings.fail_on_error,
             skip=pytest.skip,
         )
-        assert evaluation is not None
         apply_verdict(
             row,
             borderline=settings.borderline,
             headline="assert_judged failed",
             failure=lambda report: JudgedAssertionError(report, row),
         )
-        return evaluation.score
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
+
+
+async def _answer_of(candidate: Any) -> Any:
+    """A callable's answer, awaited where it is async (in the caller's event loop)."""
+    answer = candidate() if callable(candidate) else candidate
+    return await answer if inspect.isawaitable(answer) else answer
+
+
+class _JudgedTrials:
+    """An ``assert_judged`` call's trials: the policy from ``trials=``, the usage they share,
+    and the first trial that could not be graded (the call is then not graded)."""
+
+    def __init__(self, judge: AgentvJudge, trials: object, options: JudgeOptions) -> None:
+        from .judge import Usage
+        from .trials import TrialRun, policy_from_argument
+
+        policy = policy_from_argument(trials) if trials is not None else None
+        self.judge = judge
+        self.options = options
+        self.listed = bool(options.get("evaluators") or options.get("rubrics"))
+        self.usage = Usage()
+        self.run = TrialRun(policy) if policy is not None else None
+        self.error: AgentvError | None = None
+        self.failed: Grade | None = None
+
+    async def grade(self, answer: Any, attempt: int) -> None:
+        from .targets import response_from
+        from .trials import TrialResult
+
+        usage = self.usage
+        spent = usage.spent_usd
+        try:
+            response = response_from(answer, "assert_judged candidate")
+            evaluation = await self.judge._evaluate(answer, usage, self.options, attempt)
+        except AgentvError as exc:
+            self.error = exc
+            return
+        grade = evaluation.grade()
+        if grade.error:
+            self.error, self.failed = NotGradedError(grade.error), grade
+            return
+        cost = usage.spent_usd - spent + (response.cost_usd or 0.0)
+        assert self.run is not None
+        self.run.add(TrialResult(attempt, grade, cost, response.text, response.trace_summary()))
+
+    def conclude(self) -> EvaluationScore:
+        """Record the result on the test and assert on it; return the aggregate score."""
+        __tracebackhide__ = True
+        from .evaluators.base import EvaluationScore
+        from .results import CaseResult
+
+        run = self.run
+        assert run is not None
+        rows = tuple(result.row() for result in run.results)
+        if self.error is not None:
+            skipped = isinstance(self.error, JudgeNotConfiguredError)
+            result = CaseResult(
+                status="skipped" if skipped else "error",
+                eval_id=self.judge.eval_id,
+                grade=self.failed,
+                evaluators_listed=self.listed,
+                error=str(self.error) if skipped else f"attempt {len(run.results)}: {self.error}",
+                usage=self.usage.row(),
+                trials=rows,
+            )
+            self.judge.settle(result)  # ends the test: an error, or a skip
+        outcome = run.conclude()
+        self.judge.settle(
+            CaseResult(
+                status="graded",
+                eval_id=self.judge.eval_id,
+                grade=outcome.grade,
+                evaluators_listed=self.listed,
+                usage=self.usage.row(),
+                trials=outcome.trials,
+                aggregation=outcome.aggregation,
+            )
+        )
+        grade = outcome.grade
+        return EvaluationScore(
+            grade.score,
+            hits=grade.hits,
+            misses=grade.misses,
+            reasoning=grade.reasoning,
+            verdict=grade.verdict,
+            gate_failed=grade.gate_failed,
+            details={"trials": list(outcome.trials), "aggregation": dict(outcome.aggregation)},
+        )
 
 
 def _judge() -> AgentvJudge:
@@ -264,19 +449,39 @@ def _judge() -> AgentvJudge:
     return AgentvJudge(test.run(), test.item)
 
 
-def assert_judged(candidate: Any, **options: Unpack[JudgeOptions]) -> EvaluationScore:
+def assert_judged(
+    candidate: Any,
+    *,
+    trials: int | Mapping[str, Any] | None = None,
+    **options: Unpack[JudgeOptions],
+) -> EvaluationScore:
     """Grade ``candidate`` with the session's judge and assert on the verdict.
 
-    Keywords: ``expected_outcome``, ``question``, ``reference_answer``, ``rubrics`` (strings,
-    dicts or ``RubricItem``s), ``evaluators`` (the same entries as YAML, so code judges work
-    too) and ``model``. Pass returns the ``EvaluationScore``; borderline calls
-    ``pytest.xfail``; fail raises ``JudgedAssertionError`` with the evaluator table.
+    Keywords: ``expected_outcome``, ``question``, ``reference_answer`` (text, or an object for
+    ``field_accuracy``), ``rubrics`` (strings, dicts or ``RubricItem``s), ``evaluators`` (the
+    same entries as YAML: code judges, tool trajectories, composites...), ``model`` and
+    ``trace`` (AgentV's trace summary: ``tool_calls_by_name``, ``duration_ms``, ``cost_usd``,
+    ``token_usage``; it adds to what ``candidate`` reports). ``candidate`` is text, a list of
+    messages (with ``tool_calls``), or ``{"output_messages": [...], "duration_ms": ...}``. Pass
+    returns the ``EvaluationScore``; borderline calls ``pytest.xfail``; fail raises
+    ``JudgedAssertionError`` with the evaluator table.
+
+    ``candidate`` may be a callable (sync or async) that returns the answer: it is called once
+    per trial. ``trials`` is a count (strategy ``pass_at_k``) or a mapping like an eval file's
+    ``execution.trials``; the returned score is then the strategy's aggregate, with each trial
+    in its ``details``.
     """
     __tracebackhide__ = True
-    return _judge().assert_judged(candidate, **options)
+    return _judge().assert_judged(candidate, trials=trials, **options)
 
 
-async def assert_judged_async(candidate: Any, **options: Unpack[JudgeOptions]) -> EvaluationScore:
-    """The awaitable ``assert_judged``: several can run at once with ``asyncio.gather``."""
+async def assert_judged_async(
+    candidate: Any,
+    *,
+    trials: int | Mapping[str, Any] | None = None,
+    **options: Unpack[JudgeOptions],
+) -> EvaluationScore:
+    """The awaitable ``assert_judged``: several can run at once with ``asyncio.gather``; an
+    async agent callable is awaited in the test's own event loop."""
     __tracebackhide__ = True
-    return await _judge().assert_judged_async(candidate, **options)
+    return await _judge().assert_judged_async(candidate, trials=trials, **options)

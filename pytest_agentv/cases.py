@@ -10,10 +10,12 @@ from typing import Any
 
 from .errors import ConfigError
 from .loader import LoadedFile
-from .models import EvalCase, EvalSuite, EvaluatorConfig, Message, render_content
-from .paths import read_reference, resolve_reference
+from .models import EvalCase, EvalSuite, EvaluatorConfig, Message, TrialsConfig, render_content
+from .paths import glob_match, read_reference, resolve_reference
 
-_DATASET_SUFFIXES = (".eval.yaml", ".eval.yml", ".yaml", ".yml")
+_DATASET_SUFFIXES = (".eval.yaml", ".eval.yml", ".eval.jsonl", ".yaml", ".yml", ".jsonl")
+#: The header under which AgentV puts guideline files in a model's system message.
+GUIDELINES_HEADER = "[[ ## Guidelines ## ]]"
 
 
 @dataclass(frozen=True)
@@ -31,10 +33,18 @@ class PreparedCase:
     expected_messages: tuple[dict[str, Any], ...] = ()
     authored_input: tuple[dict[str, Any], ...] = ()
     input_files: tuple[str, ...] = ()
+    #: Input files matching ``.agentv/config.yaml`` ``guideline_patterns`` (not in input_files).
+    guideline_files: tuple[str, ...] = ()
+    #: Their text, as AgentV shows it to models: ``<file path="name">...</file>`` blocks.
+    guidelines: str = ""
     conversation_id: str | None = None
     dataset: str = ""
     folder: Path = field(default_factory=Path.cwd)
     rootdir: Path = field(default_factory=Path.cwd)
+    #: The eval file the case comes from.
+    eval_file: Path | None = None
+    #: Which trial of the case this is (0, 1, ...): the CLI target's ``{ATTEMPT}``.
+    attempt: int = 0
 
 
 def effective_evaluators(case: EvalCase, suite: EvalSuite) -> tuple[EvaluatorConfig, ...]:
@@ -78,6 +88,18 @@ class CaseSpec:
         return self.loaded.suite.evalcases[self.index]
 
     @property
+    def listed(self) -> bool:
+        """Whether the file lists this case's evaluators (rubrics count), rather than leaving
+        it to the default kind: AgentV's results then carry ``evaluator_results``."""
+        suite, case = self.loaded.suite, self.case
+        return bool(
+            case.rubrics
+            or (case.execution and case.execution.evaluators)
+            or case.evaluators
+            or (suite.execution and suite.execution.evaluators)
+        )
+
+    @property
     def line(self) -> int:
         """0-based line of the case in its file."""
         return self.loaded.case_lines[self.index]
@@ -97,6 +119,14 @@ class CaseSpec:
         return self.loaded.suite.dataset or name
 
     @property
+    def trials(self) -> TrialsConfig | None:
+        """The case's ``execution.trials``, else the file's: the case's block wins whole."""
+        case, suite = self.case, self.loaded.suite
+        return (case.execution.trials if case.execution else None) or (
+            suite.execution.trials if suite.execution else None
+        )
+
+    @property
     def target_name(self) -> str | None:
         case, suite = self.case, self.loaded.suite
         return (
@@ -106,9 +136,25 @@ class CaseSpec:
         )
 
 
+def _is_guideline(path: Path, rootdir: Path, patterns: tuple[str, ...]) -> bool:
+    """AgentV matches guideline patterns against the file's path from the repository root."""
+    try:
+        relative = path.relative_to(rootdir.resolve()).as_posix()
+    except ValueError:
+        return False
+    return any(glob_match(pattern, relative) for pattern in patterns)
+
+
 def _segment_text(
-    spec: CaseSpec, rootdir: Path, message: Message, loc: tuple[int | str, ...], files: list[str]
+    spec: CaseSpec,
+    rootdir: Path,
+    message: Message,
+    loc: tuple[int | str, ...],
+    files: list[str],
+    guidelines: dict[str, str] | None = None,
 ) -> str:
+    """A message's text with its files inlined; files that are guidelines (input messages only)
+    go to ``guidelines`` instead, by path, as AgentV takes them out of the message."""
     parts: list[str] = []
     folder = spec.loaded.path.parent
     for s_index, segment in enumerate(message.content):
@@ -121,6 +167,11 @@ def _segment_text(
                 line, col = spec.loaded.position(seg_loc, spec.index)
                 dotted = ".".join(map(str, seg_loc))
                 raise ConfigError(f"{spec.loaded.display}:{line}:{col}: {dotted}: {exc}") from None
+            if guidelines is not None and _is_guideline(
+                path, rootdir, spec.loaded.guideline_patterns
+            ):
+                guidelines.setdefault(str(path), text)
+                continue
             files.append(str(path))
             parts.append(f'<file path="{segment.value}">\n{text}\n</file>')
         else:
@@ -128,15 +179,26 @@ def _segment_text(
     return "\n\n".join(parts)
 
 
+def guideline_block(guideline_files: dict[str, str]) -> str:
+    """Guideline files as AgentV shows them to models: one ``<file path="name">`` block each,
+    named by file name, text trimmed."""
+    blocks = []
+    for path, text in guideline_files.items():
+        body = text.replace("\r\n", "\n").strip()
+        blocks.append(f'<file path="{Path(path).name}">\n{body}\n</file>')
+    return "\n\n".join(blocks)
+
+
 def prepare_case(spec: CaseSpec, rootdir: Path) -> PreparedCase:
     """Read the case's file references (inside the rootdir only) and derive its values."""
     case = spec.case
     files: list[str] = []
+    guidelines: dict[str, str] = {}
     chat: list[dict[str, Any]] = []
     question_parts: list[str] = []
     for m_index, message in enumerate(case.input_messages):
         loc = ("evalcases", spec.index, "input_messages", m_index)
-        text = _segment_text(spec, rootdir, message, loc, files)
+        text = _segment_text(spec, rootdir, message, loc, files, guidelines)
         chat.append({"role": message.role, "content": text})
         question_parts.extend(render_content(s.value) for s in message.content if s.type != "file")
     expected: list[dict[str, Any]] = []
@@ -176,8 +238,11 @@ def prepare_case(spec: CaseSpec, rootdir: Path) -> PreparedCase:
             for m in case.input_messages
         ),
         input_files=tuple(files),
+        guideline_files=tuple(guidelines),
+        guidelines=guideline_block(guidelines),
         conversation_id=case.conversation_id,
         dataset=spec.dataset,
         folder=spec.loaded.path.parent,
         rootdir=rootdir,
+        eval_file=spec.loaded.path,
     )

@@ -9,8 +9,10 @@ passed, xfailed or failed.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +22,19 @@ from .cases import CaseSpec
 from .errors import AgentvError, ConfigError, EvalFileError
 from .evaluators import ScopedRegistry
 from .evaluators.base import Evaluator
+from .evaluators.composite import aggregator_prompt
 from .evaluators.prompts import load_prompt_file
-from .loader import LoadedFile, evaluator_locs, load_eval_file
+from .loader import LoadedFile, ProjectConfigs, evaluator_locs, load_eval_file
+from .models import CompositeSpec
 from .paths import display_path
-from .redaction import redact
+from .redaction import shown
 from .reporting import record_properties, result_key
 from .results import ResultRow
 from .runner import AgentvRun, CaseWork
 from .targets import FixtureTarget
+from .trials import policy_for
 from .verdicts import apply_verdict, settle_ungraded
+from .yamlfile import Loc
 
 
 @pytest.fixture
@@ -86,28 +92,95 @@ def _run_case_without_target_fixture() -> None:
 
 
 def load_specs(
-    path: Path, display: str, rootdir: Path, registry: ScopedRegistry
+    path: Path,
+    display: str,
+    rootdir: Path,
+    registry: ScopedRegistry,
+    configs: ProjectConfigs | None = None,
+    trials: int | None = None,
 ) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
-    """Everything collection does with an eval file, without pytest: raises ``AgentvError``."""
+    """Everything collection does with an eval file, without pytest: raises ``AgentvError``.
+
+    The nearest ``.agentv/config.yaml`` (from ``configs``) gives the file its guideline
+    patterns; its warnings come with the first eval file that uses it. ``trials`` is
+    ``--agentv-trials``, with which every case's trials must still be able to settle.
+    """
     loaded = load_eval_file(path, display, registry.problem)
+    if configs is not None and (config := configs.for_folder(path.parent)) is not None:
+        loaded = replace(
+            loaded,
+            guideline_patterns=tuple(config.model.guideline_patterns),
+            warnings=(*configs.new_warnings(config), *loaded.warnings),
+        )
     _check_prompt_files(loaded, rootdir)
-    return loaded, [
-        (spec, registry.evaluators_for(spec.evaluators)) for spec in CaseSpec.all_of(loaded)
-    ]
+    specs = CaseSpec.all_of(loaded)
+    _check_trials(loaded, specs, trials)
+    return loaded, [(spec, registry.evaluators_for(spec.evaluators)) for spec in specs]
 
 
 def _check_prompt_files(loaded: LoadedFile, rootdir: Path) -> None:
     """Custom judge prompts that are files must exist, stay in the rootdir and use a candidate
-    variable: a load error here, rather than a surprise at run time."""
+    variable: a load error here, rather than a surprise at run time. The same for a composite's
+    LLM aggregator prompt (which reads the members' results instead)."""
+    folder = loaded.path.parent
     for loc, entry in evaluator_locs(loaded.suite):
-        if entry.kind != "llm_judge" or not isinstance(entry.prompt, str):
-            continue
         try:
-            load_prompt_file(entry.prompt, start=loaded.path.parent, rootdir=rootdir)
+            if isinstance(entry.spec, CompositeSpec) and entry.spec.aggregator.prompt:
+                where: Loc = (*loc, "aggregator", "prompt")
+                aggregator_prompt(entry.spec.aggregator, start=folder, rootdir=rootdir)
+            elif entry.kind == "llm_judge" and isinstance(entry.prompt, str):
+                where = (*loc, "prompt")
+                load_prompt_file(entry.prompt, start=folder, rootdir=rootdir)
         except ConfigError as exc:
-            line, col = loaded.positions.get((*loc, "prompt"), (1, 1))
-            dotted = ".".join(map(str, (*loc, "prompt")))
+            line, col = loaded.positions.get(where, (1, 1))
+            dotted = ".".join(map(str, where))
             raise EvalFileError(loaded.display, line, col, f"{dotted}: {exc}") from None
+
+
+def _check_trials(loaded: LoadedFile, specs: Sequence[CaseSpec], override: int | None) -> None:
+    """An adaptive trials block whose verdict could never settle is a load error, at the block
+    (checked once per block, as every case of the file shares the file's)."""
+    checked: set[Loc] = set()
+    for spec in specs:
+        execution = spec.case.execution
+        own = execution is not None and execution.trials is not None
+        loc: Loc = (
+            ("evalcases", spec.index, "execution", "trials") if own else ("execution", "trials")
+        )
+        if loc in checked:
+            continue
+        checked.add(loc)
+        try:
+            policy_for(spec.trials, override)
+        except ConfigError as exc:
+            line, col = loaded.position(loc, spec.index)
+            note = f" (max is --agentv-trials {override})" if override else ""
+            dotted = ".".join(map(str, loc))
+            raise EvalFileError(loaded.display, line, col, f"{dotted}: {exc}{note}") from None
+
+
+_UNSAFE = re.compile(r"::|[/\\\[\]\s]+")
+
+
+def test_names(ids: Sequence[str]) -> list[str]:
+    """pytest names for case ids: an id AgentV accepts may hold ``/``, ``[``, ``]``, ``::`` or
+    spaces, which pytest reads as path, parameter or node separators (or which make ``-k`` and
+    node ids awkward); those become ``_``, and a name already taken gets ``-2``, ``-3``... The
+    results row keeps the id as written."""
+    taken = {case_id for case_id in ids if not _UNSAFE.search(case_id)}
+    names: list[str] = []
+    for case_id in ids:
+        if not _UNSAFE.search(case_id):
+            names.append(case_id)
+            continue
+        base = _UNSAFE.sub("_", case_id)
+        name, n = base, 1
+        while name in taken:
+            n += 1
+            name = f"{base}-{n}"
+        taken.add(name)
+        names.append(name)
+    return names
 
 
 class EvalFile(pytest.File):
@@ -123,18 +196,28 @@ class EvalFile(pytest.File):
         )
         try:
             loaded, cases = load_specs(
-                self.path, display_path(self.path, run.rootdir), run.rootdir, registry
+                self.path,
+                display_path(self.path, run.rootdir),
+                run.rootdir,
+                registry,
+                run.configs,
+                run.settings.trials,
             )
         except AgentvError as exc:
-            raise self.CollectError(str(exc)) from None
+            raise self.CollectError(shown(str(exc))) from None
         for warning in loaded.warnings:
-            warnings.warn_explicit(warning.message, warning.category, str(self.path), warning.line)
+            file = str(warning.path or self.path)
+            warnings.warn_explicit(shown(warning.message), warning.category, file, warning.line)
         defined = target_fixture_defined(self.config, self.path)
         callobj = _run_case if defined else _run_case_without_target_fixture
-        for spec, evaluators in cases:
+        names = test_names([spec.case.id for spec, _ in cases])
+        for (spec, evaluators), name in zip(cases, names, strict=True):
+            if not defined:
+                for file, warning in run.targets.ignored_settings(spec):
+                    warnings.warn_explicit(warning.message, warning.category, file, warning.line)
             item = EvalItem.from_parent(
                 self,
-                name=spec.case.id,
+                name=name,
                 callobj=callobj,
                 run=run,
                 spec=spec,
@@ -168,7 +251,8 @@ class EvalItem(pytest.Function):
                 f"got {type(value).__name__}",
                 pytrace=False,
             )
-        fixture = FixtureTarget(value) if value is not None else None
+        answered = run.settings.answers is not None  # recorded answers replace every target
+        fixture = FixtureTarget(value) if value is not None and not answered else None
         if fixture is None and run.scheduler.planned(self.nodeid):
             result = run.scheduler.result(self.nodeid)
         else:
@@ -177,7 +261,7 @@ class EvalItem(pytest.Function):
         record_properties(self, row)
         settle_ungraded(
             row,
-            subject=f"eval '{self.name}'",
+            subject=f"eval '{self.spec.case.id}'",
             where=f"{self.spec.where}: ",
             require_judge=run.settings.require_judge,
             fail_on_error=run.settings.fail_on_error,
@@ -189,7 +273,7 @@ class EvalItem(pytest.Function):
         apply_verdict(
             row,
             borderline=self.run.settings.borderline,
-            headline=f"{self.spec.where}: eval '{self.name}' failed",
+            headline=f"{self.spec.where}: eval '{self.spec.case.id}' failed",
             failure=EvalFailed,
         )
 
@@ -198,20 +282,22 @@ class EvalItem(pytest.Function):
         # outcome; our own exceptions carry their whole report, and neither needs a traceback
         # (rendering one parses source, which is not worth doing for a known outcome).
         if isinstance(excinfo.value, (EvalFailed, AgentvError, pytest.xfail.Exception)):
-            return redact(str(excinfo.value))
+            return shown(str(excinfo.value))
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, self.spec.line, f"eval: {self.name}"
+        return self.path, self.spec.line, f"eval: {self.spec.case.id}"
 
 
 def early_work(items: Sequence[pytest.Item]) -> list[CaseWork]:
     """The cases the scheduler may start before their items run: every eval item's, unless an
-    ``agentv_target`` fixture answers it (its value is only known at item setup)."""
+    ``agentv_target`` fixture answers it (its value is only known at item setup; under
+    ``--agentv-answers`` recorded answers replace the fixture too)."""
     return [
         (item.nodeid, item.spec, item.evaluators)
         for item in items
-        if isinstance(item, EvalItem) and "agentv_target" not in item.fixturenames
+        if isinstance(item, EvalItem)
+        and ("agentv_target" not in item.fixturenames or item.run.settings.answers is not None)
     ]
 
 

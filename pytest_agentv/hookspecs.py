@@ -23,8 +23,9 @@ def pytest_agentv_make_evaluator(config: pytest.Config, kind: str) -> Evaluator 
     Called through the hook proxy of the file being collected (once per kind and eval file), so
     a ``conftest.py`` adds kinds for its own folder; ``assert_judged`` asks it through the
     calling test's proxy, at each call. The first non-None result wins;
-    pytest-agentv's built-in kinds (``llm_judge``, ``code_judge`` and their aliases ``rubric``
-    and ``code``) are answered last, so an implementation may also replace them. An evaluator
+    pytest-agentv's built-in kinds (``EVALUATOR_KINDS``, and the aliases ``rubric`` and
+    ``code``) are answered last, so an implementation may also replace them; kinds asked for
+    include those of composite members. An evaluator
     is any object with a ``kind`` attribute and an ``evaluate(context)`` method returning an
     ``EvaluationScore``, sync or async; the entry's own settings are in ``context.evaluator``.
     A kind nobody answers is a collection error naming the file and line.

@@ -47,6 +47,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+class ReplyError(ValueError):
+    """A reply that does not answer its request's contract; ``reply`` is its text."""
+
+    reply: str = ""
+
+
 NONCE_PLACEHOLDER = "{nonce}"
 _MESSAGE_LIMIT = 400
 
@@ -77,6 +85,9 @@ class Usage:
     completion_tokens: int = 0
     #: The cost of the calls whose price is known.
     cost_usd: float = 0.0
+    #: What the replies reused from the store cost when they were recorded: trials count it
+    #: against ``cost_limit_usd``, so a replayed run stops where the recording stopped.
+    replayed_cost_usd: float = 0.0
     #: Calls to models without a known price: while there is one, the total cost is unknown.
     unpriced_calls: int = 0
 
@@ -90,6 +101,7 @@ class Usage:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cost_usd += other.cost_usd
+        self.replayed_cost_usd += other.replayed_cost_usd
         self.unpriced_calls += other.unpriced_calls
 
     def charge(self, reply: Reply) -> None:
@@ -101,6 +113,11 @@ class Usage:
             self.unpriced_calls += 1
         else:
             self.cost_usd += reply.cost_usd
+
+    @property
+    def spent_usd(self) -> float:
+        """Model spend as recorded: this run's calls plus what reused replies cost."""
+        return self.cost_usd + self.replayed_cost_usd
 
     def row(self) -> UsageRow:
         return UsageRow(
@@ -639,22 +656,39 @@ class LlmClient:
         trial: int = 0,
         protocol: str = "",
         label: str = "",
+        replay_as: Sequence[dict[str, str]] | None = None,
     ) -> tuple[T, Reply]:
-        """Return ``(accept(text), reply)``; a reply ``accept`` rejects (raises) is never stored.
+        """Return ``(accept(text), reply)``; a reply ``accept`` rejects is never stored.
 
-        ``structured`` is a JSON-schema response format to send where the model supports it.
-        Whether it does is only asked (which may read the price table or import litellm) when a
-        call must be made: a reply stored for either choice is reused, so replaying imports
-        neither litellm nor the HTTP client. Store keys do not depend on the transport.
+        ``accept`` raises ``ReplyError`` (which then carries the reply's text) for a reply
+        outside its contract. A call that corrects such a reply passes the first attempt's
+        messages as ``replay_as``: its accepted reply is stored as the answer to that request,
+        so a replayed run gets it at once. ``structured`` is a JSON-schema response format to
+        send where the model supports it. Whether it does is only asked (which may read the
+        price table or import litellm) when a call must be made: a reply stored for either
+        choice is reused, so replaying imports neither litellm nor the HTTP client. Store keys
+        do not depend on the transport. The per-call ``nonce`` never reaches the store: keys
+        and stored replies hold a placeholder in its place.
         """
+
+        def judged(text: str) -> T:
+            try:
+                return accept(text)
+            except ReplyError as exc:
+                exc.reply = text
+                raise
+
         usage = current_usage.get()
         store = self.store
         fingerprint: Callable[[dict[str, Any] | None], dict[str, Any]] | None = None
         if store is not None:
-            keyed = [
-                {**m, "content": m["content"].replace(nonce, NONCE_PLACEHOLDER)} if nonce else m
-                for m in messages
-            ]
+
+            def unnonced(value: Any) -> Any:
+                if not nonce:
+                    return value
+                return json.loads(json.dumps(value).replace(nonce, NONCE_PLACEHOLDER))
+
+            keyed = unnonced(list(replay_as or messages))
 
             def fingerprint(response_format: dict[str, Any] | None) -> dict[str, Any]:
                 return {
@@ -662,23 +696,27 @@ class LlmClient:
                     "messages": keyed,
                     "temperature": temperature,
                     "max_tokens": max_tokens,
-                    "response_format": response_format,
+                    "response_format": unnonced(response_format),
                     "protocol": protocol,
                     "trial": trial,
                 }
 
-            if store.reads:
-                for choice in [structured, None] if structured is not None else [None]:
-                    stored = store.get(request_key(fingerprint(choice)))
-                    if stored is None or not isinstance(stored.get("content"), str):
-                        continue
-                    try:
-                        value = accept(stored["content"])
-                    except ValueError:
-                        continue
-                    if usage is not None:
-                        usage.reused += 1
-                    return value, Reply(stored["content"], cached=True)
+            for choice in [structured, None] if structured is not None else [None]:
+                stored = store.get(request_key(fingerprint(choice)))
+                if stored is None or not isinstance(stored.get("content"), str):
+                    continue
+                text = stored["content"]
+                recorded = stored.get("nonce")
+                if nonce:
+                    text = text.replace(
+                        recorded if isinstance(recorded, str) else NONCE_PLACEHOLDER, nonce
+                    )
+                if usage is not None:
+                    usage.reused += 1
+                    cost = stored.get("cost_usd")
+                    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+                        usage.replayed_cost_usd += float(cost)
+                return judged(text), Reply(text, cached=True)
             if store.mode == "replay":
                 raise ReplayMissError(
                     f"{label or 'model call'}: no stored reply for this request in "
@@ -691,20 +729,10 @@ class LlmClient:
         reply = await self._call(messages, temperature, max_tokens, response_format, label)
         if usage is not None:
             usage.charge(reply)
-        value = accept(reply.text)
-        if store is not None and fingerprint is not None and store.writes:
+        value = judged(reply.text)
+        if store is not None and fingerprint is not None:
             request = fingerprint(response_format)
-            store.put(
-                request_key(request),
-                request,
-                {
-                    "content": reply.text,
-                    "usage": {
-                        "prompt_tokens": reply.prompt_tokens,
-                        "completion_tokens": reply.completion_tokens,
-                    },
-                },
-            )
+            store.put(request_key(request), request, _stored_reply(reply, nonce))
         return value, reply
 
     async def _call(
@@ -762,6 +790,26 @@ class LlmClient:
                     f"{failure.message}"
                 )
             await asyncio.sleep(pause)
+
+
+def _stored_reply(reply: Reply, nonce: str | None) -> dict[str, Any]:
+    """A reply as the store keeps it: the nonce as a placeholder, so that the file is the same
+    every time it is recorded. A reply that already holds the placeholder text (quoted from an
+    answer) keeps its nonce instead, so that replaying never turns that quote into the nonce."""
+    response: dict[str, Any] = {
+        "content": reply.text,
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+        },
+    }
+    if reply.cost_usd is not None:
+        response["cost_usd"] = reply.cost_usd
+    if nonce and NONCE_PLACEHOLDER in reply.text:
+        response["nonce"] = nonce
+    elif nonce:
+        response["content"] = reply.text.replace(nonce, NONCE_PLACEHOLDER)
+    return response
 
 
 #: The judge is a model client like any other.

@@ -1,13 +1,15 @@
-"""Eval files, targets files and ``.agentv`` config into models, by AgentV's rules.
+"""Eval files (YAML, or JSONL with its YAML sidecar), targets files and ``.agentv/config.yaml``
+into models, by AgentV's rules.
 
 Errors read ``path:line:col: field.path: problem``: pydantic's error locations are walked down
-the YAML node tree (``yamlfile``) to the place the file says it. Unknown keys are warnings that
-name the closest known key; evaluator kinds are checked against the registry the caller passes.
+the YAML node tree (``yamlfile``) to the place the file says it; a JSONL case's node tree is
+marked at its line. Unknown keys are warnings that name the closest known key; evaluator kinds
+are checked against the registry the caller passes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,14 +19,38 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import AgentvDeprecationWarning, AgentvWarning, EvalFileError, did_you_mean
 from .models import (
+    AGENTV_ONLY_TARGET_SETTINGS,
+    KIND_ALIASES,
+    KIND_SPECS,
+    TARGET_SETTING_ALIASES,
+    TARGET_SETTINGS,
+    CompositeSpec,
     EvalCase,
     EvalSuite,
     EvaluatorConfig,
+    Execution,
+    JsonlSidecar,
+    ProjectConfig,
+    PromptScript,
+    RubricItem,
+    ScoreRange,
     TargetConfig,
     TargetsFile,
+    TrialsConfig,
     canonical_kind,
+    problem_text,
 )
-from .yamlfile import Loc, child_at, key_at, line_col, locate, parse_yaml
+from .paths import display_path, search_roots
+from .yamlfile import (
+    Loc,
+    child_at,
+    json_lines,
+    json_node,
+    key_at,
+    line_col,
+    parse_yaml,
+    read_text,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,6 +60,8 @@ class FileWarning:
     line: int
     message: str
     category: type[Warning] = AgentvWarning
+    #: The file the warning is about, when it is not the eval file (a sidecar, a config file).
+    path: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +76,8 @@ class LoadedFile:
     #: ``(line, col)`` of places a runtime error may need to point at (file references...).
     positions: dict[Loc, tuple[int, int]]
     warnings: tuple[FileWarning, ...]
+    #: ``.agentv/config.yaml`` globs: referenced files matching one are guidelines.
+    guideline_patterns: tuple[str, ...] = ()
 
     def position(self, loc: Loc, case_index: int) -> tuple[int, int]:
         return self.positions.get(loc, (self.case_lines[case_index] + 1, 1))
@@ -59,6 +89,8 @@ class LoadedTargets:
     display: str
     model: TargetsFile
     positions: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: Per target: settings pytest-agentv ignores (AgentV-only or unknown), each with its line.
+    ignored: dict[str, tuple[FileWarning, ...]] = field(default_factory=dict)
 
     def where(self, target: TargetConfig, key: str | None = None) -> str:
         line, col = self.positions.get(
@@ -68,17 +100,61 @@ class LoadedTargets:
         return f"{self.display}:{line}:{col}"
 
 
+def _spellings() -> dict[str, tuple[str, ...]]:
+    models: tuple[type[BaseModel], ...] = (
+        EvalSuite,
+        EvalCase,
+        Execution,
+        TrialsConfig,
+        EvaluatorConfig,
+        PromptScript,
+        RubricItem,
+        ScoreRange,
+    )
+    found: dict[str, tuple[str, ...]] = {}
+    for model in models:
+        for name, info in model.model_fields.items():
+            choices = tuple(str(c) for c in getattr(info.validation_alias, "choices", ()))
+            if len(choices) > 1:
+                found[name] = choices
+    return found
+
+
+#: Every spelling of a field that has several (``evalcases``: ``tests``, ``eval_cases``...).
+_SPELLINGS = _spellings()
+
+
+def locate(root: yaml.Node, loc: Loc) -> tuple[yaml.Node, int]:
+    """``yamlfile.locate`` for model locations: a field is found under whichever spelling the
+    file used (``tests`` for ``evalcases``, ``assertions`` for ``evaluators``...)."""
+    node = root
+    for matched, part in enumerate(loc):
+        found = child_at(node, part)
+        for spelling in _SPELLINGS.get(part, ()) if isinstance(part, str) else ():
+            if found is not None:
+                break
+            found = child_at(node, spelling)
+        if found is None:
+            return node, matched
+        node = found
+    return node, len(loc)
+
+
+def _key_at(node: yaml.Node, part: int | str) -> yaml.Node | None:
+    for spelling in (part, *_SPELLINGS.get(part, ())) if isinstance(part, str) else (part,):
+        key = key_at(node, spelling)
+        if key is not None:
+            return key
+    return None
+
+
 def _validation_error(display: str, root: yaml.Node, exc: ValidationError) -> EvalFileError:
     described: dict[str, tuple[int, int, str]] = {}
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         node, matched = locate(root, loc)
         shown = loc[:matched] + (loc[matched : matched + 1] if err["type"] == "missing" else ())
-        message = str(err["msg"])
-        if err["type"] == "missing":
-            message = "required field is missing"
-        elif message.startswith(("Value error, ", "Assertion failed, ")):
-            message = message.split(", ", 1)[1]
+        message = problem_text(err)
         field_path = ".".join(map(str, shown)) or "(top level)"
         described.setdefault(field_path, (*line_col(node), message))
     first_path, (line, col, message) = next(iter(described.items()))
@@ -97,12 +173,20 @@ def _known_names(model: type[BaseModel]) -> list[str]:
 
 
 def _unknown_keys(
-    model: BaseModel, loc: Loc, skip: tuple[type[BaseModel], ...]
+    model: BaseModel,
+    loc: Loc,
+    skip: tuple[type[BaseModel], ...],
+    also_known: Sequence[str] = (),
 ) -> Iterator[tuple[Loc, str, list[str]]]:
-    """Yield ``(loc, key, known keys)`` for every unknown key in a validated model tree."""
+    """Yield ``(loc, key, known keys)`` for every unknown key in a validated model tree.
+
+    A built-in kind's settings sit in its evaluator entry: their unknown keys are the entry's.
+    """
     if not isinstance(model, skip):
         for key in model.model_extra or ():
-            yield (*loc, key), key, _known_names(type(model))
+            yield (*loc, key), key, [*_known_names(type(model)), *also_known]
+    if isinstance(model, EvaluatorConfig) and model.spec is not None:
+        yield from _unknown_keys(model.spec, loc, skip, _known_names(EvaluatorConfig))
     for name, info in type(model).model_fields.items():
         value = getattr(model, name)
         part = info.alias or name
@@ -134,35 +218,212 @@ def _used_key(case_node: yaml.Node, field_name: str) -> str:
     return field_name
 
 
+def _unknown_key_warnings(
+    model: BaseModel, root: yaml.Node, display: str, path: Path | None = None
+) -> Iterator[FileWarning]:
+    for loc, key, known in _unknown_keys(model, (), (EvaluatorConfig, TargetConfig)):
+        node, _ = locate(root, loc)
+        key_node = _key_at(locate(root, loc[:-1])[0], loc[-1])
+        line = line_col(key_node or node)[0]
+        message = (
+            f"{'.'.join(map(str, loc))}: unknown key '{key}' is ignored{did_you_mean(key, known)}"
+        )
+        yield FileWarning(line, f"{display}:{line}: {message}", path=path)
+
+
+def sidecar_of(path: Path) -> Path | None:
+    """The YAML sidecar of a JSONL dataset (``x.yaml`` or ``x.yml`` beside ``x.jsonl``)."""
+    for suffix in (".yaml", ".yml"):
+        candidate = path.with_suffix(suffix)
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _jsonl_document(
+    path: Path, display: str
+) -> tuple[yaml.Node, dict[str, Any], list[FileWarning]]:
+    """A JSONL dataset as one eval-file document: the sidecar's keys, and one case per line.
+
+    The sidecar is validated on its own first, so that its problems name the sidecar; a case's
+    problems name its line of the ``.jsonl`` file.
+    """
+    data: dict[str, Any] = {}
+    pairs: list[tuple[yaml.Node, yaml.Node]] = []
+    warnings: list[FileWarning] = []
+    sidecar = sidecar_of(path)
+    if sidecar is not None:
+        shown = str(Path(display).with_name(sidecar.name))
+        side_root, side_data = parse_yaml(sidecar, shown)
+        model = _validate(JsonlSidecar, side_data, shown, side_root)
+        for key in ("evalcases", "tests", "eval_cases"):
+            if key in side_data:
+                line, col = line_col(_key_at(side_root, key) or side_root)
+                raise EvalFileError(
+                    shown,
+                    line,
+                    col,
+                    f"{key}: a JSONL sidecar holds file-level defaults only; the cases are the "
+                    f"lines of {path.name}",
+                )
+        warnings.extend(_unknown_key_warnings(model, side_root, shown, sidecar))
+        for key_node, value_node in side_root.value:
+            if key_node.value in JsonlSidecar.model_fields or key_node.value == "$schema":
+                data[key_node.value] = side_data[key_node.value]
+                pairs.append((key_node, value_node))
+    cases: list[yaml.Node] = []
+    rows: list[Any] = []
+    for line, value in json_lines(read_text(path, display), display):
+        if not isinstance(value, dict):
+            kind = "an array" if isinstance(value, list) else type(value).__name__
+            raise EvalFileError(
+                display, line, 1, f"each line must be a JSON object (one eval case), got {kind}"
+            )
+        rows.append(value)
+        cases.append(json_node(value, line - 1))
+    if not rows:
+        raise EvalFileError(display, 1, 1, "no eval cases: every line of the file is blank")
+    data["evalcases"] = rows
+    cases_key = yaml.ScalarNode("tag:yaml.org,2002:str", "evalcases", cases[0].start_mark)
+    sequence = yaml.SequenceNode("tag:yaml.org,2002:seq", cases, cases[0].start_mark)
+    mark = yaml.Mark("", 0, 0, 0, None, 0)
+    root = yaml.MappingNode("tag:yaml.org,2002:map", [*pairs, (cases_key, sequence)], mark, mark)
+    return root, data, warnings
+
+
+#: Fields of later AgentV versions that mean something the classic format cannot express, and
+#: the version that introduced each: refused with that version, never quietly ignored.
+_LATER_FIELDS: dict[tuple[str, str], str] = {
+    ("suite", "assertions"): (
+        "v3.1: suite-level 'assertions' are appended to every case's evaluators, which "
+        "pytest-agentv does not do; list them under 'execution.evaluators' (used by the "
+        "cases that have none of their own)"
+    ),
+    ("suite", "assert"): "v2.10: suite-level 'assert' is not supported by pytest-agentv",
+    ("case", "assert"): "v5 (5.x-next): 'assert' lists are not supported by pytest-agentv",
+}
+
+
+def _refuse_later_fields(data: dict[str, Any], root: yaml.Node, display: str) -> None:
+    places: list[tuple[str, Loc, Any]] = [("suite", (), data)]
+    cases = data.get("evalcases", data.get("tests", data.get("eval_cases")))
+    if isinstance(cases, list):
+        places += [("case", ("evalcases", i), case) for i, case in enumerate(cases)]
+    for scope, loc, value in places:
+        if not isinstance(value, dict):
+            continue
+        for (where, key), why in _LATER_FIELDS.items():
+            if where == scope and key in value:
+                node = _key_at(locate(root, loc)[0], key) or root
+                line, col = line_col(node)
+                dotted = ".".join(map(str, (*loc, key)))
+                raise EvalFileError(display, line, col, f"{dotted}: introduced in AgentV {why}")
+
+
+_CLASSIC_KINDS = ("llm_judge", "code_judge", "code", "rubric")
+_LATER_KIND_NAMES = tuple(k for k in KIND_ALIASES if k not in _CLASSIC_KINDS)
+
+
+def _generations(data: dict[str, Any]) -> tuple[list[tuple[Loc, str]], list[tuple[Loc, str]]]:
+    """Names only AgentV v2.5.8 uses (classic) and names only later versions use, where written.
+
+    ``input``, ``expected_output`` and ``rubrics`` belong to both and count for neither.
+    """
+    classic: list[tuple[Loc, str]] = []
+    later: list[tuple[Loc, str]] = []
+
+    def keys(value: Any, loc: Loc, old: tuple[str, ...], new: tuple[str, ...]) -> None:
+        if isinstance(value, dict):
+            classic.extend(((*loc, k), k) for k in old if k in value)
+            later.extend(((*loc, k), k) for k in new if k in value)
+
+    def evaluators(entries: Any, loc: Loc) -> None:
+        for index, entry in enumerate(entries if isinstance(entries, list) else ()):
+            if not isinstance(entry, dict):
+                continue
+            kind = entry.get("type")
+            here = (*loc, index, "type")
+            if kind in _CLASSIC_KINDS:
+                classic.append((here, f"type: {kind}"))
+            elif kind in _LATER_KIND_NAMES:
+                later.append((here, f"type: {kind}"))
+            keys(entry, (*loc, index), (), ("command", "criteria"))
+            rubrics(entry.get("rubrics") or entry.get("criteria"), (*loc, index, "rubrics"))
+
+    def rubrics(items: Any, loc: Loc) -> None:
+        for index, item in enumerate(items if isinstance(items, list) else ()):
+            keys(item, (*loc, index), ("required_min_score",), ("min_score",))
+
+    keys(data, (), ("evalcases",), ("tests", "eval_cases"))
+    execution = data.get("execution")
+    keys(execution, ("execution",), ("evaluators",), ("assertions",))
+    if isinstance(execution, dict):
+        evaluators(execution.get("evaluators", execution.get("assertions")), ("execution",))
+    cases = data.get("evalcases", data.get("tests", data.get("eval_cases")))
+    for c_index, case in enumerate(cases if isinstance(cases, list) else ()):
+        if not isinstance(case, dict):
+            continue
+        here: Loc = ("evalcases", c_index)
+        keys(
+            case,
+            here,
+            ("expected_outcome", "input_messages", "expected_messages", "evaluators"),
+            ("criteria", "assertions"),
+        )
+        evaluators(case.get("evaluators", case.get("assertions")), (*here, "evaluators"))
+        inner = case.get("execution")
+        keys(inner, (*here, "execution"), ("evaluators",), ("assertions",))
+        if isinstance(inner, dict):
+            evaluators(
+                inner.get("evaluators", inner.get("assertions")), (*here, "execution", "evaluators")
+            )
+        rubrics(case.get("rubrics"), (*here, "rubrics"))
+    return classic, later
+
+
 def load_eval_file(
     path: Path,
     display: str,
     check_kind: Callable[[str], str | None],
 ) -> LoadedFile:
-    """Load and validate one eval file; raise ``EvalFileError`` on the first problem.
+    """Load and validate one eval file (YAML, or ``.jsonl`` with its sidecar); raise
+    ``EvalFileError`` on the first problem.
 
     ``check_kind`` is the evaluator registry's rule: the problem with a kind, or None.
     """
-    root, data = parse_yaml(path, display)
-    suite = _validate(EvalSuite, data, display, root)
     warnings: list[FileWarning] = []
+    if path.suffix == ".jsonl":
+        root, data, warnings = _jsonl_document(path, display)
+    else:
+        root, data = parse_yaml(path, display)
+    if isinstance(data, dict):
+        _refuse_later_fields(data, root, display)
+    suite = _validate(EvalSuite, data, display, root)
 
     def warn(loc: Loc, message: str, category: type[Warning] = AgentvWarning) -> None:
         node, _ = locate(root, loc)
-        key = key_at(locate(root, loc[:-1])[0], loc[-1]) if loc else None
+        key = _key_at(locate(root, loc[:-1])[0], loc[-1]) if loc else None
         line = line_col(key or node)[0]
         warnings.append(FileWarning(line, f"{display}:{line}: {message}", category))
 
     def fail(loc: Loc, message: str, *, at_key: bool = False) -> None:
         node, _ = locate(root, loc)
-        key = key_at(locate(root, loc[:-1])[0], loc[-1]) if at_key and loc else None
+        key = _key_at(locate(root, loc[:-1])[0], loc[-1]) if at_key and loc else None
         line, col = line_col(key or node)
         raise EvalFileError(display, line, col, f"{'.'.join(map(str, loc))}: {message}")
 
-    for loc, key, known in _unknown_keys(suite, (), (EvaluatorConfig, TargetConfig)):
+    warnings.extend(_unknown_key_warnings(suite, root, display))
+    classic, later = _generations(data)
+    if path.suffix == ".jsonl":  # its `evalcases` is ours, not a name the file wrote
+        classic = [(loc, name) for loc, name in classic if loc != ("evalcases",)]
+    if classic and later:
+        (old_loc, old), (new_loc, new) = classic[0], later[0]
+        old_line = line_col(locate(root, old_loc)[0])[0]
         warn(
-            loc,
-            f"{'.'.join(map(str, loc))}: unknown key '{key}' is ignored{did_you_mean(key, known)}",
+            new_loc,
+            f"this file mixes AgentV generations: classic (v2.5.8) '{old}' at line {old_line} "
+            f"and later '{new}' here; pytest-agentv reads both, but AgentV itself reads only "
+            "one generation's names",
         )
 
     first_line: dict[str, int] = {}
@@ -186,6 +447,16 @@ def load_eval_file(
                         tail = (m_index, "content", s_index, "value")
                         node, _ = locate(root, (*written, *tail))
                         positions[("evalcases", index, field_name, *tail)] = line_col(node)
+    trial_blocks: list[Loc] = [("execution", "trials")] if suite.execution else []
+    trial_blocks += [
+        ("evalcases", i, "execution", "trials")
+        for i, case in enumerate(suite.evalcases)
+        if case.execution and case.execution.trials
+    ]
+    for loc in trial_blocks:
+        node, matched = locate(root, loc)
+        if matched == len(loc):
+            positions[loc] = line_col(node)
     graders: list[tuple[Loc, EvalSuite | EvalCase]] = [(("grader",), suite)]
     graders += [(("evalcases", i, "grader"), case) for i, case in enumerate(suite.evalcases)]
     for loc, owner in graders:
@@ -209,6 +480,9 @@ def load_eval_file(
             if getattr(entry, key) is not None:
                 node, _ = locate(root, (*loc, key))
                 positions[(*loc, key)] = line_col(node)
+        if isinstance(entry.spec, CompositeSpec) and entry.spec.aggregator.prompt:
+            node, _ = locate(root, (*loc, "aggregator", "prompt"))
+            positions[(*loc, "aggregator", "prompt")] = line_col(node)
     for index, case in enumerate(suite.evalcases):
         default_kind = case.evaluator or case.grader or suite.evaluator or suite.grader
         if default_kind is None:
@@ -232,6 +506,12 @@ def load_eval_file(
                 f"'{default_kind}' as the default kind needs a script: list the code judge under "
                 "'evaluators' with its 'script'",
             )
+        if canonical_kind(default_kind) in KIND_SPECS and not listed:
+            fail(
+                where,
+                f"'{default_kind}' as the default kind needs its settings: list it under "
+                "'evaluators' with them",
+            )
     return LoadedFile(
         path=path,
         display=display,
@@ -242,17 +522,25 @@ def load_eval_file(
     )
 
 
+def _with_members(loc: Loc, entry: EvaluatorConfig) -> Iterator[tuple[Loc, EvaluatorConfig]]:
+    yield loc, entry
+    for index, member in enumerate(entry.members):
+        yield from _with_members((*loc, "evaluators", index), member)
+
+
 def evaluator_locs(suite: EvalSuite) -> Iterator[tuple[Loc, EvaluatorConfig]]:
-    """Every evaluator entry written in the file, with where it was written."""
+    """Every evaluator entry written in the file (composite members too), with where it was
+    written."""
     if suite.execution and suite.execution.evaluators:
         for index, entry in enumerate(suite.execution.evaluators):
-            yield ("execution", "evaluators", index), entry
+            yield from _with_members(("execution", "evaluators", index), entry)
     for c_index, case in enumerate(suite.evalcases):
         if case.execution and case.execution.evaluators:
             for index, entry in enumerate(case.execution.evaluators):
-                yield ("evalcases", c_index, "execution", "evaluators", index), entry
+                loc: Loc = ("evalcases", c_index, "execution", "evaluators", index)
+                yield from _with_members(loc, entry)
         for index, entry in enumerate(case.evaluators or ()):
-            yield ("evalcases", c_index, "evaluators", index), entry
+            yield from _with_members(("evalcases", c_index, "evaluators", index), entry)
 
 
 def load_targets_file(path: Path, display: str) -> LoadedTargets:
@@ -269,11 +557,83 @@ def load_targets_file(path: Path, display: str) -> LoadedTargets:
         root_for_errors = root
     model = _validate(TargetsFile, data, display, root_for_errors)
     positions: dict[str, tuple[int, int]] = {}
+    ignored: dict[str, tuple[FileWarning, ...]] = {}
+    known = [*TARGET_SETTINGS, *TARGET_SETTING_ALIASES, "name", "provider", "judge_target"]
     for index, target in enumerate(model.targets):
         node, _ = locate(root_for_errors, ("targets", index))
         positions[target.name] = line_col(node)
-        for key in target.settings:
-            key_node = child_at(node, key)
+        for written in target.model_extra or {}:
+            key_node = child_at(node, written)
             if key_node is not None:
+                key = TARGET_SETTING_ALIASES.get(written, written)
                 positions[f"{target.name}.{key}"] = line_col(key_node)
-    return LoadedTargets(path=path, display=display, model=model, positions=positions)
+        notes: list[FileWarning] = []
+        for written in target.model_extra or {}:
+            if written in known:
+                continue
+            line = line_col(key_at(node, written) or node)[0]
+            why = (
+                "an AgentV setting pytest-agentv does not implement"
+                if written in AGENTV_ONLY_TARGET_SETTINGS
+                else f"not a setting pytest-agentv or AgentV knows{did_you_mean(written, known)}"
+            )
+            notes.append(
+                FileWarning(
+                    line, f"{display}:{line}: target '{target.name}': '{written}' is {why}; ignored"
+                )
+            )
+        ignored[target.name] = tuple(notes)
+    return LoadedTargets(path, display, model, positions, ignored)
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    path: Path
+    display: str
+    model: ProjectConfig
+    warnings: tuple[FileWarning, ...]
+
+
+CONFIG_FILE_NAMES = (".agentv/config.yaml", ".agentv/config.yml")
+
+
+def load_project_config(path: Path, display: str) -> LoadedConfig:
+    root, data = parse_yaml(path, display)
+    model = _validate(ProjectConfig, data, display, root)
+    found = tuple(_unknown_key_warnings(model, root, display, path))
+    return LoadedConfig(path, display, model, found)
+
+
+class ProjectConfigs:
+    """``.agentv/config.yaml`` files, found like targets files (from an eval file's folder up to
+    the rootdir, the nearest wins) and loaded once each; their warnings are given out once."""
+
+    def __init__(self, rootdir: Path) -> None:
+        self.rootdir = rootdir
+        self._paths: dict[Path, Path | None] = {}
+        self._loaded: dict[Path, LoadedConfig] = {}
+        self._warned: set[Path] = set()
+
+    def for_folder(self, folder: Path) -> LoadedConfig | None:
+        if folder not in self._paths:
+            self._paths[folder] = next(
+                (
+                    root / name
+                    for root in search_roots(folder, self.rootdir)
+                    for name in CONFIG_FILE_NAMES
+                    if (root / name).is_file()
+                ),
+                None,
+            )
+        path = self._paths[folder]
+        if path is None:
+            return None
+        if path not in self._loaded:
+            self._loaded[path] = load_project_config(path, display_path(path, self.rootdir))
+        return self._loaded[path]
+
+    def new_warnings(self, config: LoadedConfig) -> tuple[FileWarning, ...]:
+        if config.path in self._warned:
+            return ()
+        self._warned.add(config.path)
+        return config.warnings

@@ -6,6 +6,7 @@ outside it, whatever the spelling: ``..``, an absolute path or a symlink.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -73,12 +74,60 @@ def resolve_reference(ref: str, *, start: Path, rootdir: Path, what: str = "file
 def read_reference(path: Path, ref: str) -> str:
     if path.is_dir():
         raise ConfigError(f"file reference '{ref}' is a directory, not a file")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise ConfigError(
-            f"file reference '{ref}' is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}"
-        )
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ConfigError(
+                f"file reference '{ref}' is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}"
+            )
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"file reference '{ref}' is not UTF-8 text") from None
+    except OSError as exc:
+        raise ConfigError(f"file reference '{ref}' cannot be read: {exc.strerror}") from None
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob as micromatch reads it: ``**/`` spans any folders (none included), ``*`` and ``?``
+    stay within one path segment, ``[...]`` is a class and ``{a,b}`` an alternative."""
+    out: list[str] = []
+    i, depth = 0, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[" and "]" in pattern[i + 1 :]:
+            end = pattern.index("]", i + 1)
+            body = pattern[i + 1 : end]
+            negate = body[:1] in ("!", "^")
+            body = body[1:] if negate else body
+            out.append(f"[{'^' if negate else ''}{body.replace(chr(92), chr(92) * 2)}]")
+            i = end
+        elif char == "{":
+            out.append("(?:")
+            depth += 1
+        elif char == "}" and depth:
+            out.append(")")
+            depth -= 1
+        elif char == "," and depth:
+            out.append("|")
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return re.compile("".join(out) + ")" * depth + r"\Z")
+
+
+def glob_match(pattern: str, path: str) -> bool:
+    """Whether a ``/``-separated path matches a micromatch-style glob (``**/*.instructions.md``)."""
+    return _glob_regex(pattern.removeprefix("./")).match(path.replace("\\", "/")) is not None

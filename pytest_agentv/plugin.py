@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Generator
+import signal
+import threading
+from collections.abc import Callable, Generator
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,9 +27,12 @@ if TYPE_CHECKING:
     from .runner import AgentvRun
 
 reporter_key = pytest.StashKey[AgentvReporter]()
+_sigterm_key = pytest.StashKey[Callable[..., object] | int | None]()
 #: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
 run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
-_EVALCASES = re.compile(rb"^evalcases\s*:", re.MULTILINE)
+_EVALCASES = re.compile(rb"^(evalcases|tests|eval_cases)\s*:", re.MULTILINE)
+#: The start of a JSONL line that is an eval case: an object with an ``id``.
+_JSONL_CASE = re.compile(rb'^\s*\{.*"id"\s*:', re.DOTALL)
 
 
 def _run(config: pytest.Config) -> AgentvRun:
@@ -61,9 +66,24 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         reporter = config.stash[reporter_key] = AgentvReporter(settings)
         config.pluginmanager.register(reporter, "agentv-reporter")
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
+        config.stash[_sigterm_key] = signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (``timeout``, ``docker stop``, a cancelled CI job) ends the run as Ctrl-C does:
+    reports are written and every judge and agent still running is stopped."""
+    raise KeyboardInterrupt
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    previous = config.stash.get(_sigterm_key, None)
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+        del config.stash[_sigterm_key]
     reporter = config.stash.get(reporter_key, None)
     if reporter is not None:
         reporter.close()
@@ -72,19 +92,33 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return config.stash[settings_key].header()
+    from .redaction import shown
+
+    return shown(config.stash[settings_key].header())
+
+
+def _is_sidecar(file_path: Path) -> bool:
+    """``x.yaml`` beside ``x.jsonl`` holds the JSONL dataset's defaults: part of that one eval
+    file, never an eval file of its own."""
+    return file_path.suffix in (".yaml", ".yml") and file_path.with_suffix(".jsonl").is_file()
 
 
 def _is_eval_file(file_path: Path, parent: pytest.Collector) -> bool:
+    if _is_sidecar(file_path):
+        return False
     patterns = parent.config.stash[settings_key].eval_patterns
     if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
         return True
-    if file_path.suffix in (".yaml", ".yml") and parent.session.isinitpath(file_path):
+    if file_path.suffix in (".yaml", ".yml", ".jsonl") and parent.session.isinitpath(file_path):
         try:
             with file_path.open("rb") as stream:
-                return _EVALCASES.search(stream.read(1 << 20)) is not None
+                head = stream.read(1 << 20)
         except OSError:
             return False
+        if file_path.suffix == ".jsonl":
+            first = next((line for line in head.splitlines() if line.strip()), b"")
+            return _JSONL_CASE.match(first) is not None
+        return _EVALCASES.search(head) is not None
     return False
 
 
@@ -119,7 +153,9 @@ def pytest_runtest_protocol(
         from .collect import early_work
         from .scheduler import xdist_upcoming
 
-        run.plan(early_work([item, *xdist_upcoming(item.session)]))
+        # xdist has already taken the next item off its queue: it is `nextitem`.
+        following = [nextitem] if nextitem is not None else []
+        run.plan(early_work([item, *following, *xdist_upcoming(item.session)]))
     from .assertions import CurrentTest, current_test
 
     token = current_test.set(CurrentTest(item, partial(_run, item.config)))

@@ -1,17 +1,22 @@
 """Child processes for code judges and CLI targets: bounded in time, output and environment.
 
-Each child runs in its own session (process group). On timeout, cancellation or an output flood
-the whole group is sent SIGTERM, then SIGKILL after a short grace period; after a normal exit any
-process the child left behind in its group is killed too, so nothing outlives the call. Pipes are
-drained concurrently, so a chatty child cannot deadlock, and only the last bytes of stderr are
-kept. (A grandchild that calls ``setsid()`` itself leaves the group and is out of reach.)
+No process a child starts outlives its call. On Linux each child runs under ``reaper.py``, a
+child subreaper that every escaped descendant (``setsid``, a double fork) is re-parented to:
+when the child exits, or the call ends early (timeout, cancellation, an output flood, Ctrl-C,
+SIGTERM), the reaper stops every descendant — SIGTERM, then SIGKILL after a short grace — and it
+is told of pytest's death, even by SIGKILL, through ``PR_SET_PDEATHSIG``. Elsewhere the child's
+process group is killed the same way (a grandchild that leaves the group is then out of reach).
+Pipes are drained as data arrives, so a chatty child cannot deadlock, and only the last bytes
+of stderr are kept.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +24,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from .settings import environment
 
 MAX_STDOUT_BYTES = 1024 * 1024
 STDERR_TAIL_BYTES = 8 * 1024
@@ -43,17 +50,6 @@ ENV_ALLOWLIST = (
     "PATHEXT",
 )
 _ENV_PREFIXES = ("LC_", "PYTHON")
-
-
-def environment() -> dict[str, str]:
-    """A copy of ``os.environ`` that is safe to take while another thread changes it
-    (pytest's thread sets ``PYTEST_CURRENT_TEST`` around every test)."""
-    for _ in range(10):
-        try:
-            return dict(os.environ.items())
-        except (KeyError, RuntimeError):
-            continue
-    return dict(os.environ.items())
 
 
 def scrubbed_env(
@@ -116,6 +112,25 @@ def python_argv(argv: Sequence[str]) -> list[str]:
     return args
 
 
+#: Where the reaper can run: it needs Linux's child subreapers and parent-death signals.
+USE_REAPER = sys.platform.startswith("linux")
+REAPER = Path(__file__).with_name("reaper.py")
+#: How long a reaper may take to stop what its child started before it is killed itself.
+REAPER_GRACE_SECONDS = 5.0
+
+
+def _runnable(args: Sequence[str], path: str | None, cwd: Path | None) -> None:
+    """Fail as starting the program directly would (the reaper reports it only as exit 127):
+    a name is looked up on ``path``, a relative path from the child's ``cwd``."""
+    program = args[0]
+    where = os.path.join(cwd, program) if cwd is not None and os.sep in program else program
+    if shutil.which(where, path=path) is not None:
+        return
+    if os.sep in program and os.path.exists(where):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
 def _kill_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
@@ -158,11 +173,15 @@ class _Collector(asyncio.SubprocessProtocol):
 
 
 async def _terminate(transport: asyncio.SubprocessTransport, collector: _Collector) -> None:
-    """SIGTERM to the whole group, SIGKILL after a grace period; then wait for the child."""
+    """SIGTERM to the whole group, SIGKILL after a grace period; then wait for the child.
+
+    Under the reaper the grace is the reaper's: it stops every descendant, then exits.
+    """
     pid = transport.get_pid()
     _kill_group(pid, signal.SIGTERM)
+    grace = KILL_GRACE_SECONDS + (REAPER_GRACE_SECONDS if USE_REAPER else 0.0)
     with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(asyncio.shield(collector.exited), KILL_GRACE_SECONDS)
+        await asyncio.wait_for(asyncio.shield(collector.exited), grace)
     _kill_group(pid, signal.SIGKILL)
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(asyncio.shield(collector.exited), 5)
@@ -183,6 +202,9 @@ async def run_process(
     # `python` in a shell command means the interpreter running pytest, as in an active venv.
     bindir = os.path.dirname(sys.executable)
     child_env["PATH"] = os.pathsep.join(p for p in (bindir, child_env.get("PATH")) if p)
+    if USE_REAPER:
+        _runnable(args, child_env["PATH"], cwd)
+        args = [sys.executable, "-I", "-S", str(REAPER), *args]
     started = time.monotonic()
     loop = asyncio.get_running_loop()
     transport, collector = await loop.subprocess_exec(

@@ -12,14 +12,16 @@ thread is changing (``PYTEST_CURRENT_TEST``) at that moment.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from typing import Any
 
-from .processes import environment
+from .settings import environment
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
 _PATTERNS = (
+    r"(?<=://)[^\s/@:]+:[^\s/@]+(?=@)",  # user:password@ in a URL
     r"\bsk-[A-Za-z0-9_\-]{8,}",
     r"\bBearer\s+[A-Za-z0-9._\-]{8,}",
     r"\bAIza[0-9A-Za-z_\-]{20,}",
@@ -83,19 +85,47 @@ def redact(text: str) -> str:
     return _pattern().sub(REDACTED, text)
 
 
+#: Control characters (ANSI and OSC escapes start with ESC), except newline and tab.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text that cannot drive the terminal: control characters shown as ``\\x1b`` escapes.
+
+    Judges and targets write what they like; nothing they wrote reaches the terminal as an
+    escape sequence (clearing lines, setting the window title, hiding text).
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def shown(text: str) -> str:
+    """What may be printed: redacted, then made printable."""
+    return printable(redact(text))
+
+
 def redact_obj(value: Any) -> Any:
-    """Redact every string inside a structure of builtins."""
+    """A structure as plain JSON builtins, with every string in it redacted.
+
+    What evaluators and targets hand us (details, traces, usage) may hold any Python object;
+    what leaves — reports that travel through pytest-xdist, results files, the replay store —
+    must be JSON: keys become strings, tuples lists, non-finite numbers None, and any other
+    object its (redacted) text. Keys are names, not data: they are not redacted.
+    """
     return _redact_with(_pattern(), value)
 
 
 def _redact_with(pattern: re.Pattern[str], value: Any) -> Any:
     if isinstance(value, str):
         return pattern.sub(REDACTED, value)
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {key: _redact_with(pattern, item) for key, item in value.items()}
+        return {str(key): _redact_with(pattern, item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redact_with(pattern, item) for item in value]
-    return value
+    return pattern.sub(REDACTED, str(value))
 
 
 refresh_secrets()

@@ -4,22 +4,29 @@ The key is a SHA-256 of everything that can change a reply — model, rendered m
 per-call prompt nonce replaced by a placeholder), temperature, max tokens, response format, the
 judge protocol version and the trial index — and of nothing that cannot (API base, credentials).
 Only replies that were accepted (called successfully and parsed) are stored, so errors and
-unparseable replies never poison the store. Files are written atomically, so xdist workers can
-share one store.
+unparseable replies never poison the store. Files are written atomically (a ``*.tmp`` file,
+then a rename), so xdist workers can share one store; a temporary file that an interrupted run
+(SIGKILL) left behind never ends in ``.json``, is ignored by the store's ``.gitignore``, and is
+removed by the next run that writes to the store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Literal, TypeGuard, get_args
 
 from .redaction import redact_obj
 
 STORE_FORMAT = 1
+#: A temporary file this old belongs to a write that was interrupted, not to one under way.
+STALE_SECONDS = 60.0
+_TEMPORARY = ("*/.*.tmp", "*/.tmp-*.json")  # ours, and those of earlier versions
 
 #: readwrite: reuse, call and store on a miss; replay: never call; refresh: always call and
 #: overwrite; off: neither read nor write.
@@ -43,6 +50,17 @@ class ReplayStore:
         self.directory = directory
         self.mode: CacheMode = mode
         self.label = label or str(directory)
+        if self.writes:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        """Remove temporary files of interrupted writes."""
+        stale = time.time() - STALE_SECONDS
+        for pattern in _TEMPORARY:
+            for path in self.directory.glob(pattern):
+                with contextlib.suppress(OSError):
+                    if path.stat().st_mtime < stale:
+                        path.unlink()
 
     @property
     def reads(self) -> bool:
@@ -79,7 +97,10 @@ class ReplayStore:
         }
         text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        ignore = self.directory / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# temporary files of interrupted writes\n*.tmp\n", encoding="utf-8")
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{key}.", suffix=".tmp")
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
                 stream.write(text)

@@ -8,16 +8,17 @@ own junitxml plugin: it writes the results file and the summary from the reports
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
 import pytest
 
+from .redaction import printable
 from .verdicts import fmt
 
 if TYPE_CHECKING:
-    from .results import ResultRow
+    from .results import EvaluatorRow, ResultRow
     from .settings import Settings
 
 #: An eval item's result row, which goes on its report.
@@ -32,6 +33,17 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _evaluator_properties(
+    entries: Sequence[EvaluatorRow], prefix: str
+) -> Iterator[tuple[str, str]]:
+    """Each evaluator's score and verdict; a composite's members under its name."""
+    for entry in entries:
+        name = f"{prefix}.{entry['name']}"
+        yield f"{name}.score", f"{entry['score']:.4f}"
+        yield f"{name}.verdict", entry["verdict"]
+        yield from _evaluator_properties(entry.get("evaluator_results", ()), name)
+
+
 def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, str]]:
     """JUnit ``<property>`` pairs for one graded (or ungraded) evaluation."""
     props: list[tuple[str, str]] = [
@@ -39,9 +51,14 @@ def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, st
         (f"{prefix}.score", f"{row['score']:.4f}"),
         (f"{prefix}.verdict", str(row["verdict"])),
     ]
-    for entry in row["evaluator_results"]:
-        props.append((f"{prefix}.evaluator.{entry['name']}.score", f"{entry['score']:.4f}"))
-        props.append((f"{prefix}.evaluator.{entry['name']}.verdict", entry["verdict"]))
+    props.extend(_evaluator_properties(row["evaluator_results"], f"{prefix}.evaluator"))
+    trials, aggregation = row["trials"], row["aggregation"]
+    if trials is not None:
+        props.append((f"{prefix}.trials", str(len(trials))))
+    if aggregation is not None:
+        props.append((f"{prefix}.pass_rate", f"{aggregation['pass_rate']:.4f}"))
+        props.append((f"{prefix}.ci_low", f"{aggregation['ci_low']:.4f}"))
+        props.append((f"{prefix}.ci_high", f"{aggregation['ci_high']:.4f}"))
     props.append((f"{prefix}.hits", _json(row["hits"])))
     props.append((f"{prefix}.misses", _json(row["misses"])))
     usage = row["usage"]
@@ -79,11 +96,19 @@ class AgentvReporter:
         self.settings = settings
         self.cases: list[dict[str, Any]] = []
         self.usage = {"calls": 0, "reused": 0, "tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
+        #: Cases that ran several times, their trials, and a fixed count's equivalent.
+        self.trials = {"cases": 0, "run": 0, "planned": 0}
         self._results: IO[str] | None = None
         if settings.results is not None:
             path = Path(settings.results)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._results = path.open("w", encoding="utf-8")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._results = path.open("w", encoding="utf-8")
+            except OSError as exc:
+                raise pytest.UsageError(
+                    f"--agentv-results={path} cannot be written: {exc.strerror or exc}; "
+                    "give the path of a file in a folder that exists or can be created"
+                ) from None
 
     def _add_usage(self, usage: Mapping[str, Any]) -> None:
         for key in self.usage:
@@ -100,6 +125,11 @@ class AgentvReporter:
         for row in rows:
             self.cases.append({key: row.get(key) for key in _SUMMARY_FIELDS})
             self._add_usage(row["usage"])
+            aggregation = row.get("aggregation")
+            if isinstance(aggregation, dict):
+                self.trials["cases"] += 1
+                self.trials["run"] += aggregation["trials"]
+                self.trials["planned"] += aggregation["planned"]
         if rows and self._results is not None:
             from .results import results_line
 
@@ -143,7 +173,15 @@ class AgentvReporter:
                         if case.get("file")
                         else case["eval_id"]
                     )
-                    terminalreporter.write_line(f"  not graded: {where}: {case['error']}")
+                    line = f"  not graded: {where}: {case['error']}"
+                    terminalreporter.write_line(printable(line))
+        t = self.trials
+        if t["cases"]:
+            cases = f"{t['cases']} case{'s' if t['cases'] != 1 else ''}"
+            terminalreporter.write_line(
+                f"agentv trials: {t['run']} run for {cases}; a fixed count would run "
+                f"{t['planned']} ({t['planned'] - t['run']} saved)"
+            )
         u = self.usage
         cost = (
             f"cost unknown ({u['unpriced_calls']} of {u['calls']} calls to models without a "

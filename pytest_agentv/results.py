@@ -52,13 +52,63 @@ class _EvaluatorRow(TypedDict):
     misses: list[str]
     reasoning: str | None
     evaluator_provider_request: dict[str, Any] | None
+    #: A required criterion or check was not met: the case fails whatever the scores.
+    gate_failed: bool
 
 
 class EvaluatorRow(_EvaluatorRow, total=False):
-    """One evaluator's result within a case (AgentV's ``evaluator_results`` entries)."""
+    """One evaluator's result within a case (AgentV's ``evaluator_results`` entries); a
+    composite's members are nested under its own ``evaluator_results``."""
 
     details: dict[str, Any]
     error: str
+    evaluator_results: list[EvaluatorRow]
+
+
+class TrialRow(TypedDict):
+    """One trial of a case run several times (``execution.trials``)."""
+
+    attempt: int
+    score: float
+    verdict: Verdict
+    gate_failed: bool
+    #: What the trial spent: model calls (judge, LLM target) and the cost a target reported.
+    cost_usd: float
+
+
+class _AggregationRow(TypedDict):
+    strategy: str
+    #: Trials run, and the fixed-count equivalent (the count, or the adaptive cap ``max``).
+    trials: int
+    planned: int
+    passed: int
+    pass_rate: float
+    #: An interval for the pass probability (Wilson unless ``interval: exact``).
+    ci_low: float
+    ci_high: float
+    confidence: float
+    interval: str
+    #: Why no more trials ran: count, passed, failed, settled, max or cost_limit.
+    stopped: str
+    cost_usd: float
+    #: The trial whose evaluator results, answer and trace the case's row shows.
+    shown_attempt: int
+
+
+class AggregationRow(_AggregationRow, total=False):
+    """How a case's trials were aggregated; the keys after the common ones depend on the
+    strategy (``min``, ``max``, ``mean``, ``stddev``, the score interval, or the adaptive
+    ``threshold``, ``min_trials`` and ``settled``)."""
+
+    min: float
+    max: float
+    mean: float
+    stddev: float
+    score_ci_low: float
+    score_ci_high: float
+    threshold: float
+    min_trials: int
+    settled: bool
 
 
 class ResultRow(TypedDict):
@@ -74,14 +124,20 @@ class ResultRow(TypedDict):
     target: str | None
     score: float
     verdict: Verdict | None
+    gate_failed: bool
     hits: list[str]
     misses: list[str]
     reasoning: str | None
     candidate_answer: str
     evaluator_results: list[EvaluatorRow]
+    #: The evaluators were listed (in the file, or given to ``assert_judged``), not the default.
+    evaluators_listed: bool
     error: str | None
     trace_summary: dict[str, Any] | None
     usage: UsageRow
+    #: Each trial, and their aggregate, when the case ran several times; else None.
+    trials: list[TrialRow] | None
+    aggregation: AggregationRow | None
 
 
 @dataclass(frozen=True)
@@ -96,6 +152,7 @@ class Grade:
     evaluator_results: tuple[EvaluatorRow, ...] = ()
     #: Set when an evaluator could not grade at all: the case is then not graded.
     error: str | None = None
+    gate_failed: bool = False
 
 
 def _now() -> str:
@@ -115,14 +172,19 @@ class CaseResult:
     target: str | None = None
     candidate: str = ""
     grade: Grade | None = None
+    evaluators_listed: bool = True
     error: str | None = None
     trace_summary: dict[str, Any] | None = None
     usage: UsageRow = field(default_factory=no_usage)
+    trials: tuple[TrialRow, ...] | None = None
+    aggregation: AggregationRow | None = None
     timestamp: str = field(default_factory=_now)
 
     def row(self) -> ResultRow:
         """Plain builtins, redacted: what reports, JUnit XML and results files are made of."""
+        # A case that was not graded has no verdict, whatever its evaluators said.
         grade = self.grade
+        verdict = grade.verdict if grade and self.status == "graded" else None
         misses = list(grade.misses) if grade else ([f"Error: {self.error}"] if self.error else [])
         row = ResultRow(
             status=self.status,
@@ -134,15 +196,19 @@ class CaseResult:
             line=self.line,
             target=self.target,
             score=grade.score if grade else 0.0,
-            verdict=grade.verdict if grade else None,
+            verdict=verdict,
+            gate_failed=grade.gate_failed if grade else False,
             hits=list(grade.hits) if grade else [],
             misses=misses,
             reasoning=grade.reasoning if grade else None,
             candidate_answer=self.candidate,
             evaluator_results=list(grade.evaluator_results) if grade else [],
+            evaluators_listed=self.evaluators_listed,
             error=self.error,
             trace_summary=self.trace_summary,
             usage=self.usage,
+            trials=list(self.trials) if self.trials is not None else None,
+            aggregation=self.aggregation,
         )
         redacted: ResultRow = redact_obj(row)
         return redacted
@@ -165,15 +231,19 @@ _AGENTV_KEYS = (
 
 
 def results_line(row: ResultRow) -> dict[str, Any]:
-    """A results-file line with AgentV's field names: one evaluator's request stands at the top
-    level, several evaluators are listed under ``evaluator_results``."""
+    """A results-file line with AgentV's field names: listed evaluators are written under
+    ``evaluator_results`` (one or several, with their details); the default judge's request
+    stands at the top level."""
     line: dict[str, Any] = {key: row[key] for key in _AGENTV_KEYS}  # type: ignore[literal-required]
     evaluators = row["evaluator_results"]
-    if len(evaluators) == 1:
-        line["evaluator_provider_request"] = evaluators[0]["evaluator_provider_request"]
-    elif evaluators:
+    if row["evaluators_listed"]:
         line["evaluator_results"] = evaluators
+    elif evaluators:
+        line["evaluator_provider_request"] = evaluators[0]["evaluator_provider_request"]
     line["error"] = row["error"]
     line["trace_summary"] = row["trace_summary"]
     line["status"] = row["status"]
+    if row["trials"] is not None:
+        line["trials"] = row["trials"]
+        line["aggregation"] = row["aggregation"]
     return line

@@ -8,6 +8,7 @@ outcome.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -16,19 +17,22 @@ from typing import Any
 import pytest
 
 from .cases import CaseSpec, PreparedCase, prepare_case
-from .errors import AgentvError, JudgeNotConfiguredError
+from .errors import AgentvError, JudgeNotConfiguredError, NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
 from .evaluators.base import EvaluationContext, Evaluator, run_evaluators_for_case
+from .evaluators.composite import CompositeEvaluator
 from .evaluators.llm_judge import LlmJudgeEvaluator
 from .judge import LlmClient, ModelClients, ModelSpec, RetryPolicy, Usage, current_usage
-from .models import EvaluatorConfig
+from .loader import ProjectConfigs
+from .models import EvaluatorConfig, walk_entries
 from .paths import display_path
 from .redaction import redact, refresh_secrets
 from .replay import ReplayStore
-from .results import CaseResult, Status
+from .results import CaseResult, Grade, Status
 from .scheduler import Scheduler
 from .settings import Settings
-from .targets import FixtureTarget, Target, TargetCatalog, TargetResponse
+from .targets import FixtureTarget, RecordedTarget, Target, TargetCatalog, TargetResponse
+from .trials import TrialPolicy, TrialResult, TrialRun, policy_for
 
 #: An eval item's case as the scheduler gets it: its key, the case, and its evaluators by kind.
 CaseWork = tuple[str, CaseSpec, Mapping[str, Evaluator]]
@@ -43,6 +47,7 @@ class AgentvRun:
         self.rootdir = config.rootpath
         refresh_secrets()
         self.scheduler = Scheduler(settings.concurrency)
+        self._expected: set[str] = set()
         self.store = (
             ReplayStore(
                 settings.cache_dir,
@@ -65,9 +70,19 @@ class AgentvRun:
             on_success=self.scheduler.limit.on_success,
             transport=settings.judge_transport,
         )
-        self.targets = TargetCatalog(
-            self.rootdir, self.clients, targets_file=settings.targets, override=settings.target
+        answers = (
+            RecordedTarget(settings.answers, display_path(settings.answers, config.rootpath))
+            if settings.answers is not None
+            else None
         )
+        self.targets = TargetCatalog(
+            self.rootdir,
+            self.clients,
+            targets_file=settings.targets,
+            override=settings.target,
+            answers=answers,
+        )
+        self.configs = ProjectConfigs(self.rootdir)
         self.registry = EvaluatorRegistry(
             build_evaluator_registry(
                 resolve_judge_provider=self.resolve_judge,
@@ -105,18 +120,33 @@ class AgentvRun:
         evaluators: Mapping[str, Evaluator],
         context: EvaluationContext,
     ) -> None:
-        """Raise ``JudgeNotConfiguredError`` before any work if a needed LLM judge is absent."""
-        for entry in entries:
+        """Raise ``JudgeNotConfiguredError`` before any work if a needed LLM judge is absent
+        (composite members and LLM aggregators included)."""
+        for entry in walk_entries(entries):
             evaluator = evaluators.get(entry.type)
             if isinstance(evaluator, LlmJudgeEvaluator):
                 evaluator.judge_for(replace(context, evaluator=entry))
+            elif isinstance(evaluator, CompositeEvaluator):
+                evaluator.check_judge(replace(context, evaluator=entry))
 
     # -- cases ------------------------------------------------------------------------------
     def plan(self, work: Sequence[CaseWork]) -> None:
-        """Let the scheduler start these cases early, in the order their items will run."""
+        """Let the scheduler start these cases early, in the order their items will run, and
+        tell batching targets which cases this run will send them."""
+        for key, spec, _ in work:
+            if key not in self._expected:
+                self._expected.add(key)
+                # A case run several times is not batched: each trial is a call of its own.
+                if self.trial_policy(spec) is None:
+                    self.targets.expect(spec)
         self.scheduler.plan(
             [(key, partial(self.run_case, spec, evaluators)) for key, spec, evaluators in work]
         )
+
+    def trial_policy(self, spec: CaseSpec) -> TrialPolicy | None:
+        """The case's trials (``execution.trials`` and ``--agentv-trials``); None: it runs once.
+        Checked at collection, so this does not raise for a collected case."""
+        return policy_for(spec.trials, self.settings.trials)
 
     def begin(
         self, spec: CaseSpec, evaluators: Mapping[str, Evaluator], fixture: FixtureTarget | None
@@ -149,10 +179,22 @@ class AgentvRun:
             return self.scheduler.run(self.run_case(spec, evaluators, fixture))
         try:
             prepared, target = self.begin(spec, evaluators, fixture)
-            response = fixture.call_sync(prepared)
+            policy = self.trial_policy(spec)
+            if policy is None:
+                response = fixture.call_sync(prepared)
         except Exception as exc:
             return self._failure(spec, exc, fixture, Usage())
-        return self.scheduler.run(self.finish(spec, evaluators, prepared, target, response))
+        if policy is None:
+            return self.scheduler.run(self.finish(spec, evaluators, prepared, target, response))
+        trials = _CaseTrials(self, spec, evaluators, prepared, target, policy)
+        while (case := trials.next_case()) is not None:
+            try:
+                response = fixture.call_sync(case)
+            except Exception as exc:
+                trials.fail(exc)
+                break
+            self.scheduler.run(trials.grade(case, response))
+        return trials.result()
 
     async def finish(
         self,
@@ -162,12 +204,16 @@ class AgentvRun:
         target: Target,
         response: TargetResponse | None = None,
     ) -> CaseResult:
-        """Get the answer (unless it is given) and grade it."""
+        """Get the answer (unless it is given) and grade it; a case with trials runs them one
+        after another."""
+        policy = self.trial_policy(spec)
+        if policy is not None:
+            return await self._run_trials(spec, evaluators, prepared, target, policy)
         usage = Usage()
         token = current_usage.set(usage)
         try:
             if response is None:
-                response = await target.invoke(prepared, 0)
+                response = await self._answer(target, prepared)
             context = _context(prepared, target, response)
             evaluation = await run_evaluators_for_case(context, spec.evaluators, evaluators)
         except Exception as exc:
@@ -186,6 +232,39 @@ class AgentvRun:
             trace_summary=context.trace_summary,
             usage=usage.row(),
         )
+
+    async def _run_trials(
+        self,
+        spec: CaseSpec,
+        evaluators: Mapping[str, Evaluator],
+        prepared: PreparedCase,
+        target: Target,
+        policy: TrialPolicy,
+    ) -> CaseResult:
+        trials = _CaseTrials(self, spec, evaluators, prepared, target, policy)
+        token = current_usage.set(trials.usage)
+        try:
+            while (case := trials.next_case()) is not None:
+                try:
+                    response = await self._answer(target, case)
+                except Exception as exc:
+                    trials.fail(exc)
+                    break
+                await trials.grade(case, response)
+        finally:
+            current_usage.reset(token)
+        return trials.result()
+
+    async def _answer(self, target: Target, prepared: PreparedCase) -> TargetResponse:
+        if target.timeout is not None:
+            return await target.invoke(prepared, prepared.attempt)
+        limit = self.settings.target_timeout
+        try:
+            return await asyncio.wait_for(target.invoke(prepared, prepared.attempt), limit)
+        except asyncio.TimeoutError:
+            raise NotGradedError(
+                f"target '{target.name}' gave no answer within {limit:g}s (--agentv-target-timeout)"
+            ) from None
 
     def _failure(
         self,
@@ -216,6 +295,95 @@ class AgentvRun:
         self.scheduler.close()
 
 
+class _CaseTrials:
+    """One case's trials in progress: the usage they share, the trial run, and the first trial
+    that could not be graded, which ends the case as not graded (never a made-up verdict)."""
+
+    def __init__(
+        self,
+        runner: AgentvRun,
+        spec: CaseSpec,
+        evaluators: Mapping[str, Evaluator],
+        prepared: PreparedCase,
+        target: Target,
+        policy: TrialPolicy,
+    ) -> None:
+        self.runner = runner
+        self.spec = spec
+        self.evaluators = evaluators
+        self.prepared = prepared
+        self.target = target
+        self.usage = Usage()
+        self.run = TrialRun(policy)
+        self.failure: CaseResult | None = None
+        self._calls_before = 0
+        self._spent_before = 0.0
+
+    def next_case(self) -> PreparedCase | None:
+        """The case as the next trial sees it (its ``attempt``), or None when no trial is due."""
+        attempt = self.run.next_attempt() if self.failure is None else None
+        if attempt is None:
+            return None
+        self._calls_before = self.usage.calls + self.usage.reused
+        self._spent_before = self.usage.spent_usd
+        return replace(self.prepared, attempt=attempt)
+
+    def fail(
+        self,
+        exc: Exception,
+        response: TargetResponse | None = None,
+        grade: Grade | None = None,
+    ) -> None:
+        failure = self.runner._failure(self.spec, exc, self.target, self.usage, response)
+        failure.error = f"attempt {len(self.run.results)}: {failure.error}"
+        failure.grade = grade
+        failure.trials = tuple(result.row() for result in self.run.results)
+        if response is not None:
+            failure.trace_summary = response.trace_summary()
+        self.failure = failure
+
+    async def grade(self, case: PreparedCase, response: TargetResponse) -> None:
+        """Grade one trial's answer and add it to the run (or record why it was not graded)."""
+        token = current_usage.set(self.usage)
+        try:
+            # A model target's cost is in the usage already; another target's is what it said.
+            reported = response.cost_usd or 0.0
+            if self.usage.calls + self.usage.reused > self._calls_before:
+                reported = 0.0
+            context = _context(case, self.target, response)
+            evaluation = await run_evaluators_for_case(
+                context, self.spec.evaluators, self.evaluators
+            )
+        except Exception as exc:
+            self.fail(exc, response)
+            return
+        finally:
+            current_usage.reset(token)
+        grade = evaluation.grade()
+        if grade.error:
+            self.fail(NotGradedError(grade.error), response, grade)
+            return
+        cost = self.usage.spent_usd - self._spent_before + reported
+        self.run.add(TrialResult(case.attempt, grade, cost, response.text, context.trace_summary))
+
+    def result(self) -> CaseResult:
+        if self.failure is not None:
+            self.failure.usage = self.usage.row()
+            return self.failure
+        outcome = self.run.conclude()
+        return _result(
+            self.spec,
+            "graded",
+            target=self.target.name,
+            candidate=outcome.candidate,
+            grade=outcome.grade,
+            trace_summary=outcome.trace_summary,
+            usage=self.usage.row(),
+            trials=outcome.trials,
+            aggregation=outcome.aggregation,
+        )
+
+
 def _context(
     prepared: PreparedCase, target: Target | None, response: TargetResponse | None
 ) -> EvaluationContext:
@@ -223,6 +391,7 @@ def _context(
         eval_case=prepared,
         candidate=response.text if response else "",
         target=target.name if target else "",
+        attempt=prepared.attempt,
         output_messages=response.output_messages if response else None,
         judge_target=target.judge_target if target else None,
         trace_summary=response.trace_summary() if response else None,
@@ -237,5 +406,6 @@ def _result(spec: CaseSpec, status: Status, **values: Any) -> CaseResult:
         file=spec.loaded.display,
         line=spec.line + 1,
         conversation_id=spec.case.conversation_id,
+        evaluators_listed=spec.listed,
         **values,
     )

@@ -18,7 +18,9 @@ import pytest
 
 BorderlineMode = Literal["xfail", "fail", "pass"]
 
-DEFAULT_EVAL_PATTERNS = ("*.eval.yaml", "*.eval.yml")
+DEFAULT_EVAL_PATTERNS = ("*.eval.yaml", "*.eval.yml", "*.eval.jsonl")
+#: The most trials one case may run (``--agentv-trials``, ``execution.trials``).
+MAX_TRIALS = 1000
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,14 @@ OPTIONS: tuple[_Option, ...] = (
         metavar="SECONDS",
     ),
     _Option(
+        "target_timeout",
+        "Seconds a target may take to answer a case before the case is not graded (a CLI "
+        "target's own timeout_seconds wins for it)",
+        "float",
+        300.0,
+        metavar="SECONDS",
+    ),
+    _Option(
         "require_judge",
         "Error instead of skip when a case needs an unconfigured judge",
         "bool",
@@ -162,7 +172,33 @@ OPTIONS: tuple[_Option, ...] = (
         "bool",
         True,
     ),
+    _Option(
+        "trials",
+        "Run every eval case N times: the count of execution.trials (an adaptive case's max); "
+        "cases without a trials block use pass_at_k; 1 runs every case once",
+        "int",
+        metavar="N",
+    ),
+    _Option(
+        "answers",
+        "Answer every case from this previous results file (ours or AgentV's) instead of "
+        "calling its target: re-grade recorded answers",
+        "path",
+        metavar="PATH",
+    ),
 )
+
+
+def environment() -> dict[str, str]:
+    """A copy of ``os.environ`` that is safe to take while another thread changes it
+    (pytest's thread sets ``PYTEST_CURRENT_TEST`` around every test)."""
+    for _ in range(10):
+        try:
+            return dict(os.environ.items())
+        except (KeyError, RuntimeError):
+            continue
+    return dict(os.environ.items())
+
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -215,12 +251,15 @@ class Settings:
     judge_attempt_timeout: float
     judge_retries: int
     judge_backoff: float
+    target_timeout: float
     require_judge: bool
     #: One of ``replay.CACHE_MODES``, checked against the option's choices.
     cache_mode: str
     cache_dir: Path
     concurrency: int
     fail_on_error: bool
+    trials: int | None
+    answers: Path | None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -262,7 +301,12 @@ def _parse(option: _Option, raw: str, source: str, base: Path) -> Any:
         "path": lambda: (base / os.path.expanduser(text)) if text else None,
         "list": lambda: tuple(part for part in text.replace(",", " ").split() if part),
         "int": lambda: _number(
-            int, text, option, source, minimum=0 if option.name != "concurrency" else 1
+            int,
+            text,
+            option,
+            source,
+            minimum=1 if option.name in ("concurrency", "trials") else 0,
+            maximum=MAX_TRIALS if option.name == "trials" else None,
         ),
         "float": lambda: _number(float, text, option, source, minimum=0, exclusive=True),
         "bool": lambda: _boolean(text, source),
@@ -279,6 +323,7 @@ def _number(
     *,
     minimum: float,
     exclusive: bool = False,
+    maximum: float | None = None,
 ) -> float | int:
     try:
         value = kind(text)
@@ -289,8 +334,11 @@ def _number(
         or (isinstance(value, float) and not math.isfinite(value))
         or value < minimum
         or (exclusive and value == minimum)
+        or (maximum is not None and value > maximum)
     ):
         bound = f"> {minimum}" if exclusive else f">= {minimum}"
+        if maximum is not None:
+            bound += f" and <= {maximum}"
         noun = "an integer" if kind is int else "a number"
         raise pytest.UsageError(f"{source} is invalid: {option.flag} must be {noun} {bound}")
     return value

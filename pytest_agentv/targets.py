@@ -1,4 +1,5 @@
-"""Where candidate answers come from: mock, CLI, litellm and ``agentv_target`` fixture targets.
+"""Where candidate answers come from: mock, CLI (one case at a time, or one batch for a whole
+eval file), litellm, ``agentv_target`` fixture and recorded-answers targets.
 
 All targets share one async interface, ``invoke(case, attempt) -> TargetResponse``. A target that
 cannot produce an answer raises ``NotGradedError``: the case is then reported as not graded,
@@ -15,20 +16,23 @@ import re
 import shlex
 import tempfile
 import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from .cases import CaseSpec, PreparedCase
-from .errors import ConfigError, NotGradedError
+from .cases import GUIDELINES_HEADER, CaseSpec, PreparedCase, prepare_case
+from .errors import AgentvError, ConfigError, EvalFileError, NotGradedError
 from .judge import LlmClient, ModelSpec
-from .loader import LoadedTargets, load_targets_file
+from .loader import FileWarning, LoadedTargets, load_targets_file
 from .models import TargetConfig, render_content
 from .paths import display_path, resolve_reference, search_roots
-from .processes import run_process
+from .processes import ProcessResult, run_process
 from .redaction import redact
+from .yamlfile import json_lines, read_text
 
 DEFAULT_MOCK_RESPONSE = "Mock target response. Set 'response' on the mock target to change it."
 DEFAULT_CLI_TIMEOUT = 120.0
@@ -47,21 +51,69 @@ LLM_PROVIDERS = {
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """One tool call an answer reports: AgentV's ``{tool, input, output, duration_ms}``, or an
+    OpenAI-style ``{function: {name, arguments}}`` as Python agents often return them."""
+
+    name: str
+    args: Any = None
+    duration_ms: float | None = None
+    error: bool = False
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
+    """The tool calls of ``output_messages``, in order."""
+    found: list[ToolCall] = []
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+        for call in calls if isinstance(calls, list) else ():
+            if not isinstance(call, Mapping):
+                continue
+            function = call.get("function")
+            function = function if isinstance(function, Mapping) else {}
+            name = call.get("tool", call.get("name", function.get("name", "unknown")))
+            if "input" in call:
+                args = call["input"]
+            elif "args" in call or "arguments" in call:
+                args = call.get("args", call.get("arguments"))
+            else:
+                args = function.get("arguments")
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    pass
+            found.append(
+                ToolCall(
+                    name=str(name),
+                    args=args,
+                    duration_ms=_number(call.get("duration_ms")),
+                    error=bool(call.get("error")),
+                )
+            )
+    return found
+
+
+@dataclass(frozen=True)
 class TargetResponse:
     text: str
     output_messages: tuple[dict[str, Any], ...] = ()
     token_usage: dict[str, Any] | None = None
     cost_usd: float | None = None
     duration_ms: float | None = None
+    #: A ``trace_summary`` recorded with the answer (``--agentv-answers``), used as it was.
+    recorded_trace: dict[str, Any] | None = None
 
     def trace_summary(self) -> dict[str, Any] | None:
-        """AgentV's ``trace_summary``: tool calls by name, errors, usage, cost and duration."""
-        calls = [
-            call
-            for message in self.output_messages
-            for call in message.get("tool_calls") or ()
-            if isinstance(call, dict)
-        ]
+        """AgentV's ``trace_summary``: tool calls by name, errors, usage, cost and duration,
+        and the durations of each tool's calls when the answer reports them."""
+        if self.recorded_trace is not None:
+            return self.recorded_trace
+        calls = tool_calls(self.output_messages)
         if (
             not calls
             and self.token_usage is None
@@ -70,14 +122,16 @@ class TargetResponse:
         ):
             return None
         by_name: dict[str, int] = {}
+        durations: dict[str, list[float]] = {}
         for call in calls:
-            name = str(call.get("tool", call.get("name", "unknown")))
-            by_name[name] = by_name.get(name, 0) + 1
+            by_name[call.name] = by_name.get(call.name, 0) + 1
+            if call.duration_ms is not None:
+                durations.setdefault(call.name, []).append(call.duration_ms)
         summary: dict[str, Any] = {
             "event_count": len(calls),
             "tool_names": sorted(by_name),
             "tool_calls_by_name": by_name,
-            "error_count": sum(1 for call in calls if call.get("error")),
+            "error_count": sum(1 for call in calls if call.error),
         }
         if self.token_usage is not None:
             summary["token_usage"] = self.token_usage
@@ -85,12 +139,19 @@ class TargetResponse:
             summary["cost_usd"] = self.cost_usd
         if self.duration_ms is not None:
             summary["duration_ms"] = self.duration_ms
+        if durations:
+            summary["tool_durations"] = durations
         return summary
 
 
 class Target(Protocol):
     name: str
     judge_target: str | None
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds the target enforces itself (a CLI target's ``timeout_seconds``); None: the
+        run's ``--agentv-target-timeout`` applies."""
 
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse: ...
 
@@ -157,6 +218,8 @@ def parse_output_text(text: str, what: str) -> TargetResponse:
 class MockTarget:
     """Answers every case with the same canned ``response`` after an optional delay."""
 
+    timeout: float | None = None
+
     def __init__(
         self, name: str, settings: dict[str, Any], judge_target: str | None = None
     ) -> None:
@@ -176,12 +239,128 @@ class MockTarget:
         return response_from(value, f"mock target '{self.name}'")
 
 
+_PLACEHOLDER = re.compile(r"\{([A-Z_]+)\}")
+_FILE_PLACEHOLDER = re.compile(r"\{(path|basename)\}")
+
+
+def render_command(template: str, values: dict[str, str]) -> str:
+    """Fill ``{NAME}`` placeholders in one pass (a value is never scanned for placeholders);
+    names the template does not know are left as written, as AgentV does."""
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+def _quoted(values: dict[str, str], match: re.Match[str]) -> str:
+    return values[match.group(1)]
+
+
+def files_argument(files: Iterable[str], files_format: str | None) -> str:
+    """``{FILES}``: each file (once) through ``files_format`` (``--file {path}``; default
+    ``{path}``), with ``{path}`` and ``{basename}`` shell-quoted."""
+    rendered = []
+    for path in dict.fromkeys(files):
+        quoted = {"path": shlex.quote(path), "basename": shlex.quote(Path(path).name)}
+        rendered.append(_FILE_PLACEHOLDER.sub(partial(_quoted, quoted), files_format or "{path}"))
+    return " ".join(rendered)
+
+
+def _positive(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"{what} must be a number > 0")
+    return float(value)
+
+
+def _template(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{what} needs a 'command_template' string")
+    return value
+
+
+class Healthcheck:
+    """A CLI target's ``healthcheck`` (an HTTP URL that must answer 2xx, or a command that must
+    exit 0), run once per run before the target's first case; every case waits for it, and
+    all of them are not graded if it fails."""
+
+    def __init__(
+        self, target: str, spec: Any, folder: Path, rootdir: Path, default_timeout: float
+    ) -> None:
+        self.what = f"healthcheck of cli target '{target}'"
+        if isinstance(spec, str):
+            spec = {"url": spec} if "://" in spec else {"command_template": spec}
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{self.what}: give {{url}} or {{command_template}}")
+        kind = spec.get("type") or ("http" if "url" in spec else "command")
+        self.url: str | None = None
+        self.command: str | None = None
+        self.cwd = folder
+        if kind == "http":
+            url = spec.get("url")
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ConfigError(f"{self.what}: 'url' must be an http(s) URL")
+            self.url = url
+        elif kind == "command":
+            self.command = _template(spec.get("command_template"), self.what)
+            cwd = spec.get("cwd")
+            if cwd is not None:
+                self.cwd = resolve_reference(str(cwd), start=folder, rootdir=rootdir, what="cwd")
+        else:
+            raise ConfigError(f"{self.what}: type must be 'http' or 'command', not {kind!r}")
+        timeout = spec.get("timeout_seconds")
+        self.timeout = (
+            _positive(timeout, f"{self.what}: timeout_seconds")
+            if timeout is not None
+            else default_timeout
+        )
+        self._done: asyncio.Future[str | None] | None = None
+
+    async def ensure(self) -> None:
+        """Run the check the first time; later callers wait for that same run."""
+        if self._done is None:
+            self._done = asyncio.ensure_future(self._check())
+        problem = await asyncio.shield(self._done)
+        if problem is not None:
+            raise NotGradedError(redact(f"{self.what} failed: {problem}"))
+
+    async def _check(self) -> str | None:
+        if self.url is not None:
+            return await asyncio.to_thread(self._get, self.url)
+        assert self.command is not None
+        with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
+            values = _values("", "", "healthcheck", 0, "", str(Path(scratch) / "output.txt"))
+            command = render_command(self.command, values)
+            result = await run_process(command, cwd=self.cwd, timeout=self.timeout)
+        return result.failure("the command", self.timeout)
+
+    def _get(self, url: str) -> str | None:
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout) as reply:
+                status = int(reply.status)
+        except urllib.error.HTTPError as exc:
+            return f"GET {url} answered HTTP {exc.code} {exc.reason}"
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            return f"GET {url} failed: {reason}"
+        return None if 200 <= status < 300 else f"GET {url} answered HTTP {status}"
+
+
+def _values(
+    prompt: str, guidelines: str, eval_id: str, attempt: int, files: str, output: str
+) -> dict[str, str]:
+    return {
+        "PROMPT": shlex.quote(prompt),
+        "GUIDELINES": shlex.quote(guidelines),
+        "EVAL_ID": shlex.quote(eval_id),
+        "ATTEMPT": shlex.quote(str(attempt)),
+        "FILES": files,
+        "OUTPUT_FILE": shlex.quote(output),
+    }
+
+
 class CliTarget:
     """Runs ``command_template`` through the shell with the case's values substituted.
 
-    Placeholders: ``{PROMPT}``, ``{EVAL_ID}``, ``{ATTEMPT}``, ``{OUTPUT_FILE}``, ``{FILES}``, all
-    shell-quoted. The answer is read from ``{OUTPUT_FILE}`` when the template uses it, else from
-    stdout.
+    Placeholders: ``{PROMPT}``, ``{GUIDELINES}``, ``{EVAL_ID}``, ``{ATTEMPT}``, ``{OUTPUT_FILE}``
+    (shell-quoted) and ``{FILES}`` (guideline and input files, each through ``files_format``).
+    The answer is read from ``{OUTPUT_FILE}`` when the template uses it, else from stdout.
     """
 
     def __init__(
@@ -191,70 +370,206 @@ class CliTarget:
         folder: Path,
         rootdir: Path,
         judge_target: str | None = None,
+        healthcheck: Healthcheck | None = None,
     ) -> None:
         self.name = name
         self.judge_target = judge_target
-        template = settings.get("command_template")
-        if not isinstance(template, str) or not template.strip():
-            raise ConfigError(f"cli target '{name}' needs a 'command_template' string")
-        self.template = template
+        self.rootdir = rootdir
+        self.what = f"cli target '{name}'"
+        self.template = _template(settings.get("command_template"), self.what)
         cwd = settings.get("cwd")
         self.cwd = (
             resolve_reference(str(cwd), start=folder, rootdir=rootdir, what="cwd")
             if cwd is not None
             else folder
         )
-        timeout = settings.get("timeout_seconds", DEFAULT_CLI_TIMEOUT)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ConfigError(f"cli target '{name}': timeout_seconds must be a number > 0")
-        self.timeout = float(timeout)
+        self.timeout = _positive(
+            settings.get("timeout_seconds", DEFAULT_CLI_TIMEOUT), f"{self.what}: timeout_seconds"
+        )
+        files_format = settings.get("files_format")
+        if files_format is not None and not isinstance(files_format, str):
+            raise ConfigError(f"{self.what}: files_format must be a string like '--file {{path}}'")
+        self.files_format = files_format
+        self.healthcheck = healthcheck
+
+    def _files(self, cases: Iterable[PreparedCase]) -> str:
+        return files_argument(
+            (f for case in cases for f in (*case.guideline_files, *case.input_files)),
+            self.files_format,
+        )
+
+    async def _run(self, values: dict[str, str], output_file: Path) -> tuple[str, float]:
+        """Run the command; its output text (output file or stdout) and how long it took."""
+        if self.healthcheck is not None:
+            await self.healthcheck.ensure()
+        command = render_command(self.template, values)
+        result: ProcessResult = await run_process(command, cwd=self.cwd, timeout=self.timeout)
+        failure = result.failure(self.what, self.timeout)
+        if failure:
+            raise NotGradedError(redact(failure))
+        if "{OUTPUT_FILE}" in self.template:
+            if not output_file.exists():
+                raise NotGradedError(f"{self.what} exited 0 but wrote nothing to {{OUTPUT_FILE}}")
+            text = output_file.read_text(encoding="utf-8", errors="replace")
+        else:
+            text = result.stdout.decode("utf-8", errors="replace")
+        return text, result.duration * 1000
 
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
-        what = f"cli target '{self.name}'"
         with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
             output_file = Path(scratch) / "output.txt"
-            values = {
-                "PROMPT": case.question,
-                "EVAL_ID": case.id,
-                "ATTEMPT": str(attempt),
-                "OUTPUT_FILE": str(output_file),
-            }
-            command = self.template
-            for name, value in values.items():
-                command = command.replace("{" + name + "}", shlex.quote(value))
-            command = command.replace("{FILES}", " ".join(shlex.quote(f) for f in case.input_files))
-            started = time.monotonic()
-            result = await run_process(command, cwd=self.cwd, timeout=self.timeout)
-            failure = result.failure(what, self.timeout)
-            if failure:
-                raise NotGradedError(redact(failure))
-            if "{OUTPUT_FILE}" in self.template:
-                if not output_file.exists():
-                    raise NotGradedError(f"{what} exited 0 but wrote nothing to {{OUTPUT_FILE}}")
-                text = output_file.read_text(encoding="utf-8", errors="replace")
-            else:
-                text = result.stdout.decode("utf-8", errors="replace")
-        if not text.strip():
-            raise NotGradedError(f"{what} exited 0 but produced an empty answer")
-        response = parse_output_text(text, what)
-        if response.duration_ms is None:
-            elapsed = (time.monotonic() - started) * 1000
-            response = TargetResponse(
-                response.text,
-                response.output_messages,
-                response.token_usage,
-                response.cost_usd,
-                round(elapsed, 1),
+            values = _values(
+                case.question,
+                case.guidelines,
+                case.id,
+                attempt,
+                self._files([case]),
+                str(output_file),
             )
+            text, elapsed = await self._run(values, output_file)
+        if not text.strip():
+            raise NotGradedError(f"{self.what} exited 0 but produced an empty answer")
+        response = parse_output_text(text, self.what)
+        if response.duration_ms is None:
+            response = replace(response, duration_ms=round(elapsed, 1))
         return response
 
 
+class BatchCliTarget(CliTarget):
+    """``provider_batching: true``: one run of the command answers every case of an eval file.
+
+    The cases are the ones this run will run (``expect``, called when the run is planned, so
+    deselected cases are never sent). The first case that needs an answer starts the batch for
+    all of them; the others wait for it. ``{FILES}`` lists every case's files, ``{EVAL_ID}`` is
+    ``batch`` and the output (``{OUTPUT_FILE}`` or stdout) is JSON Lines, one object with an
+    ``id`` per case, each shaped like a single CLI answer. A case whose id has no line is not
+    graded. Cases that arrive after a batch started (pytest-xdist hands a worker its share piece
+    by piece) go into the next one. A case the run did not announce (one that runs several
+    times, for trials) is answered by a run of the command for that case alone.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self._expected: dict[Path, dict[str, CaseSpec]] = {}
+        self._answers: dict[tuple[Path | None, str], asyncio.Future[TargetResponse | str]] = {}
+        #: How many times the batch command ran (one per eval file, unless cases came late).
+        self.batches = 0
+
+    def expect(self, spec: CaseSpec) -> None:
+        with self._lock:
+            self._expected.setdefault(spec.loaded.path, {})[spec.case.id] = spec
+
+    async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
+        key = (case.eval_file, case.id)
+        if key not in self._answers:
+            with self._lock:
+                expected = (
+                    case.id in self._expected.get(case.eval_file, {}) if case.eval_file else False
+                )
+            if not expected:
+                # Not part of a batch (a case run several times, for trials): the command
+                # answers this case alone, as AgentV runs trials without batching.
+                return await super().invoke(case, attempt)
+            await self._batch(case)
+        outcome = await asyncio.shield(self._answers[key])
+        if isinstance(outcome, str):
+            raise NotGradedError(outcome)
+        return outcome
+
+    def _members(self, case: PreparedCase) -> list[PreparedCase]:
+        with self._lock:
+            specs = self._expected.pop(case.eval_file, {}) if case.eval_file else {}
+        members = [case]
+        for spec in specs.values():
+            if spec.case.id == case.id or (case.eval_file, spec.case.id) in self._answers:
+                continue
+            try:
+                members.append(prepare_case(spec, self.rootdir))
+            except AgentvError:
+                continue  # the case reports its own problem when it runs
+        return members
+
+    async def _batch(self, case: PreparedCase) -> None:
+        members = self._members(case)
+        loop = asyncio.get_running_loop()
+        futures = {m.id: loop.create_future() for m in members}
+        for member in members:
+            self._answers[(case.eval_file, member.id)] = futures[member.id]
+        try:
+            try:
+                answers = await self._run_batch(members)
+            except (AgentvError, OSError) as exc:
+                answers = {m.id: str(exc) for m in members}
+            for member_id, future in futures.items():
+                future.set_result(answers[member_id])
+        finally:
+            for future in futures.values():
+                if not future.done():
+                    future.set_result(f"the batch of {self.what} did not finish")
+
+    async def _run_batch(self, members: list[PreparedCase]) -> dict[str, TargetResponse | str]:
+        self.batches += 1
+        with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
+            output_file = Path(scratch) / "output.jsonl"
+            values = _values("", "", "batch", 0, self._files(members), str(output_file))
+            text, elapsed = await self._run(values, output_file)
+        records = self._records(text)
+        share = round(elapsed / len(members), 1)
+        answers: dict[str, TargetResponse | str] = {}
+        for member in members:
+            record = records.get(member.id)
+            if record is None:
+                answers[member.id] = (
+                    f"the batch output of {self.what} has no line with id '{member.id}'"
+                )
+                continue
+            try:
+                response = response_from(record, f"{self.what} (batch line '{member.id}')")
+            except NotGradedError as exc:
+                answers[member.id] = str(exc)
+                continue
+            if response.duration_ms is None:
+                response = replace(response, duration_ms=share)
+            answers[member.id] = response
+        return answers
+
+    def _records(self, text: str) -> dict[str, dict[str, Any]]:
+        shown = f"batch output of {self.what}"
+        records: dict[str, dict[str, Any]] = {}
+        try:
+            for line, value in json_lines(text, shown):
+                record_id = value.get("id") if isinstance(value, dict) else None
+                if not isinstance(record_id, str) or not record_id:
+                    raise NotGradedError(
+                        f"{shown}, line {line}: each line must be a JSON object with a string 'id'"
+                    )
+                if record_id in records:
+                    raise NotGradedError(f"{shown}, line {line}: id '{record_id}' is given twice")
+                records[record_id] = {k: v for k, v in value.items() if k != "id"}
+        except EvalFileError as exc:
+            raise NotGradedError(str(exc)) from None
+        return records
+
+
 def chat_messages(case: PreparedCase) -> list[dict[str, str]]:
-    return [{"role": m["role"], "content": str(m["content"])} for m in case.input_messages]
+    """The case's messages for a model; guideline files go first in the system message, under
+    AgentV's guidelines header."""
+    messages = [{"role": m["role"], "content": str(m["content"])} for m in case.input_messages]
+    if case.guidelines:
+        block = f"{GUIDELINES_HEADER}\n\n{case.guidelines}"
+        if messages and messages[0]["role"] == "system":
+            rest = messages[0]["content"].strip()
+            messages[0]["content"] = f"{block}\n\n{rest}" if rest else block
+        else:
+            messages.insert(0, {"role": "system", "content": block})
+    return messages
 
 
 class LlmTarget:
     """Asks an LLM through litellm; replies go through the record/replay store like judges'."""
+
+    timeout: float | None = None
 
     def __init__(
         self,
@@ -305,10 +620,12 @@ class FixtureTarget:
     """The callable returned by an ``agentv_target`` fixture (sync or async).
 
     A sync callable is called in pytest's own thread, like any test code; an async one is
-    awaited on the plugin's event loop.
+    awaited on the plugin's event loop. It is called once per trial, with the case whose
+    ``attempt`` is that trial's index.
     """
 
     judge_target: str | None = None
+    timeout: float | None = None
 
     def __init__(self, function: TargetFunction) -> None:
         self.name = "agentv_target"
@@ -349,6 +666,85 @@ class FixtureTarget:
         except Exception as exc:
             raise self._failed(exc) from exc
         return response_from(value, self.what)
+
+
+#: Results files can be much larger than eval files: one line per case of a whole suite.
+MAX_ANSWERS_BYTES = 1024 * 1024 * 1024
+
+
+class RecordedTarget:
+    """``--agentv-answers``: each case's answer comes from a previous results file (ours, or
+    AgentV's: ``candidate_answer``, ``output_messages``, ``trace_summary``), matched by dataset
+    and eval id (``test_id`` in later AgentV rows), instead of calling the case's target.
+
+    A case with no recorded answer, or whose recorded row is itself an error or a skip, is not
+    graded. When a file has several rows for one case, the last one is used.
+    """
+
+    judge_target: str | None = None
+    timeout: float | None = None
+
+    def __init__(self, path: Path, display: str) -> None:
+        self.path = path
+        self.display = display
+        self.name = f"recorded:{path.name}"
+        self._lock = threading.Lock()
+        self._rows: dict[tuple[str | None, str], dict[str, Any]] | None = None
+
+    def _index(self) -> dict[tuple[str | None, str], dict[str, Any]]:
+        with self._lock:
+            if self._rows is None:
+                rows: dict[tuple[str | None, str], dict[str, Any]] = {}
+                try:
+                    text = read_text(self.path, self.display, MAX_ANSWERS_BYTES)
+                    for line, row in json_lines(text, self.display):
+                        case_id = (
+                            row.get("eval_id", row.get("test_id"))
+                            if isinstance(row, dict)
+                            else None
+                        )
+                        if not isinstance(case_id, str):
+                            raise ConfigError(
+                                f"{self.display}:{line}: a results row needs a string 'eval_id' "
+                                "(or 'test_id')"
+                            )
+                        dataset = row.get("dataset")
+                        rows[(dataset if isinstance(dataset, str) else None, case_id)] = row
+                except EvalFileError as exc:
+                    raise ConfigError(f"--agentv-answers: {exc}") from None
+                self._rows = rows
+            return self._rows
+
+    def find(self, case: PreparedCase) -> dict[str, Any] | None:
+        rows = self._index()
+        return rows.get((case.dataset, case.id)) or rows.get((None, case.id))
+
+    async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
+        row = self.find(case)
+        where = f"in {self.display} (--agentv-answers)"
+        if row is None:
+            raise NotGradedError(
+                f"no recorded answer for dataset '{case.dataset}', eval_id '{case.id}' {where}"
+            )
+        status = row.get("status")
+        if row.get("error") or status in ("error", "skipped"):
+            problem = row.get("error") or f"status {status}"
+            raise NotGradedError(
+                f"the recorded answer for '{case.id}' {where} is not an answer: {problem}"
+            )
+        messages = row.get("output_messages")
+        text = row.get("candidate_answer")
+        if messages is None and not isinstance(text, str):
+            raise NotGradedError(
+                f"the recorded row for '{case.id}' {where} has no 'candidate_answer' or "
+                "'output_messages'"
+            )
+        value: dict[str, Any] = {"output_messages": messages} if messages is not None else {}
+        if isinstance(text, str):
+            value["text"] = text
+        response = response_from(value, f"the recorded row for '{case.id}'")
+        trace = row.get("trace_summary")
+        return replace(response, recorded_trace=trace if isinstance(trace, dict) else None)
 
 
 def interpolate(target: TargetConfig, loaded: LoadedTargets) -> dict[str, Any]:
@@ -394,14 +790,30 @@ def build_target(
     folder: Path,
     rootdir: Path,
     llm_client: Callable[[ModelSpec], LlmClient],
+    healthchecks: dict[tuple[Path, str], Healthcheck] | None = None,
 ) -> Target:
+    """Build a target; a CLI target's healthcheck is shared through ``healthchecks`` (by targets
+    file and name), so that it runs once per run whichever folder builds the target."""
     what = f"target '{target.name}' ({loaded.where(target)})"
     provider = target.provider.lower()
     settings = interpolate(target, loaded)
     if provider == "mock":
         return MockTarget(target.name, settings, target.judge_target)
     if provider == "cli":
-        return CliTarget(target.name, settings, folder, rootdir, target.judge_target)
+        checks = {} if healthchecks is None else healthchecks
+        check = checks.get((loaded.path, target.name))
+        if check is None and settings.get("healthcheck") is not None:
+            timeout = _positive(
+                settings.get("timeout_seconds", DEFAULT_CLI_TIMEOUT), f"{what}: timeout_seconds"
+            )
+            check = checks[(loaded.path, target.name)] = Healthcheck(
+                target.name, settings["healthcheck"], folder, rootdir, timeout
+            )
+        batching = settings.get("provider_batching", False)
+        if not isinstance(batching, bool):
+            raise ConfigError(f"{what}: provider_batching must be true or false")
+        kind = BatchCliTarget if batching else CliTarget
+        return kind(target.name, settings, folder, rootdir, target.judge_target, check)
     if provider in LLM_PROVIDERS:
         spec = model_spec(provider, settings, what)
         return LlmTarget(target.name, llm_client(spec), settings, target.judge_target)
@@ -422,15 +834,20 @@ class TargetCatalog:
         *,
         targets_file: Path | None = None,
         override: str | None = None,
+        answers: RecordedTarget | None = None,
     ) -> None:
         self.rootdir = rootdir
         self.clients = clients
         self.targets_file_option = targets_file
         self.override = override
+        self.answers = answers
         self._paths: dict[Path, Path | None] = {}
         self._loaded: dict[Path, LoadedTargets] = {}
         self._built: dict[tuple[str, Path], Target] = {}
+        self._healthchecks: dict[tuple[Path, str], Healthcheck] = {}
+        self._warned: set[tuple[Path, str]] = set()
         self._lock = threading.Lock()
+        self._build_lock = threading.Lock()
 
     def _path(self, folder: Path) -> Path | None:
         if self.targets_file_option is not None:
@@ -456,14 +873,49 @@ class TargetCatalog:
                 self._loaded[path] = load_targets_file(path, display_path(path, self.rootdir))
             return self._loaded[path]
 
-    def target_for(self, spec: CaseSpec) -> Target:
+    def target_name(self, spec: CaseSpec) -> str:
         """``--agentv-target`` > case ``execution.target`` > file target > ``default``."""
-        name = self.override or spec.target_name or "default"
+        return self.override or spec.target_name or "default"
+
+    def target_for(self, spec: CaseSpec) -> Target:
+        """The case's target (recorded answers under ``--agentv-answers``), built once per
+        folder: pytest's thread (planning) and the plugin's loop may ask at the same time."""
+        if self.answers is not None:
+            return self.answers
+        name = self.target_name(spec)
         folder = spec.loaded.path.parent
         built = self._built.get((name, folder))
         if built is None:
-            built = self._built[(name, folder)] = self._build(spec, name, folder)
+            with self._build_lock:
+                built = self._built.get((name, folder))
+                if built is None:
+                    built = self._built[(name, folder)] = self._build(spec, name, folder)
         return built
+
+    def expect(self, spec: CaseSpec) -> None:
+        """Tell a batching target about a case this run will run; a case whose target cannot be
+        built is left alone (it reports that itself when it runs)."""
+        try:
+            target = self.target_for(spec)
+        except AgentvError:
+            return
+        if isinstance(target, BatchCliTarget):
+            target.expect(spec)
+
+    def ignored_settings(self, spec: CaseSpec) -> list[tuple[str, FileWarning]]:
+        """Warnings, the first time a case uses a target, about its settings pytest-agentv
+        ignores (AgentV settings it does not implement, or keys nobody knows)."""
+        if self.answers is not None:
+            return []
+        try:
+            loaded = self.targets_file(spec.loaded.path.parent)
+        except AgentvError:
+            return []
+        name = self.target_name(spec)
+        if loaded is None or (loaded.path, name) in self._warned:
+            return []
+        self._warned.add((loaded.path, name))
+        return [(str(loaded.path), warning) for warning in loaded.ignored.get(name, ())]
 
     def _build(self, spec: CaseSpec, name: str, folder: Path) -> Target:
         loaded = self.targets_file(folder)
@@ -479,7 +931,12 @@ class TargetCatalog:
                 f"target '{name}' is not defined in {loaded.display} (known: {known})"
             )
         return build_target(
-            target, loaded, folder=folder, rootdir=self.rootdir, llm_client=self.clients
+            target,
+            loaded,
+            folder=folder,
+            rootdir=self.rootdir,
+            llm_client=self.clients,
+            healthchecks=self._healthchecks,
         )
 
     def judge_target(self, name: str, folder: Path) -> ModelSpec:

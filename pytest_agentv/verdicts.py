@@ -2,6 +2,8 @@
 
 Everything here works on plain builtins (the result dicts that travel on reports), so the same
 text appears whether a YAML case or an ``assert_judged`` call failed, with or without xdist.
+Every text that reaches the terminal is made printable here: judges and targets wrote parts of
+it, and their escape sequences must not drive the terminal.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from typing import Literal, NoReturn
 
 import pytest
 
-from .results import EvaluatorRow, ResultRow, Verdict
+from .redaction import printable
+from .results import AggregationRow, EvaluatorRow, ResultRow, Verdict
 
 Outcome = Literal["passed", "xfailed", "failed"]
 
@@ -55,7 +58,8 @@ def _table(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
 
 
 def _gate_note(result: ResultRow | EvaluatorRow) -> str:
-    if result["verdict"] == "fail" and score_to_verdict(result["score"]) != "fail":
+    """Say why a score that would pass or be borderline failed: a gate."""
+    if result["gate_failed"] and score_to_verdict(result["score"]) != "fail":
         return " (a required criterion or check was not met)"
     return ""
 
@@ -83,38 +87,125 @@ def _rubric_lines(rows: Sequence[dict[str, object]]) -> list[str]:
     return lines
 
 
-def evaluator_details(results: Sequence[EvaluatorRow]) -> list[str]:
-    """Per evaluator: rubric rows (or hits and misses), errors and reasoning."""
+def evaluator_details(results: Sequence[EvaluatorRow], depth: int = 0) -> list[str]:
+    """Per evaluator: rubric rows (or hits and misses), errors and reasoning; a composite's
+    members follow it, indented."""
     lines: list[str] = []
+    pad = "    " * depth
     for entry in results:
-        lines.append(f"{entry['name']} ({entry['type']}): {summary_line(entry)}")
+        lines.append(f"{pad}{entry['name']} ({entry['type']}): {summary_line(entry)}")
         if entry.get("error"):
-            lines.append(f"    ! {entry['error']}")
-        rubric = (entry.get("details") or {}).get("rubric")
+            lines.append(f"{pad}    ! {entry['error']}")
+        members = entry.get("evaluator_results") or []
+        details = entry.get("details") or {}
+        # A composite's own lines repeat its members' when it averaged them or one failed.
+        own = not members or not (
+            entry.get("error") or details.get("aggregator") == "weighted_average"
+        )
+        rubric = details.get("rubric")
         if rubric:
-            lines.extend(_rubric_lines(rubric))
-        else:
-            lines.extend(f"    ✓ {hit}" for hit in entry["hits"])
-            lines.extend(f"    ✗ {miss}" for miss in entry["misses"])
+            lines.extend(pad + line for line in _rubric_lines(rubric))
+        elif own:
+            lines.extend(f"{pad}    ✓ {hit}" for hit in entry["hits"])
+            lines.extend(f"{pad}    ✗ {miss}" for miss in entry["misses"])
         reasoning = str(entry["reasoning"] or "").strip()
-        if reasoning:
-            lines.append(f"    reasoning: {reasoning}")
+        if reasoning and own:
+            lines.append(f"{pad}    reasoning: {reasoning}")
+        lines.extend(evaluator_details(members, depth + 1))
     return lines
 
 
+def _stop_reason(aggregation: AggregationRow) -> str:
+    stopped = aggregation["stopped"]
+    threshold = aggregation.get("threshold")
+    unsettled = threshold is not None and not aggregation.get("settled")
+    if stopped == "settled" and threshold is not None:
+        side = "above" if aggregation["ci_low"] > threshold else "below"
+        return f"settled {side} {threshold:g}"
+    if stopped == "max":
+        return f"unsettled: the interval still holds {threshold:g} after the most trials"
+    if stopped == "passed":
+        return "stopped at the first passing trial"
+    if stopped == "failed":
+        return "stopped at the first failing trial"
+    if stopped == "cost_limit":
+        spent = f"stopped by cost_limit_usd after ${aggregation['cost_usd']:.4f}"
+        return f"{spent}, unsettled" if unsettled else spent
+    return f"spent ${aggregation['cost_usd']:.4f}"
+
+
+def trials_summary(aggregation: AggregationRow) -> str:
+    """One line: strategy, trials run of planned, passes, the pass-rate interval, why it ended."""
+    planned = aggregation["planned"]
+    most = f"at most {planned}" if aggregation["strategy"] == "adaptive" else str(planned)
+    interval = (
+        f"{aggregation['confidence']:.0%} {aggregation['interval']} interval "
+        f"[{fmt(aggregation['ci_low'])}, {fmt(aggregation['ci_high'])}]"
+    )
+    scores = ""
+    if "score_ci_low" in aggregation:
+        scores = (
+            f"; mean score {fmt(aggregation.get('mean'))}, 95% t-interval "
+            f"[{fmt(aggregation['score_ci_low'])}, {fmt(aggregation.get('score_ci_high'))}]"
+        )
+    elif "mean" in aggregation:
+        scores = f"; mean score {fmt(aggregation['mean'])}"
+    return (
+        f"trials: {aggregation['strategy']}, {aggregation['trials']} of {most} run, "
+        f"{aggregation['passed']} passed; pass rate {fmt(aggregation['pass_rate'])}, {interval}"
+        f"{scores}; {_stop_reason(aggregation)}"
+    )
+
+
+def trials_lines(result: ResultRow) -> list[str]:
+    """The trial table of a case that ran several times (nothing for a single run)."""
+    trials = result["trials"]
+    if not trials:
+        return []
+    aggregation = result["aggregation"]
+    lines = [trials_summary(aggregation)] if aggregation else []
+    rows = [("attempt", "score", "verdict", "cost")]
+    rows += [
+        (
+            str(trial["attempt"]),
+            fmt(trial["score"]),
+            trial["verdict"] + (" (gate)" if trial["gate_failed"] else ""),
+            f"${trial['cost_usd']:.4f}",
+        )
+        for trial in trials
+    ]
+    return [*lines, *_table(rows, right={0, 1, 3})]
+
+
+def _table_rows(
+    results: Sequence[EvaluatorRow], depth: int = 0
+) -> list[tuple[str, str, str, str, str]]:
+    rows: list[tuple[str, str, str, str, str]] = []
+    for e in results:
+        name = "  " * depth + e["name"]
+        rows.append((name, e["type"], f"{e['weight']:g}", fmt(e["score"]), e["verdict"]))
+        rows += _table_rows(e.get("evaluator_results") or [], depth + 1)
+    return rows
+
+
 def report_text(result: ResultRow, headline: str) -> str:
-    """The failure report: headline, evaluator table, then each evaluator's details."""
+    """The failure report: headline, the trial table (if the case ran several times), the
+    evaluator table (composite members indented under their composite), then each evaluator's
+    details."""
     lines = [headline]
     if result["target"]:
         lines.append(f"target: {result['target']}")
+    trials = trials_lines(result)
+    if trials:
+        lines += ["", *trials]
+    aggregation = result["aggregation"]
     evaluators = result["evaluator_results"]
     if evaluators:
-        rows = [("evaluator", "type", "weight", "score", "verdict")]
-        rows += [
-            (e["name"], e["type"], f"{e['weight']:g}", fmt(e["score"]), e["verdict"])
-            for e in evaluators
-        ]
-        lines += ["", *_table(rows, right={2, 3}), ""]
+        rows = [("evaluator", "type", "weight", "score", "verdict"), *_table_rows(evaluators)]
+        lines.append("")
+        if aggregation is not None:
+            lines.append(f"evaluators of attempt {aggregation['shown_attempt']}:")
+        lines += [*_table(rows, right={2, 3}), ""]
         lines += evaluator_details(evaluators)
     else:
         lines.extend(f"  ✓ {hit}" for hit in result["hits"])
@@ -125,8 +216,13 @@ def report_text(result: ResultRow, headline: str) -> str:
 
 
 def borderline_reason(result: ResultRow) -> str:
+    aggregation = result["aggregation"]
+    if aggregation is not None and aggregation["strategy"] == "adaptive":
+        return f"borderline: {trials_summary(aggregation)}"
     misses = "; ".join(result["misses"][:4])
     reason = f"borderline: score {fmt(result['score'])}"
+    if aggregation is not None:
+        reason += f" over {aggregation['trials']} trials ({aggregation['strategy']})"
     return f"{reason}; misses: {misses}" if misses else reason
 
 
@@ -145,7 +241,7 @@ def settle_ungraded(
     graded (target or judge unavailable): an error, or a skip with ``--agentv-fail-on-error=no``.
     The same words for eval cases and ``assert_judged``; ``row`` is already redacted.
     """
-    error = row["error"]
+    error = printable(str(row["error"]))
     if row["status"] == "skipped":
         if require_judge:
             pytest.fail(
@@ -169,6 +265,6 @@ def apply_verdict(
     outcome = outcome_for(str(row["verdict"]), borderline)
     if outcome == "xfailed":
         # Last statement of its branch: with --runxfail, pytest.xfail does nothing.
-        pytest.xfail(borderline_reason(row))
+        pytest.xfail(printable(borderline_reason(row)))
     elif outcome == "failed":
-        raise failure(report_text(row, f"{headline}: {summary_line(row)}"))
+        raise failure(printable(report_text(row, f"{headline}: {summary_line(row)}")))

@@ -1,13 +1,25 @@
-"""Safe YAML with line marks, and the limits that hold before anything recursive runs.
+"""Safe YAML and JSON Lines with line marks, and the limits that hold before anything recursive
+runs.
 
-A file is parsed once into a node tree (which keeps line marks) and constructed from it with a
-safe loader. Before construction the tree is checked for what PyYAML lets through silently or turns
-into tracebacks: duplicate keys, nesting deeper than ``MAX_DEPTH``, alias bombs and recursive
-aliases. Files larger than ``MAX_FILE_BYTES`` are refused before they are read.
+Files larger than ``MAX_FILE_BYTES`` are refused before they are read. Nesting deeper than
+``MAX_DEPTH`` is refused from the parser's event stream (an iterative pass) before the node tree
+is composed, because composing is recursive: a 50 KB file nested 25,000 deep would overflow the
+C stack. The node tree (which keeps line marks) is then checked for what PyYAML lets through
+silently or turns into tracebacks — duplicate keys, recursive aliases, and aliases that expand
+to more than ``MAX_ALIAS_EXPANSION`` nodes or ``MAX_EXPANDED_BYTES`` of text — and only then
+constructed with a safe loader.
+
+A JSON line gets the same limits: its nesting depth is counted before ``json`` recurses into it,
+duplicate keys and ``NaN``/``Infinity`` are refused, and every problem names ``file:line:col``.
+A line's value can be given a node tree of its own (``json_node``), so that errors about it point
+at its line like errors about YAML do.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +31,8 @@ MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_DEPTH = 100
 #: How many nodes aliases may add on top of the nodes actually written in the file.
 MAX_ALIAS_EXPANSION = 100_000
+#: How much scalar text a document may hold once its aliases are expanded.
+MAX_EXPANDED_BYTES = MAX_FILE_BYTES
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -33,27 +47,36 @@ _Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct
 Loc = tuple[int | str, ...]
 
 
-def parse_yaml(path: Path, display: str) -> tuple[yaml.Node, Any]:
-    """Parse a YAML file safely into ``(node tree, data)`` or raise ``EvalFileError``."""
+def read_text(path: Path, display: str, limit: int = MAX_FILE_BYTES) -> str:
+    """A file's UTF-8 text, refused before it is read if it is larger than ``limit``."""
     try:
         info = path.stat()
     except OSError as exc:
         raise EvalFileError(display, 1, 1, f"cannot read file: {exc.strerror}") from None
-    if info.st_size > MAX_FILE_BYTES:
+    if info.st_size > limit:
         raise EvalFileError(
             display,
             1,
             1,
-            f"file is {info.st_size:,} bytes; eval files are limited to {MAX_FILE_BYTES:,} bytes",
+            f"file is {info.st_size:,} bytes; eval files are limited to {limit:,} bytes",
         )
-    raw = path.read_bytes()
     try:
-        text = raw.decode("utf-8-sig")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise EvalFileError(display, 1, 1, f"cannot read file: {exc.strerror}") from None
+    try:
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise EvalFileError(display, line, 1, "file is not valid UTF-8 text") from None
+
+
+def parse_yaml(path: Path, display: str) -> tuple[yaml.Node, Any]:
+    """Parse a YAML file safely into ``(node tree, data)`` or raise ``EvalFileError``."""
+    text = read_text(path, display)
     loader = _Loader(text)
     try:
+        _check_depth(text, display)
         root = loader.get_single_node()
         if root is None:
             raise EvalFileError(display, 1, 1, "file is empty; expected a mapping")
@@ -85,25 +108,45 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+def _check_depth(text: str, display: str) -> None:
+    """Refuse nesting deeper than ``MAX_DEPTH`` from the event stream, which is read without
+    recursion, before anything recursive (composing, constructing) sees the document."""
+    events = _Loader(text)
+    depth = 0
+    try:
+        while events.check_event():
+            event = events.get_event()
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    at = event.start_mark
+                    line, col = (at.line + 1, at.column + 1) if at else (1, 1)
+                    raise EvalFileError(
+                        display, line, col, f"YAML is nested deeper than {MAX_DEPTH} levels"
+                    )
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    finally:
+        events.dispose()
+
+
 def _check_tree(root: yaml.Node, display: str, may_alias: bool) -> None:
-    """Reject duplicate keys and deep nesting (and, if the file has anchors, alias tricks)."""
+    """Reject duplicate keys (and, if the file has anchors, alias tricks)."""
     if may_alias:
         _check_aliases(root, display)
-    stack: list[tuple[yaml.Node, int]] = [(root, 0)]
+    stack: list[yaml.Node] = [root]
     while stack:
-        node, depth = stack.pop()
-        if depth >= MAX_DEPTH:
-            _fail(display, node, f"YAML is nested deeper than {MAX_DEPTH} levels")
+        node = stack.pop()
         if isinstance(node, yaml.MappingNode):
             _check_duplicate_keys(node, display)
-        stack.extend(
-            (part, depth + 1) for part in _children(node) if not isinstance(part, yaml.ScalarNode)
-        )
+        stack.extend(part for part in _children(node) if not isinstance(part, yaml.ScalarNode))
 
 
 def _check_aliases(root: yaml.Node, display: str) -> None:
-    """Reject recursive aliases and alias bombs: count expanded nodes, sharing the counts."""
+    """Reject recursive aliases and alias bombs: count the nodes and the scalar text each node
+    expands to, sharing the counts between the places an anchor is used."""
     size: dict[int, int] = {}
+    text: dict[int, int] = {}
     on_stack: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     cap = MAX_ALIAS_EXPANSION * 10
@@ -112,7 +155,10 @@ def _check_aliases(root: yaml.Node, display: str) -> None:
         key = id(node)
         if done:
             on_stack.discard(key)
-            size[key] = min(cap, 1 + sum(size[id(k)] for k in _children(node)))
+            parts = _children(node)
+            size[key] = min(cap, 1 + sum(size[id(k)] for k in parts))
+            own = len(node.value) if isinstance(node, yaml.ScalarNode) else 0
+            text[key] = min(MAX_EXPANDED_BYTES + 1, own + sum(text[id(k)] for k in parts))
             continue
         if key in size:
             continue
@@ -127,6 +173,14 @@ def _check_aliases(root: yaml.Node, display: str) -> None:
             root,
             "YAML aliases expand to too many nodes (alias bomb?); "
             f"at most {MAX_ALIAS_EXPANSION:,} nodes may come from aliases",
+        )
+    if text[id(root)] > MAX_EXPANDED_BYTES:
+        _fail(
+            display,
+            root,
+            "YAML aliases expand to more than "
+            f"{MAX_EXPANDED_BYTES:,} bytes of text (alias bomb?); repeat less, or use a file "
+            "reference for large content",
         )
 
 
@@ -186,3 +240,74 @@ def locate(root: yaml.Node, loc: Loc) -> tuple[yaml.Node, int]:
 def line_col(node: yaml.Node) -> tuple[int, int]:
     """1-based line and column where a node starts."""
     return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+class _DuplicateKeyError(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateKeyError(
+                f"duplicate key '{key}'; JSON would silently keep only the last one"
+            )
+        data[key] = value
+    return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json_line(text: str, display: str, line: int) -> Any:
+    """One JSON value from one line, bounded like YAML: depth counted before ``json`` recurses,
+    no duplicate keys, no ``NaN``; errors name ``display:line:col``."""
+    depth = deepest = 0
+    for match in _JSON_BRACKET.finditer(_JSON_STRING.sub('""', text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest >= MAX_DEPTH:
+                raise EvalFileError(
+                    display, line, 1, f"JSON is nested deeper than {MAX_DEPTH} levels"
+                )
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise EvalFileError(display, line, exc.colno, f"invalid JSON: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:
+        raise EvalFileError(display, line, 1, f"invalid JSON: {exc}") from None
+
+
+def json_lines(text: str, display: str) -> Iterator[tuple[int, Any]]:
+    """``(1-based line, value)`` for every non-blank line of a JSON Lines text."""
+    for index, raw in enumerate(text.split("\n")):
+        if raw.strip():
+            yield index + 1, parse_json_line(raw, display, index + 1)
+
+
+def json_node(value: Any, line: int) -> yaml.Node:
+    """A node tree for a value read from one JSON line (0-based ``line``): every part of it is
+    marked at that line, so locating a field in it finds the line the value came from."""
+    mark = yaml.Mark("", 0, line, 0, None, 0)
+    if isinstance(value, dict):
+        return yaml.MappingNode(
+            "tag:yaml.org,2002:map",
+            [
+                (yaml.ScalarNode("tag:yaml.org,2002:str", str(k), mark, mark), json_node(v, line))
+                for k, v in value.items()
+            ],
+            mark,
+            mark,
+        )
+    if isinstance(value, list):
+        return yaml.SequenceNode(
+            "tag:yaml.org,2002:seq", [json_node(v, line) for v in value], mark, mark
+        )
+    return yaml.ScalarNode("tag:yaml.org,2002:str", str(value), mark, mark)

@@ -1,21 +1,37 @@
-"""Shared fixtures: a pytester project with a mock target and a keyword code judge."""
+"""Shared fixtures: a pytester project with a mock target and a keyword code judge.
+
+The loopback model server and its fixtures (``fake_server``, ``fake_llm``) come from the
+``tests.fake_openai`` plugin.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import hypothesis.internal.observability  # noqa: F401
 import pytest
-from fake_openai import FakeOpenAI, Reset, Status
-from helpers import judge_ini
+from hypothesis import settings
 
 import pytest_agentv.collect  # noqa: F401
-from pytest_agentv.judge import TRANSPORT_CHOICES as TRANSPORTS
+from tests.helpers import DEEP_EXAMPLES, judge_ini
 
 # pytester restores sys.modules after every in-process run, so anything first imported inside a
 # run is imported again by the next one. Importing these here keeps each inner run fast.
+
+if TYPE_CHECKING:
+    from tests.fake_openai import FakeOpenAI
+
+pytest_plugins = ["tests.fake_openai"]
+
+# Property and fuzz tests take their example counts from the hypothesis profile (see
+# ``tests.helpers.examples``). "default" is what ``pytest -n auto`` runs; CI also runs the
+# property and fuzz modules with ``--hypothesis-profile=deep``, ten times as many examples.
+# hypothesis's pytest plugin loads a profile named on the command line after this file is read.
+settings.register_profile("default", max_examples=DEEP_EXAMPLES // 10)
+settings.register_profile("deep", max_examples=DEEP_EXAMPLES)
+settings.load_profile("default")
 
 INI = """
 [pytest]
@@ -97,55 +113,6 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 def run_args(request: pytest.FixtureRequest) -> list[str]:
     """Run a pytester session serially and under pytest-xdist."""
     return list(request.param)
-
-
-def _warm_up(transport: str) -> None:
-    """Make one call, and one that fails, through ``transport`` on the plugin's loop.
-
-    In-process pytester runs drop modules first imported inside them; without this every run
-    would import the transport's HTTP stack again (litellm's: about half a second each).
-    """
-    from pytest_agentv.judge import LlmClient, ModelSpec, RetryPolicy
-    from pytest_agentv.scheduler import shared_loop
-
-    server = FakeOpenAI().start()
-    server.push(Status(500), Reset())  # error paths import modules of their own
-    try:
-        client = LlmClient(
-            ModelSpec("openai/gpt-4o-mini", api_base=server.api_base),
-            RetryPolicy(backoff=0.001),
-            transport=transport,
-        )
-        call = client.complete([{"role": "user", "content": "warm up"}], accept=str)
-        asyncio.run_coroutine_threadsafe(call, shared_loop()).result(60)
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session", params=TRANSPORTS)
-def _transport(request: pytest.FixtureRequest) -> str:
-    """Each transport, warmed up once per process. Session-scoped, so it is set up before any
-    pytester snapshot: litellm's import installs a metadata finder that must not be undone."""
-    transport: str = request.param
-    _warm_up(transport)
-    return transport
-
-
-@pytest.fixture
-def judge_transport(_transport: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test that talks to the fake server runs once per transport: ``auto`` (the lean
-    one, for the fake server's ``openai/`` models) and ``litellm`` (forced). Runs see it as
-    ``AGENTV_JUDGE_TRANSPORT``; tests that build an ``LlmClient`` pass it on."""
-    monkeypatch.setenv("AGENTV_JUDGE_TRANSPORT", _transport)
-    return _transport
-
-
-@pytest.fixture
-def fake_llm(judge_transport: str) -> Iterator[FakeOpenAI]:
-    """A loopback OpenAI-compatible server, stopped (and its hanging requests released) after."""
-    server = FakeOpenAI().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -1,23 +1,33 @@
 """A loopback OpenAI-compatible server for tests: real HTTP, scripted replies and faults.
 
+This module is a pytest plugin (``pytest_plugins`` in ``tests/conftest.py``): it provides the
+``fake_server``, ``fake_llm`` and ``judge_transport`` fixtures; test modules import the server
+and its actions from ``tests.fake_openai``.
+
 ``FakeOpenAI`` answers ``POST /v1/chat/completions``. Each request takes the next scripted
 action if there is one, else asks ``responder(request) -> action``. An action is a string (the
-reply content) or one of the fault helpers below. Every request is recorded (body and headers)
-so tests can assert on prompts, response formats and attempt counts. The server is bounded: at
-most ``max_requests`` requests, and a hanging request is released when the server stops.
+reply content) or one of the fault helpers below. Every request is recorded (body, headers and
+arrival time) so tests can assert on prompts, response formats and attempt counts; the server
+counts requests in flight (``peak_in_flight``) so tests can assert on overlap. The server is
+bounded: at most ``max_requests`` requests, and a hanging or gated request is released when the
+server stops.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import pytest
 
 
 @dataclass(frozen=True)
@@ -62,7 +72,21 @@ class Truncated:
     content: str = '{"score": 1}'
 
 
-Action = str | Status | Hang | Delay | Reset | Drop | NonJson | Truncated
+@dataclass(frozen=True)
+class Gate:
+    """Hold the request until ``parties`` requests have been in flight at once, then ``then``.
+
+    Makes overlap a fact the server observes instead of a race against the clock: a client that
+    never has ``parties`` requests open together waits ``timeout`` seconds per request, and the
+    test's ``peak_in_flight`` assertion then fails.
+    """
+
+    parties: int
+    then: Action
+    timeout: float = 20.0
+
+
+Action = str | Status | Hang | Delay | Reset | Drop | NonJson | Truncated | Gate
 
 
 @dataclass
@@ -81,9 +105,38 @@ class Request:
         return next((m["content"] for m in self.body["messages"] if m["role"] == "user"), "")
 
 
+_NONCE = re.compile(r'"nonce": "([0-9a-f]{16})"')
+
+
+def nonce_of(request: Request) -> str:
+    """The nonce a judge request asks its reply to echo."""
+    found = _NONCE.search(request.system)
+    assert found is not None, "not a judge request"
+    return found.group(1)
+
+
+def echo_nonce(content: str, request: Request) -> str:
+    """What a judge that follows the contract sends: a lone JSON object gets the request's nonce
+    (unless it has a "nonce" already); anything else is sent as it is."""
+    if _NONCE.search(request.system) is None:
+        return content
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return content
+    if not isinstance(value, dict) or "nonce" in value:
+        return content
+    return json.dumps({**value, "nonce": nonce_of(request)})
+
+
 class _Server(ThreadingHTTPServer):
     # socketserver's default backlog of 5 drops connections when 32 clients connect at once.
     request_queue_size = 1024
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (an attempt timeout, a killed judge) closes its end while a
+        # delayed reply is still to be written: expected here, not worth a traceback on stderr.
+        pass
 
 
 def completion(content: str, model: str) -> dict[str, Any]:
@@ -111,9 +164,12 @@ class FakeOpenAI:
         self.script: deque[Action] = deque()
         self.requests: list[Request] = []
         self.max_requests = max_requests
+        #: Behave like a judge that follows the contract and echoes the request's nonce.
+        self.echo_nonce = True
         self.in_flight = 0
         self.peak_in_flight = 0
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -135,6 +191,8 @@ class FakeOpenAI:
 
     def stop(self) -> None:
         self._stopping.set()
+        with self._arrived:
+            self._arrived.notify_all()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
@@ -175,6 +233,7 @@ class FakeOpenAI:
                     count = len(fake.requests)
                     fake.in_flight += 1
                     fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+                    fake._arrived.notify_all()
                 try:
                     if count > fake.max_requests:
                         self._send(500, '{"error": {"message": "fake server request limit"}}')
@@ -186,13 +245,26 @@ class FakeOpenAI:
 
             def _act(self, action: Action, request: Request) -> None:
                 model = str(request.body.get("model", "fake"))
-                if isinstance(action, str):
-                    self._send(200, json.dumps(completion(action, model)))
+                if isinstance(action, Gate):
+                    with fake._arrived:
+                        fake._arrived.wait_for(
+                            lambda: (
+                                fake.peak_in_flight >= action.parties or fake._stopping.is_set()
+                            ),
+                            timeout=action.timeout,
+                        )
+                    self._act(action.then, request)
+                elif isinstance(action, str):
+                    reply = echo_nonce(action, request) if fake.echo_nonce else action
+                    self._send(200, json.dumps(completion(reply, model)))
                 elif isinstance(action, Status):
                     self._send(action.code, action.body, action.headers)
                 elif isinstance(action, Delay):
                     fake._stopping.wait(action.seconds)
-                    self._send(200, json.dumps(completion(action.content, model)))
+                    reply = (
+                        echo_nonce(action.content, request) if fake.echo_nonce else action.content
+                    )
+                    self._send(200, json.dumps(completion(reply, model)))
                 elif isinstance(action, Hang):
                     fake._stopping.wait(60)
                     self.close_connection = True
@@ -263,3 +335,62 @@ def ranges(**scores: int) -> str:
             "overall_reasoning": "scored every criterion",
         }
     )
+
+
+# -- fixtures ------------------------------------------------------------------------------
+
+
+def _warm_up(transport: str) -> None:
+    """Make one call, and one that fails, through ``transport`` on the plugin's loop.
+
+    In-process pytester runs drop modules first imported inside them; without this every run
+    would import the transport's HTTP stack again (litellm's: about half a second each).
+    """
+    from pytest_agentv.judge import LlmClient, ModelSpec, RetryPolicy
+    from pytest_agentv.scheduler import shared_loop
+
+    server = FakeOpenAI().start()
+    server.push(Status(500), Reset())  # error paths import modules of their own
+    try:
+        client = LlmClient(
+            ModelSpec("openai/gpt-4o-mini", api_base=server.api_base),
+            RetryPolicy(backoff=0.001),
+            transport=transport,
+        )
+        call = client.complete([{"role": "user", "content": "warm up"}], accept=str)
+        asyncio.run_coroutine_threadsafe(call, shared_loop()).result(60)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session", params=["auto", "litellm"])
+def _transport(request: pytest.FixtureRequest) -> str:
+    """Each judge transport, warmed up once per process: ``auto`` (the lean one, for the fake
+    server's ``openai/`` models) and ``litellm`` (forced; importing litellm takes seconds).
+    Session-scoped, so it is set up before any pytester snapshot: litellm's import installs a
+    metadata finder that must not be undone."""
+    transport: str = request.param
+    _warm_up(transport)
+    return transport
+
+
+@pytest.fixture
+def judge_transport(_transport: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test that calls a model runs once per transport. Runs see it as
+    ``AGENTV_JUDGE_TRANSPORT``; tests that build an ``LlmClient`` pass it on."""
+    monkeypatch.setenv("AGENTV_JUDGE_TRANSPORT", _transport)
+    return _transport
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeOpenAI]:
+    """A loopback server, stopped (and its hanging requests released) after; no transport."""
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_llm(judge_transport: str, fake_server: FakeOpenAI) -> FakeOpenAI:
+    """The loopback server as the model of the judge, once per transport."""
+    return fake_server

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import textwrap
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import psutil
 import pytest
-from fake_openai import FakeOpenAI
+
+if TYPE_CHECKING:
+    from tests.fake_openai import FakeOpenAI
 
 
 def write(pytester: pytest.Pytester, name: str, content: str) -> Path:
@@ -28,3 +33,67 @@ def judge_ini(server: FakeOpenAI, model: str = "openai/fake-judge", **extra: str
         *(f"agentv_{key} = {value}" for key, value in extra.items()),
     ]
     return "\n".join(lines) + "\n"
+
+
+#: ``max_examples`` of the ``deep`` hypothesis profile (registered in ``tests/conftest.py``).
+DEEP_EXAMPLES = 500
+
+
+def examples(deep: int) -> int:
+    """How many examples a property or fuzz test runs under the active hypothesis profile.
+
+    ``deep`` under ``--hypothesis-profile=deep``; scaled by the profile's ``max_examples``
+    otherwise (a tenth under the default profile).
+    """
+    from hypothesis import settings
+
+    return max(1, deep * settings.default.max_examples // DEEP_EXAMPLES)
+
+
+def outcomes(reprec: pytest.HookRecorder) -> dict[str, str]:
+    """Each test's outcome by node id, from the reports of an inline run.
+
+    One of passed, failed, skipped, xfailed, xpassed, or error (its setup or teardown failed).
+    """
+    found: dict[str, str] = {}
+    for report in reprec.getreports("pytest_runtest_logreport"):
+        if report.when == "call":
+            outcome: str = report.outcome
+            if hasattr(report, "wasxfail"):
+                outcome = "xfailed" if report.skipped else "xpassed"
+            found[report.nodeid] = outcome
+        elif report.failed:
+            found[report.nodeid] = "error"
+        elif report.skipped:
+            found[report.nodeid] = "skipped"
+    return found
+
+
+def agentv_results(reprec: pytest.HookRecorder) -> dict[str, dict[str, Any]]:
+    """The agentv result (eval id, score, verdict, ...) each eval item's report carried."""
+    found: dict[str, dict[str, Any]] = {}
+    for report in reprec.getreports("pytest_runtest_logreport"):
+        data = getattr(report, "agentv", None) or {}
+        rows = [data["case"]] if isinstance(data.get("case"), dict) else data.get("summary", [])
+        for row in rows:
+            found[report.nodeid] = row
+    return found
+
+
+def still_running(pids: list[int], within: float = 10.0) -> list[int]:
+    """The processes still alive (zombies aside) after waiting up to ``within`` for them to go.
+
+    A process killed with SIGKILL is gone a moment later, not at once: polling for that moment
+    instead of sleeping a fixed time is quick on an idle machine and still right on a busy one.
+    """
+
+    def alive(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + within
+    while (running := [pid for pid in pids if alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return running

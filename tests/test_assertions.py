@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 import xml.etree.ElementTree as ET
 
 import pytest
-from fake_openai import Delay, FakeOpenAI, Request, checklist
-from fake_openai import freeform as freeform_reply
-from helpers import write
+
+from tests.fake_openai import FakeOpenAI, Gate, Request, checklist
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import write
 
 UNIT_TESTS = """
 import pytest
@@ -66,21 +66,20 @@ def test_three_outcomes(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
 
 
 def test_async_twin_overlaps_calls(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
-    fake_llm.responder = lambda r: Delay(0.5, freeform_reply(0.9))
+    # No call gets its reply until all four are waiting for one: they overlap, or time out.
+    fake_llm.responder = lambda r: Gate(4, freeform_reply(0.9))
     judged.makepyfile(
         test_async="""
-        import asyncio, time
+        import asyncio
         import pytest
         from pytest_agentv import assert_judged_async
 
         @pytest.mark.asyncio
         async def test_many():
-            started = time.monotonic()
             scores = await asyncio.gather(
                 *(assert_judged_async(f"answer {i}", expected_outcome="ok") for i in range(4))
             )
             assert [s.score for s in scores] == [0.9] * 4
-            assert time.monotonic() - started < 1.5
         """
     )
     judged.runpytest().assert_outcomes(passed=1)
@@ -119,7 +118,9 @@ def test_code_judges_and_rubric_forms(judged: pytest.Pytester, fake_llm: FakeOpe
     )
     result = judged.runpytest()
     result.assert_outcomes(passed=2, failed=2)
-    result.stdout.fnmatch_lines(["*ValueError: evaluators[[]0] is invalid: name: Field required*"])
+    result.stdout.fnmatch_lines(
+        ["*ValueError: evaluators[[]0] is invalid: *code_judge evaluator 'code_judge' needs*"]
+    )
     result.stdout.fnmatch_lines(["*TypeError: unexpected keyword argument(s): expected_outcom*"])
     assert "- [tone] (REQUIRED) (weight: 1): Polite" in fake_llm.requests[0].user
 
@@ -251,7 +252,6 @@ def test_not_graded_assertion_says_so(judged: pytest.Pytester, fake_llm: FakeOpe
             assert_judged("answer", expected_outcome="ok")
         """
     )
-    started = time.monotonic()
     result = judged.runpytest()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -260,4 +260,4 @@ def test_not_graded_assertion_says_so(judged: pytest.Pytester, fake_llm: FakeOpe
             "parsed after 3 attempts*"
         ]
     )
-    assert time.monotonic() - started < 10
+    assert len(fake_llm.requests) == 3  # and no more: the retries are bounded

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from helpers import write
 
 import pytest_agentv
 from pytest_agentv import (
@@ -22,6 +21,7 @@ from pytest_agentv import (
     run_evaluators_for_case,
 )
 from pytest_agentv.evaluators.base import lookup_evaluator
+from tests.helpers import write
 
 
 def context(candidate: str = "Refunds within 30 days") -> EvaluationContext:
@@ -55,8 +55,18 @@ class Broken:
 
 
 def test_public_names_and_kinds() -> None:
-    assert EVALUATOR_KINDS == ("llm_judge", "code_judge")
+    assert EVALUATOR_KINDS == (
+        "llm_judge",
+        "code_judge",
+        "tool_trajectory",
+        "field_accuracy",
+        "latency",
+        "cost",
+        "token_usage",
+        "composite",
+    )
     assert is_evaluator_kind("llm_judge") and is_evaluator_kind("code")
+    assert is_evaluator_kind("tool_trajectory") and is_evaluator_kind("composite")
     assert not is_evaluator_kind("grader") and not is_evaluator_kind(3)
     for name in pytest_agentv.__all__:
         assert getattr(pytest_agentv, name) is not None

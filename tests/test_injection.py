@@ -6,11 +6,11 @@ import json
 import re
 
 import pytest
-from fake_openai import FakeOpenAI
-from fake_openai import freeform as freeform_reply
-from helpers import write
 
 from pytest_agentv.evaluators.prompts import fence, neutralize, new_nonce, substitute
+from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import write
 
 ZW = "\u200b"
 PAYLOADS = [

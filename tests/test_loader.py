@@ -7,13 +7,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import write
 
 from pytest_agentv.cases import CaseSpec, effective_evaluators, prepare_case
 from pytest_agentv.errors import ConfigError, EvalFileError
 from pytest_agentv.evaluators import EvaluatorRegistry, build_evaluator_registry
 from pytest_agentv.loader import load_eval_file
 from pytest_agentv.paths import resolve_reference
+from tests.helpers import write
 
 BUILTINS = EvaluatorRegistry(build_evaluator_registry())
 KINDS = BUILTINS.scoped(BUILTINS.builtin)
@@ -293,16 +293,16 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
             "bad.eval.yaml:3:10: evalcases.1.id: duplicate case id 'a' (first defined at line 2)",
         ),
         (
-            "evalcases:\n  - id: a/b\n    input: q\n",
-            "bad.eval.yaml:2:9: evalcases.0.id: case id 'a/b' must not contain '/'*",
+            'evalcases:\n  - id: "a\\nb"\n    input: q\n',
+            "bad.eval.yaml:2:9: evalcases.0.id: case id 'a\\nb' contains a control character*",
         ),
         (
             "evalcases:\n  - id: a\n    input: [{role: robot, content: hi}]\n",
             "bad.eval.yaml:3:20: evalcases.0.input.0.role: Input should be 'system', 'user',*",
         ),
         (
-            "evalcases:\n  - id: a\n    input: q\n    evaluators: [{type: llm_judge}]\n",
-            "bad.eval.yaml:4:18: evalcases.0.evaluators.0.name: required field is missing",
+            "evalcases:\n  - id: a\n    input: q\n    evaluators: [{weight: 1}]\n",
+            "bad.eval.yaml:4:18: evalcases.0.evaluators.0.name: required field is missing (+1*",
         ),
         (
             "evalcases:\n  - id: a\n    input: q\n    evaluators: [{name: x, type: code_judge}]\n",
@@ -344,9 +344,9 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
         "no-id",
         "no-input",
         "duplicate-id",
-        "bad-id",
+        "control-char-id",
         "bad-role",
-        "evaluator-no-name",
+        "evaluator-no-type",
         "code-judge-no-script",
         "negative-weight",
         "duplicate-evaluator-name",

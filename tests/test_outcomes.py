@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
-from helpers import write
+from lxml import etree
 
 from pytest_agentv.verdicts import outcome_for, score_to_verdict
+from tests.helpers import outcomes, write
 
 SCORE_JUDGE = """\
 import json, sys
@@ -181,6 +183,60 @@ def test_junit_properties(scores: pytest.Pytester) -> None:
     assert cases["bad"].find("failure") is not None
 
 
+XUNIT2_SCHEMA = Path(__file__).with_name("junit-xunit2.xsd")
+
+
+def test_junit_xml_matches_the_xunit2_schema(scores: pytest.Pytester) -> None:
+    write(
+        scores,
+        "j.eval.yaml",
+        "evalcases:"
+        + scored("good", 0.9, hits=["on topic"])
+        + scored("meh", 0.7)
+        + scored("bad", 0.2, misses=["off topic"])
+        + scored("broken", 1.0).replace("input: q", "input: q\n    execution: {target: nowhere}"),
+    )
+    # xunit2 is pytest's default junit_family; junit_logging adds system-out and system-err.
+    reprec = scores.inline_run("--junitxml=junit.xml", "-o", "junit_logging=all")
+    assert outcomes(reprec) == {
+        "j.eval.yaml::good": "passed",
+        "j.eval.yaml::meh": "xfailed",
+        "j.eval.yaml::bad": "failed",
+        "j.eval.yaml::broken": "error",
+    }
+    schema = etree.XMLSchema(etree.parse(XUNIT2_SCHEMA))
+    document = etree.parse(scores.path / "junit.xml")
+    assert schema.validate(document), schema.error_log
+    cases = {case.get("name"): case for case in document.iter("testcase")}
+    assert list(cases) == ["good", "meh", "bad", "broken"]
+    props = {
+        name: {p.get("name"): p.get("value") for p in case.findall("properties/property")}
+        for name, case in cases.items()
+    }
+    for name, verdict, score in [
+        ("good", "pass", "0.9000"),
+        ("meh", "borderline", "0.7000"),
+        ("bad", "fail", "0.2000"),
+    ]:
+        assert props[name]["agentv.status"] == "graded"
+        assert props[name]["agentv.verdict"] == verdict
+        assert props[name]["agentv.score"] == score
+        assert props[name]["agentv.evaluator.fixed.verdict"] == verdict
+    assert json.loads(props["good"]["agentv.hits"]) == ["on topic"]
+    assert json.loads(props["bad"]["agentv.misses"]) == ["off topic"]
+    assert props["broken"]["agentv.status"] == "error"
+    assert props["broken"]["agentv.error"].startswith("target 'nowhere' is not defined")
+    assert [child.tag for child in cases["meh"] if child.tag in OUTCOME_TAGS] == ["skipped"]
+    assert [child.tag for child in cases["bad"] if child.tag in OUTCOME_TAGS] == ["failure"]
+    assert [child.tag for child in cases["broken"] if child.tag in OUTCOME_TAGS] == ["error"]
+    # The schema does reject what xunit2 leaves out (xunit1's file and line attributes).
+    cases["good"].set("file", "j.eval.yaml")
+    assert not schema.validate(document)
+
+
+OUTCOME_TAGS = {"skipped", "failure", "error"}
+
+
 def test_results_file(scores: pytest.Pytester, run_args: list[str]) -> None:
     write(
         scores,
@@ -221,8 +277,10 @@ def test_results_file(scores: pytest.Pytester, run_args: list[str]) -> None:
     ):
         assert field in one
     assert (one["dataset"], one["conversation_id"], one["verdict"]) == ("support", "c1", "pass")
-    assert one["evaluator_provider_request"] == {"script": ["python", "score.py"], "cwd": "."}
-    assert "evaluator_results" not in one and "grader_raw_request" not in one
+    # Listed evaluators are written under evaluator_results, one or several (as AgentV does).
+    [fixed] = one["evaluator_results"]
+    assert fixed["evaluator_provider_request"] == {"script": ["python", "score.py"], "cwd": "."}
+    assert "evaluator_provider_request" not in one and "grader_raw_request" not in one
     assert rows["two"]["verdict"] == "fail"
     assert rows["three"]["error"].startswith("target 'nowhere' is not defined")
     assert rows["three"]["score"] == 0.0

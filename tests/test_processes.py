@@ -5,16 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from helpers import write
 
 from pytest_agentv.processes import MAX_STDOUT_BYTES, STDERR_TAIL_BYTES, ProcessResult, run_process
 from pytest_agentv.scheduler import shared_loop
+from tests.helpers import write
 
 
 def run(argv: list[str] | str, timeout: float = 1.0, stdin: bytes = b"{}") -> ProcessResult:
@@ -22,15 +24,20 @@ def run(argv: list[str] | str, timeout: float = 1.0, stdin: bytes = b"{}") -> Pr
     return asyncio.run_coroutine_threadsafe(coro, shared_loop()).result(60)
 
 
-def group_members(pgid: int) -> list[psutil.Process]:
-    found = []
-    for process in psutil.process_iter():
-        try:
-            if os.getpgid(process.pid) == pgid and process.status() != psutil.STATUS_ZOMBIE:
-                found.append(process)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return found
+def group_members(pgid: int, within: float = 10.0) -> list[psutil.Process]:
+    """Live members of a process group, after waiting up to ``within`` for the group to end."""
+    deadline = time.monotonic() + within
+    while True:
+        found = []
+        for process in psutil.process_iter():
+            try:
+                if os.getpgid(process.pid) == pgid and process.status() != psutil.STATUS_ZOMBIE:
+                    found.append(process)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def zombie_children() -> list[psutil.Process]:
@@ -55,8 +62,7 @@ def test_hanging_judges_are_killed_with_their_group(script: str) -> None:
     result = run(script, timeout=1.0, stdin=payload)
     elapsed = time.monotonic() - started
     assert result.timed_out
-    assert elapsed < 1.0 + 1.0
-    time.sleep(0.2)
+    assert elapsed < 20  # killed, not waited for: each would run 30 s or forever
     assert group_members(result.pid) == []
     assert zombie_children() == []
 
@@ -65,18 +71,16 @@ def test_children_left_behind_after_a_normal_exit_are_killed() -> None:
     result = run("sleep 30 & echo '{\"score\": 1}'", timeout=5)
     assert result.returncode == 0 and not result.timed_out
     assert json.loads(result.stdout) == {"score": 1}
-    time.sleep(0.2)
     assert group_members(result.pid) == []
 
 
 def test_stdout_flood_is_capped_and_memory_stays_bounded() -> None:
     me = psutil.Process()
     before = me.memory_info().rss
-    started = time.monotonic()
     result = run(
         [sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"], 10
     )
-    assert time.monotonic() - started < 2
+    assert not result.timed_out  # stopped at the cap, not by the 10 s timeout
     assert result.stdout_overflow and result.stdout == b""
     assert "wrote more than 1024 KiB to stdout" in (result.failure("code judge", 10) or "")
     assert me.memory_info().rss - before < 20 * MAX_STDOUT_BYTES
@@ -160,7 +164,8 @@ def test_code_judge_cwd_may_not_leave_the_rootdir(project: pytest.Pytester) -> N
 def test_environment_copy_survives_concurrent_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from pytest_agentv.processes import environment, scrubbed_env
+    from pytest_agentv.processes import scrubbed_env
+    from pytest_agentv.settings import environment
 
     stop = threading.Event()
 
@@ -179,3 +184,131 @@ def test_environment_copy_survives_concurrent_changes(monkeypatch: pytest.Monkey
     finally:
         stop.set()
         thread.join()
+
+
+ESCAPER = """
+import json, os, subprocess, sys, time
+
+def record(pid):
+    with open(os.path.join("escapees", str(pid)), "w"):
+        pass
+
+# Three ways out of the process group: a new session, a new group, and a double fork.
+record(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                        start_new_session=True).pid)
+record(subprocess.Popen([sys.executable, "-c",
+                         "import os, time; os.setpgid(0, 0); time.sleep(120)"]).pid)
+ready, done = os.pipe()
+if os.fork() == 0:
+    if os.fork() == 0:
+        record(os.getpid())
+        os.write(done, b"x")
+        time.sleep(120)
+    os._exit(0)
+os.read(ready, 1)
+if os.path.exists("HANG"):
+    open(os.path.join("hanging", str(os.getpid())), "w").close()
+    time.sleep(120)
+print(json.dumps({"text": "ok", "score": 1}))
+"""
+
+
+def alive(pids: list[int]) -> list[int]:
+    found = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                found.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def wait_until_dead(pids: list[int], bound: float = 30.0) -> list[int]:
+    """Poll until every pid is gone (or the generous bound passes); return those still alive."""
+    deadline = time.monotonic() + bound
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return alive(pids)
+
+
+def escaper_project(project: pytest.Pytester, cases: int, hang: bool) -> None:
+    write(project, "escaper.py", ESCAPER)
+    (project.path / "escapees").mkdir()
+    (project.path / "hanging").mkdir()
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - name: default
+            provider: mock
+            response: ok
+          - name: escaping-agent
+            provider: cli
+            command_template: python escaper.py
+        """,
+    )
+    entries = "".join(
+        f"  - id: judge-{i}\n    input: q\n    evaluators: "
+        "[{name: esc, type: code_judge, script: [python, escaper.py]}]\n"
+        f"  - id: agent-{i}\n    input: q\n    execution: {{target: escaping-agent}}\n"
+        "    evaluators: [{name: kw, type: code_judge, script: [python, keywords.py]}]\n"
+        for i in range(cases)
+    )
+    write(project, "e.eval.yaml", "evalcases:\n" + entries)
+    project.makeini(
+        "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+        f"agentv_concurrency = {2 * cases}\n"
+    )
+    if hang:
+        (project.path / "HANG").touch()
+
+
+def test_descendants_that_left_the_group_die_with_a_normal_end(project: pytest.Pytester) -> None:
+    """setsid, setpgid(0, 0) and a double fork escaped the group kill: 4 code-judge and 3
+    CLI-target survivors in one run. No process a judge or an agent starts outlives its call."""
+    escaper_project(project, cases=2, hang=False)
+    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    pids = [int(p.name) for p in (project.path / "escapees").iterdir()]
+    assert len(pids) == 4 * 3
+    assert wait_until_dead(pids) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_no_descendant_outlives_a_terminated_or_killed_run(
+    project: pytest.Pytester, sig: signal.Signals
+) -> None:
+    """kill -TERM of pytest (timeout, docker stop, CI cancellation) used to exit at once and
+    leave every judge and agent running; so did SIGKILL."""
+    escaper_project(project, cases=2, hang=True)
+    junit = project.path / "junit.xml"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={junit}"],
+        cwd=project.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(list((project.path / "hanging").iterdir())) < 4:
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        hanging = [int(p.name) for p in (project.path / "hanging").iterdir()]
+        escapees = [int(p.name) for p in (project.path / "escapees").iterdir()]
+        assert len(escapees) == 4 * 3
+        process.send_signal(sig)
+        output = process.communicate(timeout=60)[0].decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert wait_until_dead(hanging + escapees) == []
+    if sig == signal.SIGTERM:
+        # Like Ctrl-C: pytest reports the interruption and still writes its reports.
+        assert process.returncode == pytest.ExitCode.INTERRUPTED, output
+        assert "KeyboardInterrupt" in output
+        assert junit.exists()
+    else:
+        assert process.returncode == -signal.SIGKILL

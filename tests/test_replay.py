@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_openai import FakeOpenAI, Request, Status, checklist
-from fake_openai import freeform as freeform_reply
-from helpers import judge_ini, write
 
 from pytest_agentv.replay import request_key
+from tests.fake_openai import FakeOpenAI, Request, Status, checklist
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import judge_ini, write
 
 SUITE = """
 evalcases:

@@ -1,22 +1,54 @@
-"""Case work starts ahead of pytest, bounded and in order; reports stay those of a serial run."""
+"""Case work starts ahead of pytest, bounded and in order; reports stay those of a serial run.
+
+Scheduling does not depend on the kind of judge, so most tests here grade with a code judge
+(``relay.py``) that asks the loopback server for its verdict: the server sees how many cases are
+judged at once, and neither the pytester runs nor their xdist workers import litellm.
+"""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
-import psutil
 import pytest
-from fake_openai import Delay, FakeOpenAI, Request, Status
-from fake_openai import freeform as freeform_reply
-from helpers import write
 
 from pytest_agentv.scheduler import AdaptiveLimit
+from tests.fake_openai import Action, Delay, FakeOpenAI, Gate, Request, Status
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import still_running, write
+
+RELAY_JUDGE = """\
+import json, sys, urllib.request
+
+payload = json.load(sys.stdin)
+body = {"model": "relay", "messages": [{"role": "user", "content": payload["question"]}]}
+request = urllib.request.Request(
+    payload["config"]["url"], json.dumps(body).encode(), {"Content-Type": "application/json"}
+)
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+with opener.open(request, timeout=120) as response:
+    print(json.load(response)["choices"][0]["message"]["content"])
+"""
 
 
-def cases(count: int, prefix: str = "case") -> str:
+@pytest.fixture
+def relayed(project: pytest.Pytester, fake_server: FakeOpenAI) -> pytest.Pytester:
+    """A project with a code judge that relays each case to the fake server for its verdict."""
+    write(project, "relay.py", RELAY_JUDGE)
+    return project
+
+
+def cases(count: int, prefix: str = "case", relay: FakeOpenAI | None = None) -> str:
+    """Cases asking "question <i>"; graded by the relay judge when ``relay`` is given."""
+    judge = (
+        f', evaluators: [{{name: relay, type: code_judge, script: [python, relay.py], url: "'
+        f'{relay.api_base}/chat/completions"}}]'
+        if relay
+        else ""
+    )
     return "evalcases:\n" + "".join(
-        f"  - {{id: {prefix}-{i:02d}, input: question {i}, expected_outcome: ok}}\n"
+        f"  - {{id: {prefix}-{i:02d}, input: question {i}, expected_outcome: ok{judge}}}\n"
         for i in range(count)
     )
 
@@ -25,27 +57,36 @@ def slow(seconds: float, score: float = 0.9) -> object:
     return lambda request: Delay(seconds, freeform_reply(score))
 
 
+def gated(parties: int, then: Action, timeout: float = 20.0) -> object:
+    """Replies held until ``parties`` cases are judged at once (the overlap the test asserts)."""
+    return lambda request: Gate(parties, then, timeout)
+
+
+def call_reports(reprec: pytest.HookRecorder) -> list[pytest.TestReport]:
+    return [r for r in reprec.getreports("pytest_runtest_logreport") if r.when == "call"]
+
+
 def test_judge_calls_overlap_and_reports_keep_item_order(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI
+    relayed: pytest.Pytester, fake_server: FakeOpenAI
 ) -> None:
-    fake_llm.responder = slow(0.3)  # type: ignore[assignment]
-    write(judged, "c.eval.yaml", cases(16))
-    started = time.monotonic()
-    result = judged.runpytest("-v", "--agentv-concurrency=8")
-    elapsed = time.monotonic() - started
-    result.assert_outcomes(passed=16)
-    result.stdout.fnmatch_lines([f"c.eval.yaml::case-{i:02d} PASSED*" for i in range(16)])
-    assert 4 <= fake_llm.peak_in_flight <= 8
-    assert elapsed < 16 * 0.3 / 2
+    # Held until four cases are judged at once, then slow enough that a ninth would show.
+    fake_server.responder = gated(4, Delay(0.3, freeform_reply(0.9)))  # type: ignore[assignment]
+    write(relayed, "c.eval.yaml", cases(16, relay=fake_server))
+    reprec = relayed.inline_run("--agentv-concurrency=8")
+    reprec.assertoutcome(passed=16)
+    reports = call_reports(reprec)
+    assert [r.nodeid for r in reports] == [f"c.eval.yaml::case-{i:02d}" for i in range(16)]
+    assert all(r.passed for r in reports)
+    assert 4 <= fake_server.peak_in_flight <= 8
 
 
 def test_concurrency_one_runs_one_case_at_a_time(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI
+    relayed: pytest.Pytester, fake_server: FakeOpenAI
 ) -> None:
-    fake_llm.responder = slow(0.05)  # type: ignore[assignment]
-    write(judged, "c.eval.yaml", cases(6))
-    judged.runpytest("--agentv-concurrency=1").assert_outcomes(passed=6)
-    assert fake_llm.peak_in_flight == 1
+    fake_server.responder = slow(0.05)  # type: ignore[assignment]
+    write(relayed, "c.eval.yaml", cases(6, relay=fake_server))
+    relayed.inline_run("--agentv-concurrency=1").assertoutcome(passed=6)
+    assert fake_server.peak_in_flight == 1
 
 
 def quiet_after(server: FakeOpenAI, seconds: float = 1.0) -> None:
@@ -56,20 +97,17 @@ def quiet_after(server: FakeOpenAI, seconds: float = 1.0) -> None:
     assert server.in_flight == 0
 
 
-def test_exit_first_stops_early_work(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+def test_exit_first_stops_early_work(relayed: pytest.Pytester, fake_server: FakeOpenAI) -> None:
     def respond(request: Request) -> object:
         return (
-            freeform_reply(0.1)
-            if "question 1\n" in request.user
-            else Delay(0.5, freeform_reply(0.9))
+            freeform_reply(0.1) if request.user == "question 1" else Delay(0.5, freeform_reply(0.9))
         )
 
-    fake_llm.responder = respond  # type: ignore[assignment]
-    write(judged, "c.eval.yaml", cases(40))
-    result = judged.runpytest("-x", "--agentv-concurrency=4")
-    result.assert_outcomes(passed=1, failed=1)
-    assert len(fake_llm.requests) <= 2 + 4 * 2
-    quiet_after(fake_llm)
+    fake_server.responder = respond  # type: ignore[assignment]
+    write(relayed, "c.eval.yaml", cases(40, relay=fake_server))
+    relayed.inline_run("-x", "--agentv-concurrency=4").assertoutcome(passed=1, failed=1)
+    assert len(fake_server.requests) <= 2 + 4 * 2
+    quiet_after(fake_server)
 
 
 def test_keyboard_interrupt_cancels_work_and_kills_judges(project: pytest.Pytester) -> None:
@@ -92,38 +130,39 @@ def test_keyboard_interrupt_cancels_work_and_kills_judges(project: pytest.Pytest
             print(json.dumps({"score": 1}))
         else:
             time.sleep(30)
+            open(os.path.join("finished", str(os.getpid())), "w").close()
         """,
     )
     (project.path / "pids").mkdir()
+    (project.path / "finished").mkdir()
     eval_file = cases(12).replace(
         "expected_outcome: ok}",
         "expected_outcome: ok, evaluators: "
         "[{name: slow, type: code_judge, script: [python, slow_judge.py]}]}",
     )
     write(project, "c.eval.yaml", eval_file)
-    started = time.monotonic()
     result = project.runpytest_subprocess("--agentv-concurrency=4", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    assert time.monotonic() - started < 20
+    # pytest did not wait for the sleeping judges: none of them lived to finish its sleep.
+    assert list((project.path / "finished").iterdir()) == []
+    assert result.duration < 30
     pids = [int(p.name) for p in (project.path / "pids").iterdir()]
     assert len(pids) >= 3
-    time.sleep(0.5)
-    alive = [
-        pid
-        for pid in pids
-        if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    ]
-    assert alive == []
+    assert still_running(pids) == []
 
 
-def test_fixture_targets_run_at_item_time(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
-    fake_llm.responder = slow(0.05)  # type: ignore[assignment]
-    write(judged, "early/a.eval.yaml", cases(4, "early"))
-    write(judged, "fixture/b.eval.yaml", cases(4, "fixture"))
+def test_fixture_targets_run_at_item_time(
+    relayed: pytest.Pytester, fake_server: FakeOpenAI
+) -> None:
+    fake_server.responder = slow(0.05)  # type: ignore[assignment]
+    for folder, prefix in (("early", "a"), ("fixture", "b")):
+        write(relayed, f"{folder}/{prefix}.eval.yaml", cases(4, folder, relay=fake_server))
+        write(relayed, f"{folder}/relay.py", RELAY_JUDGE)  # code judges run in the eval's folder
     write(
-        judged,
+        relayed,
         "fixture/conftest.py",
         """
+        import json
         import pytest
         from pytest_agentv.assertions import current_test
 
@@ -137,12 +176,14 @@ def test_fixture_targets_run_at_item_time(judged: pytest.Pytester, fake_llm: Fak
             return answer
 
         def pytest_sessionfinish():
-            print("mismatched:", [pair for pair in SEEN if pair[0] != pair[1]], len(SEEN))
+            with open("seen.json", "w") as f:
+                json.dump(SEEN, f)
         """,
     )
-    result = judged.runpytest("-s")
-    result.assert_outcomes(passed=8)
-    result.stdout.fnmatch_lines(["*mismatched: [[][]] 4"])
+    relayed.inline_run().assertoutcome(passed=8)
+    seen = json.loads((relayed.path / "seen.json").read_text())
+    assert sorted(case for case, _ in seen) == [f"fixture-{i:02d}" for i in range(4)]
+    assert [pair for pair in seen if pair[0] != pair[1]] == []
 
 
 def test_rate_limits_slow_the_run_down_instead_of_failing(
@@ -165,13 +206,14 @@ def test_rate_limits_slow_the_run_down_instead_of_failing(
 
 
 def test_each_xdist_worker_prefetches_its_share(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI
+    relayed: pytest.Pytester, fake_server: FakeOpenAI
 ) -> None:
-    fake_llm.responder = slow(0.3)  # type: ignore[assignment]
-    write(judged, "c.eval.yaml", cases(24))
-    judged.runpytest("-n", "2", "--agentv-concurrency=4").assert_outcomes(passed=24)
+    # Held until three cases are judged at once, then slow enough that a ninth would show.
+    fake_server.responder = gated(3, Delay(0.15, freeform_reply(0.9)), timeout=10)  # type: ignore[assignment]
+    write(relayed, "c.eval.yaml", cases(24, relay=fake_server))
+    relayed.runpytest("-n", "2", "--agentv-concurrency=4").assert_outcomes(passed=24)
     # Two workers, at most 4 cases each in flight; without early work it would be 2.
-    assert 2 < fake_llm.peak_in_flight <= 8
+    assert 2 < fake_server.peak_in_flight <= 8
 
 
 def test_adaptive_limit_halves_then_recovers() -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_openai import FakeOpenAI, Request, Status
-from fake_openai import freeform as freeform_reply
-from helpers import judge_ini, write
+
+from tests.fake_openai import FakeOpenAI, Request, Status
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import judge_ini, write
 
 CANARIES = {
     "OPENAI_API_KEY": "sk-canary-openai-7f3a9c1e5b2d8f40",

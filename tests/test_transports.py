@@ -11,14 +11,14 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import pytest
-from fake_openai import FakeOpenAI
-from fake_openai import freeform as freeform_reply
-from helpers import judge_ini, write
 
 from pytest_agentv.errors import NotGradedError
 from pytest_agentv.judge import LlmClient, ModelSpec, Reply, RetryPolicy, uses_lean_transport
 from pytest_agentv.prices import Price, price_for, supports
 from pytest_agentv.scheduler import shared_loop
+from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import judge_ini, write
 
 T = TypeVar("T")
 

@@ -1,12 +1,16 @@
 """A toy customer-support agent: the system under test in these examples.
 
 It answers from a tiny policy table, the way a retrieval-backed bot would, and records the tool
-calls it made so that evals can check its trajectory as well as its answer.
+calls it made (with their arguments and how long each took) so that evals can check its
+trajectory as well as its answer. Asked for JSON, it answers with the policy's facts instead.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
+from typing import Any
 
 POLICIES = {
     "refund": (
@@ -17,28 +21,50 @@ POLICIES = {
     "warranty": "Electronics carry a 1-year limited warranty covering manufacturing defects.",
 }
 
+FACTS = {
+    "refund": {"topic": "refund", "window_days": 30, "refund_to": "original payment method"},
+    "shipping": {"topic": "shipping", "standard_days": "3-5", "express_days": "1-2"},
+    "warranty": {"topic": "warranty", "months": 12, "covers": "manufacturing defects"},
+}
+
 FALLBACK = "I'm not sure about that. Let me connect you with a human agent."
+
+
+def classify(question: str) -> str | None:
+    lowered = question.lower()
+    topic = next((t for t in POLICIES if t in lowered), None)
+    if topic is None and ("return" in lowered or "money back" in lowered):
+        topic = "refund"
+    return topic
 
 
 def lookup(topic: str) -> str | None:
     return POLICIES.get(topic)
 
 
-def answer(question: str) -> dict[str, object]:
+def _call(
+    made: list[dict[str, Any]], tool: str, args: dict[str, Any], run: Callable[[], Any]
+) -> Any:
+    """Run one tool and record the call AgentV's way: tool, input, output, duration_ms."""
+    started = time.monotonic()
+    output = run()
+    took = round((time.monotonic() - started) * 1000, 3)
+    made.append({"tool": tool, "input": args, "output": output, "duration_ms": took})
+    return output
+
+
+def answer(question: str, *, structured: bool = False) -> dict[str, object]:
     """Answer a customer question; returns the text and the messages of the run."""
-    lowered = question.lower()
-    topic = next((t for t in POLICIES if t in lowered), None)
-    if topic is None and ("return" in lowered or "money back" in lowered):
-        topic = "refund"
-    tool_call = {"tool": "policy_lookup", "input": {"topic": topic}, "output": None}
+    made: list[dict[str, Any]] = []
+    topic = _call(made, "classify", {"question": question}, lambda: classify(question))
     text = FALLBACK
     if topic is not None:
-        tool_call["output"] = lookup(topic)
-        text = f"Thanks for asking! {tool_call['output']}"
+        policy = _call(made, "policy_lookup", {"topic": topic}, lambda: lookup(topic))
+        text = json.dumps(FACTS[topic]) if structured else f"Thanks for asking! {policy}"
     return {
         "text": text,
         "output_messages": [
-            {"role": "assistant", "tool_calls": [tool_call]},
+            {"role": "assistant", "tool_calls": made},
             {"role": "assistant", "content": text},
         ],
     }

@@ -7,7 +7,7 @@ offline; LLM-judged checks skip until a judge is configured (AGENTV_JUDGE_MODEL)
 import asyncio
 
 import pytest
-from agent.support_bot import FALLBACK, answer_text
+from agent.support_bot import FALLBACK, answer, answer_text
 
 from pytest_agentv import assert_judged, assert_judged_async
 
@@ -31,6 +31,25 @@ def test_refund_answer_with_a_code_judge() -> None:
         ],
     )
     assert score.score == 1.0
+
+
+def test_refund_looks_the_policy_up() -> None:
+    # Pass the whole run (text and messages with their tool calls) to grade what the agent did.
+    run = answer("Can I return these shoes?")
+    assert_judged(
+        run,
+        evaluators=[
+            {
+                "name": "steps",
+                "type": "tool_trajectory",
+                "mode": "in_order",
+                "expected": [
+                    {"tool": "classify"},
+                    {"tool": "policy_lookup", "args": {"topic": "refund"}},
+                ],
+            }
+        ],
+    )
 
 
 def test_refund_answer_is_helpful() -> None:

@@ -12,13 +12,34 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..errors import ConfigError, did_you_mean
-from ..models import KIND_ALIASES, EvaluatorConfig, canonical_kind
+from ..models import (
+    KIND_ALIASES,
+    EvaluatorConfig,
+    canonical_kind,
+    later_kind_version,
+    walk_entries,
+)
 from .base import DEFAULT_SCRIPT_TIMEOUT, Evaluator, ResolveJudge
 from .code_judge import CodeEvaluator
+from .composite import CompositeEvaluator
+from .cost import CostEvaluator
+from .field_accuracy import FieldAccuracyEvaluator
+from .latency import LatencyEvaluator
 from .llm_judge import LlmJudgeEvaluator
+from .token_usage import TokenUsageEvaluator
+from .tool_trajectory import ToolTrajectoryEvaluator
 
 #: The evaluator kinds built into pytest-agentv (``code`` and ``rubric`` are accepted aliases).
-EVALUATOR_KINDS: tuple[str, ...] = ("llm_judge", "code_judge")
+EVALUATOR_KINDS: tuple[str, ...] = (
+    "llm_judge",
+    "code_judge",
+    "tool_trajectory",
+    "field_accuracy",
+    "latency",
+    "cost",
+    "token_usage",
+    "composite",
+)
 
 AskHook = Callable[[str], Evaluator | None]
 
@@ -34,15 +55,27 @@ def build_evaluator_registry(
     script_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
     env_passthrough: Sequence[str] = (),
 ) -> dict[str, Evaluator]:
-    """Built-in evaluators by kind, with ``overrides`` replacing or adding kinds (REQ-EVAL-006)."""
+    """Built-in evaluators by kind, with ``overrides`` replacing or adding kinds (REQ-EVAL-006).
+
+    A composite runs its members with the case's evaluators; called on its own, with these.
+    """
+    judge = LlmJudgeEvaluator(
+        resolve_judge_provider=resolve_judge_provider, prompt_timeout=script_timeout
+    )
     registry: dict[str, Evaluator] = {
-        "llm_judge": LlmJudgeEvaluator(
-            resolve_judge_provider=resolve_judge_provider, prompt_timeout=script_timeout
-        ),
+        "llm_judge": judge,
         "code_judge": CodeEvaluator(
             default_timeout=script_timeout, env_passthrough=env_passthrough
         ),
+        "tool_trajectory": ToolTrajectoryEvaluator(),
+        "field_accuracy": FieldAccuracyEvaluator(),
+        "latency": LatencyEvaluator(),
+        "cost": CostEvaluator(),
+        "token_usage": TokenUsageEvaluator(),
     }
+    registry["composite"] = CompositeEvaluator(
+        judge, registry, script_timeout=script_timeout, env_passthrough=env_passthrough
+    )
     registry.update(overrides or {})
     return registry
 
@@ -63,7 +96,8 @@ class EvaluatorRegistry:
 
     def known_kinds(self) -> list[str]:
         """Built-in kinds, their aliases, and the kinds hooks have answered in this run."""
-        return sorted({*self.builtins, *KIND_ALIASES, *self._added})
+        aliases = {alias for alias, kind in KIND_ALIASES.items() if kind in self.builtins}
+        return sorted({*self.builtins, *aliases, *self._added})
 
     def scoped(self, ask: AskHook) -> ScopedRegistry:
         return ScopedRegistry(self, ask)
@@ -92,6 +126,13 @@ class ScopedRegistry:
         """Why ``kind`` cannot be used here, or None when some evaluator answers it."""
         if self.get(kind) is not None:
             return None
+        version = later_kind_version(kind)
+        if version is not None:
+            return (
+                f"evaluator type '{kind}' was introduced in AgentV {version} and pytest-agentv "
+                "does not implement it yet (it is never replaced by the default judge); add it "
+                "with the pytest_agentv_make_evaluator hook"
+            )
         known = self.registry.known_kinds()
         return (
             f"unknown evaluator type '{kind}'{did_you_mean(kind, known)}; known: "
@@ -99,9 +140,10 @@ class ScopedRegistry:
         )
 
     def evaluators_for(self, entries: Iterable[EvaluatorConfig]) -> dict[str, Evaluator]:
-        """The evaluator of each entry's kind; ``ConfigError`` for a kind nobody answers."""
+        """The evaluator of each entry's kind, composite members included; ``ConfigError`` for
+        a kind nobody answers."""
         found: dict[str, Evaluator] = {}
-        for entry in entries:
+        for entry in walk_entries(entries):
             evaluator = self.get(entry.type)
             if evaluator is None:
                 raise ConfigError(self.problem(entry.type))

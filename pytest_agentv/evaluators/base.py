@@ -12,11 +12,13 @@ import asyncio
 import inspect
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
 
 from ..cases import PreparedCase
 from ..errors import AgentvError, ConfigError
@@ -41,6 +43,8 @@ class EvaluationContext:
     judge_target: str | None = None
     trace_summary: dict[str, Any] | None = None
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    #: The evaluators by kind this case runs with, so a composite can run its members.
+    registry: Mapping[str, Evaluator] | None = None
 
     @property
     def prompt_inputs(self) -> dict[str, str]:
@@ -53,43 +57,72 @@ class EvaluationContext:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class EvaluationScore:
     """One evaluator's grade (REQ-EVAL-005). ``score`` is clamped to [0, 1]; NaN becomes 0.
 
-    ``error`` is set when the evaluator could not grade at all (for instance the judge's reply
-    could not be parsed): the score is then 0, and the case is reported as not graded.
+    The verdict comes from the score (the one verdict function) unless the evaluator gives one.
+    ``gate_failed`` says that a required criterion or check was not met: it travels with the
+    score, and fails the case whatever the other evaluators score. An explicit ``fail`` verdict
+    on a passing score is such a gate. ``error`` is set when the evaluator could not grade at
+    all: the case is then reported as not graded.
     """
 
     score: float
-    hits: tuple[str, ...] = ()
-    misses: tuple[str, ...] = ()
-    expected_aspect_count: int = 0
-    reasoning: str | None = None
-    raw_aspects: tuple[str, ...] = ()
-    evaluator_raw_request: dict[str, Any] | None = None
-    verdict: Verdict = "fail"
-    details: dict[str, Any] | None = None
-    error: str | None = None
+    hits: tuple[str, ...]
+    misses: tuple[str, ...]
+    expected_aspect_count: int
+    reasoning: str | None
+    raw_aspects: tuple[str, ...]
+    evaluator_raw_request: dict[str, Any] | None
+    verdict: Verdict
+    details: dict[str, Any] | None
+    error: str | None
+    gate_failed: bool
+    #: A composite's members, each with its own result (nested composites nest further).
+    evaluator_results: tuple[EvaluatorResult, ...]
 
-    def __post_init__(self) -> None:
-        raw = self.score
-        score = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else 0.0
-        score = 0.0 if math.isnan(score) else min(1.0, max(0.0, score))
-        object.__setattr__(self, "score", score)
-        object.__setattr__(self, "hits", tuple(self.hits))
-        object.__setattr__(self, "misses", tuple(self.misses))
-        object.__setattr__(self, "raw_aspects", tuple(self.raw_aspects))
+    def __init__(
+        self,
+        score: float,
+        hits: Iterable[str] = (),
+        misses: Iterable[str] = (),
+        expected_aspect_count: int = 0,
+        reasoning: str | None = None,
+        raw_aspects: Iterable[str] = (),
+        evaluator_raw_request: dict[str, Any] | None = None,
+        verdict: Verdict | None = None,
+        details: dict[str, Any] | None = None,
+        error: str | None = None,
+        gate_failed: bool = False,
+        evaluator_results: Iterable[EvaluatorResult] = (),
+    ) -> None:
+        raw = score
+        clean = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else 0.0
+        clean = min(1.0, max(0.0, clean)) if math.isfinite(clean) else 0.0
+        if verdict == "fail" and score_to_verdict(clean) != "fail":
+            gate_failed = True
+        values = {
+            "score": clean,
+            "hits": tuple(hits),
+            "misses": tuple(misses),
+            "expected_aspect_count": expected_aspect_count,
+            "reasoning": reasoning,
+            "raw_aspects": tuple(raw_aspects),
+            "evaluator_raw_request": evaluator_raw_request,
+            "verdict": verdict or score_to_verdict(clean, gate_failed=gate_failed),
+            "details": details,
+            "error": error,
+            "gate_failed": gate_failed,
+            "evaluator_results": tuple(evaluator_results),
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
     @classmethod
     def graded(cls, score: float, *, gate_failed: bool = False, **kwargs: Any) -> EvaluationScore:
         """A score whose verdict comes from the one verdict function."""
-        clean = 0.0 if not math.isfinite(score) else min(1.0, max(0.0, score))
-        return cls(score=clean, verdict=score_to_verdict(clean, gate_failed=gate_failed), **kwargs)
-
-    @property
-    def gate_failed(self) -> bool:
-        return self.verdict == "fail" and score_to_verdict(self.score) != "fail"
+        return cls(score, gate_failed=gate_failed, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -113,11 +146,14 @@ class EvaluatorResult:
             misses=list(s.misses),
             reasoning=s.reasoning,
             evaluator_provider_request=s.evaluator_raw_request,
+            gate_failed=s.gate_failed,
         )
         if s.details is not None:
             row["details"] = s.details
         if s.error is not None:
             row["error"] = s.error
+        if s.evaluator_results:
+            row["evaluator_results"] = [member.row() for member in s.evaluator_results]
         return row
 
 
@@ -184,7 +220,46 @@ class CaseEvaluation:
             reasoning=s.reasoning,
             evaluator_results=tuple(r.row() for r in self.evaluator_results),
             error=s.error,
+            gate_failed=s.gate_failed,
         )
+
+
+async def evaluate_entries(
+    context: EvaluationContext,
+    entries: Sequence[EvaluatorConfig],
+    registry: Mapping[str, Evaluator],
+) -> tuple[EvaluatorResult, ...]:
+    """Run evaluator entries concurrently, each with its own result, in the entries' order.
+
+    An evaluator that raises an ``AgentvError`` (judge unavailable, replay miss, no judge) stops
+    the case: it cannot be graded. Any other exception is a bug in that evaluator: it is recorded
+    as AgentV does (score 0, the exception in its misses) and marked as an ``error``, so the case
+    is reported as not graded rather than as a failed answer.
+    """
+    scoped = replace(context, registry=registry)
+
+    async def one(entry: EvaluatorConfig) -> EvaluationScore:
+        evaluator = lookup_evaluator(registry, entry.type)
+        try:
+            return await call_evaluator(evaluator, replace(scoped, evaluator=entry))
+        except AgentvError:
+            raise
+        except Exception as exc:
+            problem = f"Evaluator '{entry.name}' failed: {type(exc).__name__}: {exc}"
+            return EvaluationScore.graded(0.0, misses=(problem,), error=problem)
+
+    if len(entries) == 1:  # the common case: no tasks to create
+        outcomes: list[EvaluationScore | BaseException] = [await one(entries[0])]
+    else:
+        outcomes = await asyncio.gather(*(one(e) for e in entries), return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    scores: list[EvaluationScore] = [o for o in outcomes if isinstance(o, EvaluationScore)]
+    return tuple(
+        EvaluatorResult(entry.name, entry.kind, entry.weight, score)
+        for entry, score in zip(entries, scores, strict=True)
+    )
 
 
 async def run_evaluators_for_case(
@@ -192,41 +267,13 @@ async def run_evaluators_for_case(
     evaluators: Sequence[EvaluatorConfig],
     registry: Mapping[str, Evaluator],
 ) -> CaseEvaluation:
-    """Run every configured evaluator (concurrently) and aggregate by weighted mean.
-
-    An evaluator that raises an ``AgentvError`` (judge unavailable, replay miss, no judge) stops
-    the case: it cannot be graded. Any other exception is a bug in that evaluator: it is recorded
-    as AgentV does (score 0, the exception in its misses) and marked as an ``error``, so the case
-    is reported as not graded rather than as a failed answer.
-    """
-
-    async def one(entry: EvaluatorConfig) -> EvaluationScore:
-        evaluator = lookup_evaluator(registry, entry.type)
-        try:
-            return await call_evaluator(evaluator, replace(context, evaluator=entry))
-        except AgentvError:
-            raise
-        except Exception as exc:
-            problem = f"Evaluator '{entry.name}' failed: {type(exc).__name__}: {exc}"
-            return EvaluationScore.graded(0.0, misses=(problem,), error=problem)
-
-    if len(evaluators) == 1:  # the common case: no tasks to create
-        outcomes: list[EvaluationScore | BaseException] = [await one(evaluators[0])]
-    else:
-        outcomes = await asyncio.gather(*(one(e) for e in evaluators), return_exceptions=True)
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            raise outcome
-    scores: list[EvaluationScore] = [o for o in outcomes if isinstance(o, EvaluationScore)]
-    results = tuple(
-        EvaluatorResult(entry.name, entry.kind, entry.weight, score)
-        for entry, score in zip(evaluators, scores, strict=True)
-    )
+    """Run every configured evaluator (concurrently) and aggregate by weighted mean."""
+    results = await evaluate_entries(context, evaluators, registry)
     return CaseEvaluation(aggregate(results), results)
 
 
 def aggregate(results: Sequence[EvaluatorResult]) -> EvaluationScore:
-    """Weighted mean of the scores; a failed rubric gate on a weighted evaluator fails the case."""
+    """Weighted mean of the scores; a failed gate of any weighted evaluator fails the case."""
     total = sum(r.weight for r in results)
     score = sum(r.score.score * r.weight for r in results) / total if total > 0 else 0.0
     gate_failed = any(r.score.gate_failed and r.weight > 0 for r in results)
@@ -242,6 +289,52 @@ def aggregate(results: Sequence[EvaluatorResult]) -> EvaluationScore:
         evaluator_raw_request=results[0].score.evaluator_raw_request if len(results) == 1 else None,
         error="; ".join(errors) or None,
     )
+
+
+S = TypeVar("S", bound=BaseModel)
+
+
+def entry_settings(context: EvaluationContext, model: type[S]) -> S:
+    """The validated settings of the entry being evaluated. Eval files and ``assert_judged``
+    validate them when they load; an evaluator a hook registers under another kind name gets
+    them validated here, with the same messages."""
+    entry = context.evaluator
+    if entry is None:
+        raise ConfigError(f"{model.__name__} needs an evaluator entry with its settings")
+    if isinstance(entry.spec, model):
+        return entry.spec
+    try:
+        return model.model_validate(entry.options)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors(include_url=False)
+        )
+        raise ConfigError(f"evaluator '{entry.name}' ({entry.type}): {problems}") from None
+
+
+def deep_equal(a: Any, b: Any) -> bool:
+    """AgentV's equality of JSON values: numbers by value, but a boolean is never a number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(deep_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(deep_equal(a[key], b[key]) for key in a)
+    return type(a) is type(b) and bool(a == b)
+
+
+def trace_number(context: EvaluationContext, key: str) -> float | None:
+    """A number of the case's trace summary (``duration_ms``, ``cost_usd``), if reported."""
+    value = (context.trace_summary or {}).get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def js_number(value: float) -> str:
+    """A number as AgentV's messages print it: ``45``, not ``45.0``."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 #: Seconds a script (code judge, prompt script) may run unless its entry or the run says more.
@@ -265,7 +358,7 @@ def script_payload(context: EvaluationContext) -> dict[str, Any]:
         else None,
         "input_messages": list(case.authored_input),
         "input_files": list(case.input_files),
-        "guideline_files": [],
+        "guideline_files": list(case.guideline_files),
         "trace_summary": context.trace_summary,
         "config": options or None,
     }

@@ -18,7 +18,6 @@ from typing import Any
 
 from ..paths import resolve_reference
 from ..processes import scrubbed_env
-from ..verdicts import score_to_verdict
 from .base import (
     DEFAULT_SCRIPT_TIMEOUT,
     EvaluationContext,
@@ -112,16 +111,13 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
     details = data.get("details")
     if details is not None and not isinstance(details, dict):
         return bad("code judge 'details' must be an object")
-    verdict = score_to_verdict(float(score))
-    if passed is False:
-        verdict = "fail"
     return EvaluationScore(
         score=float(score),
         hits=tuple(hits),
         misses=tuple(misses),
         expected_aspect_count=len(hits) + len(misses),
         reasoning=reasoning,
-        verdict=verdict,
+        gate_failed=passed is False,
         details=details,
     )
 

@@ -1,10 +1,13 @@
 """``llm_judge``: one evaluator for freeform, checklist-rubric and score-range grading.
 
 Rubric mode when the evaluator has rubrics (score ranges if any criterion has them), freeform
-otherwise (seeds 000, 002, 003). Each mode asks for one JSON object, parses the first valid
-object in the reply and validates it, in up to three attempts. A reply that never
-parses gives score 0 and an ``error`` saying so: the case is then reported as not graded, so
-nobody mistakes a judge that could not answer for an answer that failed.
+otherwise (seeds 000, 002, 003). Each mode asks for one JSON object that echoes the call's nonce
+(the candidate was written before the nonce existed, so an object it planted cannot carry it),
+and checks it against the contract: a freeform score from 0 to 1, one check per rubric item and
+none for unknown items, integer scores from 0 to 10. A reply outside the contract is asked for
+again with a short correction, up to three attempts in all; then the case is not graded — a
+judge that answered on another scale, or skipped items, said nothing about the answer. (Seed
+000's "clamp the score" and "zero on unparseable output" rules are replaced by this.)
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any, TypeGuard, TypeVar
 
 from ..errors import JudgeNotConfiguredError, NotGradedError
-from ..judge import NONCE_PLACEHOLDER, LlmClient, Reply
+from ..judge import NONCE_PLACEHOLDER, LlmClient, Reply, ReplyError
 from ..models import EvaluatorConfig, PromptScript, RubricItem, rubric_items
 from ..processes import scrubbed_env
 from . import prompts
@@ -43,28 +47,61 @@ NO_JUDGE = (
 )
 
 
-class ReplyError(ValueError):
-    """The judge's reply was not a valid answer to the contract."""
+def json_objects(text: str) -> Iterator[Any]:
+    """Every outermost JSON value that starts with ``{`` in a text, in order: the whole text,
+    a fenced block, or objects inside prose."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except ValueError:
+            start = text.find("{", start + 1)
+            continue
+        yield value
+        start = text.find("{", end)
 
 
 def first_json_object(text: str) -> dict[str, Any]:
-    """The first JSON object in a reply: the whole reply, a fenced block, or inside prose."""
-    candidates = [text.strip(), *(m.strip() for m in _FENCE.findall(text))]
-    decoder = json.JSONDecoder()
-    for candidate in candidates:
+    """The first JSON object in a text (an answer that should be JSON, say): the whole text,
+    else a fenced block, else the first object inside prose."""
+    fenced = (block.strip() for block in _FENCE.findall(text))
+    for candidate in (text.strip(), *fenced):
         try:
             value = json.loads(candidate)
         except ValueError:
             continue
         if isinstance(value, dict):
             return value
-    for start in (i for i, char in enumerate(text) if char == "{"):
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except ValueError:
-            continue
+    for value in json_objects(text):
         if isinstance(value, dict):
             return value
+    raise ReplyError("no JSON object in the text" if text.strip() else "the text is empty")
+
+
+def contract_object(text: str, nonce: str) -> dict[str, Any]:
+    """The JSON object of a reply that carries this call's nonce as its ``"nonce"`` field.
+
+    Every outermost object in the reply is read (the whole reply, a fenced block, or objects
+    inside prose); objects without the nonce — quoted from the candidate, say — never count, and
+    two different objects that both carry it are a reply outside the contract.
+    """
+    carrying: list[dict[str, Any]] = []
+    others = 0
+    for value in json_objects(text):
+        if isinstance(value, dict) and value.get("nonce") == nonce:
+            if value not in carrying:
+                carrying.append(value)
+        else:
+            others += 1
+    if len(carrying) == 1:
+        return carrying[0]
+    if carrying:
+        raise ReplyError(
+            f"the reply holds {len(carrying)} different JSON objects carrying this call's nonce"
+        )
+    if others:
+        raise ReplyError(f'no JSON object in the reply carries "nonce": "{nonce}"')
     raise ReplyError("no JSON object in the reply" if text.strip() else "the reply was empty")
 
 
@@ -74,47 +111,62 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(v.strip() for v in value if isinstance(v, str) and v.strip())[:MAX_HITS]
 
 
-def parse_freeform(text: str) -> EvaluationScore:
-    data = first_json_object(text)
+def _number_in(value: Any, low: float, high: float) -> TypeGuard[float]:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and low <= value <= high
+    )
+
+
+def parse_freeform(text: str, nonce: str) -> EvaluationScore:
+    data = contract_object(text, nonce)
     score = data.get("score")
-    if isinstance(score, bool) or not isinstance(score, (int, float)):
-        raise ReplyError(f"'score' must be a number, got {score!r}")
+    if not _number_in(score, 0, 1):
+        raise ReplyError(f"'score' must be a number from 0 to 1, got {score!r}")
     reasoning = data.get("reasoning")
     return EvaluationScore.graded(
-        float(score) if not math.isnan(score) else 0.0,
+        float(score),
         hits=_strings(data.get("hits")),
         misses=_strings(data.get("misses")),
         reasoning=reasoning if isinstance(reasoning, str) else None,
     )
 
 
-def _checks(text: str) -> tuple[list[dict[str, Any]], str | None]:
-    data = first_json_object(text)
+def _checks(
+    text: str, nonce: str, rubrics: Sequence[RubricItem], verdict_field: str
+) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """One check per rubric item, none for unknown ids, else a reply outside the contract."""
+    data = contract_object(text, nonce)
     checks = data.get("checks")
     if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
         raise ReplyError("'checks' must be a list of objects")
+    known = [item.id for item in rubrics]
+    by_id: dict[str, dict[str, Any]] = {}
     for check in checks:
-        if not isinstance(check.get("id"), str):
+        check_id = check.get("id")
+        if not isinstance(check_id, str):
             raise ReplyError("every check needs a string 'id'")
+        if check_id not in known:
+            raise ReplyError(f"a check names unknown rubric id {check_id!r} (the ids: {known})")
         if check.get("reasoning") is not None and not isinstance(check["reasoning"], str):
             raise ReplyError("'reasoning' of a check must be a string")
+        if check_id in by_id and by_id[check_id].get(verdict_field) != check.get(verdict_field):
+            raise ReplyError(f"rubric id {check_id!r} is checked twice with different results")
+        by_id.setdefault(check_id, check)
+    missing = [item_id for item_id in known if item_id not in by_id]
+    if missing:
+        raise ReplyError(f"no check for rubric item(s) {missing}")
     overall = data.get("overall_reasoning")
-    return checks, overall if isinstance(overall, str) else None
+    return by_id, overall if isinstance(overall, str) else None
 
 
-def _by_id(checks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
-    for check in checks:
-        found.setdefault(check["id"], check)
-    return found
-
-
-def parse_checklist(text: str, rubrics: Sequence[RubricItem]) -> EvaluationScore:
-    checks, overall = _checks(text)
-    for entry in checks:
-        if not isinstance(entry.get("satisfied"), bool):
-            raise ReplyError(f"check '{entry['id']}' needs a boolean 'satisfied'")
-    by_id = _by_id(checks)
+def parse_checklist(text: str, nonce: str, rubrics: Sequence[RubricItem]) -> EvaluationScore:
+    by_id, overall = _checks(text, nonce, rubrics, "satisfied")
+    for check in by_id.values():
+        if not isinstance(check.get("satisfied"), bool):
+            raise ReplyError(f"check '{check['id']}' needs a boolean 'satisfied'")
     total = sum(item.weight for item in rubrics)
     earned = 0.0
     hits: list[str] = []
@@ -122,11 +174,9 @@ def parse_checklist(text: str, rubrics: Sequence[RubricItem]) -> EvaluationScore
     rows: list[dict[str, Any]] = []
     gate_failed = False
     for item in rubrics:
-        check = by_id.get(item.id)
-        satisfied = bool(check and check["satisfied"])
-        reasoning = (check or {}).get("reasoning") or (
-            "not assessed by the judge" if not check else ""
-        )
+        check = by_id[item.id]
+        satisfied: bool = check["satisfied"]
+        reasoning = check.get("reasoning") or ""
         line = f"[{item.id}] {item.expected_outcome}" + (f": {reasoning}" if reasoning else "")
         if satisfied:
             earned += item.weight
@@ -164,19 +214,14 @@ def _range_text(item: RubricItem, raw: int) -> str:
     return ""
 
 
-def parse_score_ranges(text: str, rubrics: Sequence[RubricItem]) -> EvaluationScore:
-    checks, overall = _checks(text)
-    for entry in checks:
-        score = entry.get("score")
-        if (
-            isinstance(score, bool)
-            or not isinstance(score, (int, float))
-            or not math.isfinite(score)
-            or score != int(score)
-            or not 0 <= score <= 10
-        ):
-            raise ReplyError(f"check '{entry['id']}' needs an integer 'score' from 0 to 10")
-    by_id = _by_id(checks)
+def parse_score_ranges(text: str, nonce: str, rubrics: Sequence[RubricItem]) -> EvaluationScore:
+    by_id, overall = _checks(text, nonce, rubrics, "score")
+    for check in by_id.values():
+        score = check.get("score")
+        if not _number_in(score, 0, 10) or score != int(score):
+            raise ReplyError(
+                f"check '{check['id']}' needs an integer 'score' from 0 to 10, got {score!r}"
+            )
     total = sum(item.weight for item in rubrics)
     weighted = 0.0
     hits: list[str] = []
@@ -185,16 +230,14 @@ def parse_score_ranges(text: str, rubrics: Sequence[RubricItem]) -> EvaluationSc
     raw_scores: dict[str, int] = {}
     gate_failed = False
     for item in rubrics:
-        check = by_id.get(item.id)
-        raw = int(check["score"]) if check else 0
+        check = by_id[item.id]
+        raw = int(check["score"])
         raw_scores[item.id] = raw
         weighted += item.weight * raw / 10
         gate = item.min_score
         gated = gate is not None and raw < gate
         gate_failed = gate_failed or gated
-        reasoning = (check or {}).get("reasoning") or (
-            "not assessed by the judge" if not check else ""
-        )
+        reasoning = check.get("reasoning") or ""
         matched = _range_text(item, raw)
         line = (
             f"[{item.id}] {item.expected_outcome} - Score: {raw}/10"
@@ -268,11 +311,25 @@ class LlmJudgeEvaluator:
             raise JudgeNotConfiguredError(NO_JUDGE)
         return judge
 
-    async def evaluate(self, context: EvaluationContext) -> EvaluationScore:
+    async def evaluate(
+        self,
+        context: EvaluationContext,
+        *,
+        template: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> EvaluationScore:
+        """Grade the case. ``template`` replaces the entry's prompt; ``data`` are more template
+        variables, shown to the judge as JSON between the same markers as the candidate (a
+        composite's aggregator passes its members' results this way)."""
         entry = context.evaluator
         judge = self.judge_for(context)
         rubrics = tuple(entry.rubrics) if entry is not None and entry.rubrics else self.rubrics
-        custom = await self._custom_prompt(entry, context)
+        custom = (
+            _Prompt(template, is_template=True, source="aggregator")
+            if template is not None
+            else await self._custom_prompt(entry, context)
+        )
+        extra = dict(data or {})
         options = entry.options if entry is not None else {}
         temperature = _number(options.get("temperature"), self.temperature)
         max_tokens = options.get("max_output_tokens", self.max_output_tokens)
@@ -284,24 +341,35 @@ class LlmJudgeEvaluator:
             "input_messages": list(context.eval_case.authored_input),
             "output_messages": list(context.output_messages or ()),
         }
-        untrusted = [str(inputs["candidate_answer"]), json.dumps(inputs["output_messages"])]
+        untrusted = [
+            str(inputs["candidate_answer"]),
+            json.dumps(inputs["output_messages"]),
+            *(json.dumps(value, default=str) for value in extra.values()),
+        ]
+        parse: Callable[[str, str], EvaluationScore]
         if rubrics and any(item.score_ranges for item in rubrics):
-            mode, schema = "score_ranges", prompts.SCORE_RANGE_SCHEMA
+            mode, schema = "score_ranges", prompts.score_range_schema
             system, build = prompts.score_range_system, prompts.score_range_prompt
-            parse: Callable[[str], EvaluationScore] = lambda t: parse_score_ranges(t, rubrics)  # noqa: E731
+            parse = lambda text, nonce: parse_score_ranges(text, nonce, rubrics)  # noqa: E731
         elif rubrics:
-            mode, schema = "checklist", prompts.CHECKLIST_SCHEMA
+            mode, schema = "checklist", prompts.checklist_schema
             system, build = prompts.checklist_system, prompts.checklist_prompt
-            parse = lambda t: parse_checklist(t, rubrics)  # noqa: E731
+            parse = lambda text, nonce: parse_checklist(text, nonce, rubrics)  # noqa: E731
         else:
-            mode, schema, system = "freeform", prompts.FREEFORM_SCHEMA, prompts.freeform_system
+            mode, schema, system = "freeform", prompts.freeform_schema, prompts.freeform_system
             build = None
             parse = parse_freeform
 
         def render(nonce: str) -> tuple[str, str]:
             values = prompts.template_values(inputs, nonce)
+            values.update({k: prompts.fence(prompts.pretty(v), nonce) for k, v in extra.items()})
+            is_template = custom is not None and custom.is_template
             if build is not None:
-                user = build(values, rubrics, custom.text if custom else "")
+                # A custom template in rubric mode is the prompt's head, with its variables
+                # filled in; plain text is extra instructions, as in freeform mode.
+                head = custom.text if custom is not None else ""
+                head = prompts.substitute(head, values) if is_template else head
+                user = build(values, rubrics, head)
             elif custom is not None and custom.is_template:
                 user = prompts.substitute(custom.text, values)
             else:
@@ -310,7 +378,6 @@ class LlmJudgeEvaluator:
                     user = f"{custom.text.strip()}\n\n{user}"
             return system(nonce), user
 
-        structured = prompts.response_format(f"agentv_{mode}", schema)
         system_prompt, user_prompt = render(NONCE_PLACEHOLDER)
         request: dict[str, Any] = {
             "user_prompt": user_prompt,
@@ -321,26 +388,36 @@ class LlmJudgeEvaluator:
         if custom is not None:
             request["custom_prompt"] = custom.source
         problem = ""
+        rejected: tuple[str, str] | None = None  # the last reply outside the contract, its nonce
         for _attempt in range(MAX_ATTEMPTS):
             nonce = prompts.new_nonce(*untrusted)
             system_text, user_text = render(nonce)
+            messages = [
+                {"role": "system", "content": system_text},
+                {"role": "user", "content": user_text},
+            ]
+            if rejected is not None:
+                reply_text, old_nonce = rejected
+                messages += [
+                    {"role": "assistant", "content": reply_text.replace(old_nonce, nonce)},
+                    {"role": "user", "content": prompts.correction(problem, nonce)},
+                ]
             try:
                 score, reply = await judge.complete(
-                    [
-                        {"role": "system", "content": system_text},
-                        {"role": "user", "content": user_text},
-                    ],
-                    accept=_rejecting(parse),
+                    messages,
+                    accept=_rejecting(partial(parse, nonce=nonce)),
                     temperature=temperature,
                     max_tokens=max_tokens,
-                    structured=structured,
+                    structured=prompts.response_format(f"agentv_{mode}", schema(nonce)),
                     nonce=nonce,
                     trial=context.attempt,
                     protocol=prompts.PROTOCOL_VERSION,
                     label=f"judge {judge.model}",
+                    replay_as=messages[:2],
                 )
             except ReplyError as exc:
                 problem = str(exc)
+                rejected = (exc.reply, nonce)
                 continue
             return _with_request(score, request, reply)
         return EvaluationScore(
@@ -389,7 +466,7 @@ class LlmJudgeEvaluator:
 
 
 def _rejecting(parse: Callable[[str], T]) -> Callable[[str], T]:
-    """Turn any parse problem into ``ReplyError`` so the client neither stores nor counts it."""
+    """Turn any parse problem into ``ReplyError``: a reply outside the contract, never a grade."""
 
     def accept(text: str) -> T:
         try:

@@ -1,5 +1,8 @@
-"""Judge prompts: the JSON contracts (system prompts), the user prompt templates, and the
-boundary markers that keep graded text from talking to the judge.
+"""Judge prompts: the JSON contracts (system prompts and schemas), the user prompt templates,
+and the boundary markers that keep graded text from talking to the judge.
+
+Every contract asks the judge to echo the call's nonce as the ``"nonce"`` field of its object:
+shown with its value in the system prompt and as a ``const`` in the structured-output schema.
 
 Untrusted text (the candidate answer, output messages) is placed between markers carrying a
 fresh random nonce per call; look-alikes of our markers and section headers inside that text are
@@ -21,7 +24,7 @@ from ..models import RubricItem
 from ..paths import read_reference, resolve_reference
 
 #: Bumped whenever a prompt or contract changes, so stored replies of the old wording miss.
-PROTOCOL_VERSION = "agentv-judge/1"
+PROTOCOL_VERSION = "agentv-judge/2"
 
 TEMPLATE_VARIABLES = (
     "question",
@@ -128,17 +131,28 @@ not need to match it word for word; judge substance, correctness and completenes
 """
 
 
+def _echo_rule(nonce: str) -> str:
+    return f'Set "nonce" to exactly "{nonce}": only an object carrying it counts as your answer.\n'
+
+
+def _with_nonce(schema: dict[str, Any], nonce: str) -> dict[str, Any]:
+    properties = {**schema["properties"], "nonce": {"type": "string", "const": nonce}}
+    return {**schema, "properties": properties, "required": [*schema["required"], "nonce"]}
+
+
 def freeform_system(nonce: str) -> str:
     return (
         "You grade answers. Respond with a single JSON object and nothing else, no prose and no "
         "code fences:\n"
         '{"score": <number from 0.0 to 1.0>, "hits": [<at most 4 brief strings: what the answer '
         'achieved>], "misses": [<at most 4 brief strings: failures or omissions>], '
-        '"reasoning": "<one or two sentences>"}\n' + data_rules(nonce)
+        f'"reasoning": "<one or two sentences>", "nonce": "{nonce}"}}\n'
+        + _echo_rule(nonce)
+        + data_rules(nonce)
     )
 
 
-FREEFORM_SCHEMA: dict[str, Any] = {
+_FREEFORM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "score": {"type": "number", "minimum": 0, "maximum": 1},
@@ -149,6 +163,10 @@ FREEFORM_SCHEMA: dict[str, Any] = {
     "required": ["score", "hits", "misses", "reasoning"],
     "additionalProperties": False,
 }
+
+
+def freeform_schema(nonce: str) -> dict[str, Any]:
+    return _with_nonce(_FREEFORM_SCHEMA, nonce)
 
 
 def _sections(values: Mapping[str, str], *, with_reference: bool) -> str:
@@ -183,12 +201,16 @@ def checklist_system(nonce: str) -> str:
     return (
         "You grade answers against a rubric. Respond with a single JSON object and nothing else:\n"
         '{"checks": [{"id": "<rubric id>", "satisfied": <true|false>, "reasoning": "<brief>"}], '
-        '"overall_reasoning": "<one or two sentences>"}\n'
-        "Include exactly one check per rubric id.\n" + data_rules(nonce)
+        f'"overall_reasoning": "<one or two sentences>", "nonce": "{nonce}"}}\n'
+        "Include exactly one check per rubric id.\n" + _echo_rule(nonce) + data_rules(nonce)
     )
 
 
-CHECKLIST_SCHEMA: dict[str, Any] = {
+def checklist_schema(nonce: str) -> dict[str, Any]:
+    return _with_nonce(_CHECKLIST_SCHEMA, nonce)
+
+
+_CHECKLIST_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "checks": {
@@ -242,13 +264,17 @@ def score_range_system(nonce: str) -> str:
         "You grade answers against scoring criteria. Respond with a single JSON object and "
         "nothing else:\n"
         '{"checks": [{"id": "<criterion id>", "score": <integer 0-10>, "reasoning": "<brief>"}], '
-        '"overall_reasoning": "<one or two sentences>"}\n'
+        f'"overall_reasoning": "<one or two sentences>", "nonce": "{nonce}"}}\n'
         "Each score must be an integer from 0 to 10 within one of the criterion's defined ranges. "
-        "Include exactly one check per criterion id.\n" + data_rules(nonce)
+        "Include exactly one check per criterion id.\n" + _echo_rule(nonce) + data_rules(nonce)
     )
 
 
-SCORE_RANGE_SCHEMA: dict[str, Any] = {
+def score_range_schema(nonce: str) -> dict[str, Any]:
+    return _with_nonce(_SCORE_RANGE_SCHEMA, nonce)
+
+
+_SCORE_RANGE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "checks": {
@@ -273,6 +299,14 @@ SCORE_RANGE_SCHEMA: dict[str, Any] = {
 
 def response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
+
+
+def correction(problem: str, nonce: str) -> str:
+    """What the judge is told after a reply outside the contract."""
+    return (
+        f"Your reply does not follow the contract: {problem}. Reply again with only the JSON "
+        f'object the system message describes, with "nonce": "{nonce}".'
+    )
 
 
 def looks_like_path(prompt: str) -> bool:

@@ -1,0 +1,265 @@
+"""``field_accuracy``: fields of a JSON answer against the expected output, AgentV's way.
+
+The answer is parsed as JSON (a fenced block or an object inside prose is found as for judges);
+the expected values come from the last expected assistant message with content (an object, or
+JSON text). Each field is found by its ``a.b[0].c`` path and compared ``exact`` (deep equality),
+``numeric_tolerance`` (absolute, or relative to the expected value) or ``date`` (year, month and
+day, across ISO, ``DD-MMM-YYYY`` and US/EU numeric formats). A field the expected output lacks
+passes; a missing required field scores 0; a missing optional field does not count.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import date
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from ..errors import ConfigError
+from ..models import FieldAccuracySpec, FieldSpec
+from .base import EvaluationContext, EvaluationScore, deep_equal, entry_settings, js_number
+from .llm_judge import first_json_object
+
+MAX_LISTED = 4
+_MISSING = object()
+_PATH_PARTS = re.compile(r"[.\[\]]")
+_LEADING_NUMBER = re.compile(r"^\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|^\s*[+-]?Infinity")
+_ISO = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$",
+    re.IGNORECASE,
+)
+_YMD_SLASH = re.compile(r"^(\d{4})/(\d{1,2})/(\d{1,2})$")
+_DAY_MONTH_YEAR = re.compile(r"^(\d{1,2})[- ]([A-Za-z]{3,9})\.?[- ](\d{4})$")
+_MONTH_DAY_YEAR = re.compile(r"^([A-Za-z]{3,9})\.? (\d{1,2}),? (\d{4})$")
+_NUMERIC = re.compile(r"^(\d{1,2})[/-](\d{1,2})[/-](\d{4})$")
+MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("jan", "january"),
+            ("feb", "february"),
+            ("mar", "march"),
+            ("apr", "april"),
+            ("may",),
+            ("jun", "june"),
+            ("jul", "july"),
+            ("aug", "august"),
+            ("sep", "sept", "september"),
+            ("oct", "october"),
+            ("nov", "november"),
+            ("dec", "december"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+
+
+@dataclass(frozen=True)
+class FieldResult:
+    path: str
+    score: float
+    weight: float
+    hit: bool
+    message: str
+
+
+def resolve_path(data: Any, path: str) -> Any:
+    """``invoice.line_items[0].amount`` in parsed JSON; ``_MISSING`` when it is not there."""
+    current = data
+    for part in (p for p in _PATH_PARTS.split(path) if p):
+        if isinstance(current, list):
+            if not part.isdigit() or int(part) >= len(current):
+                return _MISSING
+            current = current[int(part)]
+        elif isinstance(current, dict):
+            current = current.get(part, _MISSING)
+            if current is _MISSING:
+                return _MISSING
+        else:
+            return _MISSING
+    return current
+
+
+def js_typeof(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "object"
+
+
+def to_number(value: Any) -> float | None:
+    """A number, or the leading number of a string (as JavaScript's ``parseFloat`` reads it)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return None if math.isnan(value) else float(value)
+    if isinstance(value, str):
+        found = _LEADING_NUMBER.match(value)
+        return float(found.group(0)) if found else None
+    return None
+
+
+def _fixed2(value: float) -> str:
+    return str(Decimal(value).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+
+def _ymd(year: int, month: int, day: int) -> date | None:
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def parse_date(text: str, formats: list[str]) -> date | None:
+    """The calendar day a date string names; a time of day and a zone are ignored, so the day is
+    the one written (not shifted into the machine's time zone)."""
+    value = text.strip()
+    if found := _ISO.match(value) or _YMD_SLASH.match(value):
+        return _ymd(int(found.group(1)), int(found.group(2)), int(found.group(3)))
+    if found := _DAY_MONTH_YEAR.match(value):
+        month = MONTHS.get(found.group(2).lower())
+        return _ymd(int(found.group(3)), month, int(found.group(1))) if month else None
+    if found := _MONTH_DAY_YEAR.match(value):
+        month = MONTHS.get(found.group(1).lower())
+        return _ymd(int(found.group(3)), month, int(found.group(2))) if month else None
+    if found := _NUMERIC.match(value):
+        first, second, year = (int(found.group(i)) for i in (1, 2, 3))
+        us = any("MM/DD" in f or "MM-DD" in f for f in formats)
+        eu = any("DD/MM" in f or "DD-MM" in f for f in formats)
+        if eu and not us:
+            return _ymd(year, second, first)
+        if us and not eu:
+            return _ymd(year, first, second)
+        if first > 12 >= second:
+            return _ymd(year, second, first)
+        return _ymd(year, first, second)
+    return None
+
+
+def compare(spec: FieldSpec, actual: Any, expected: Any) -> FieldResult:
+    """One field present on both sides, by its match type."""
+    path, weight = spec.path, spec.weight
+
+    def result(hit: bool, message: str) -> FieldResult:
+        return FieldResult(path, 1.0 if hit else 0.0, weight, hit, message)
+
+    if spec.match == "exact":
+        if deep_equal(actual, expected):
+            return result(True, path)
+        got, want = js_typeof(actual), js_typeof(expected)
+        if got != want:
+            return result(False, f"{path} (type mismatch: got {got}, expected {want})")
+        return result(False, f"{path} (value mismatch)")
+    if spec.match == "numeric_tolerance":
+        got_n, want_n = to_number(actual), to_number(expected)
+        if got_n is None or want_n is None:
+            return result(False, f"{path} (non-numeric value)")
+        if not (math.isfinite(got_n) and math.isfinite(want_n)):
+            return result(False, f"{path} (invalid numeric value)")
+        diff = abs(got_n - want_n)
+        off = diff / abs(want_n) if spec.relative and want_n != 0 else diff
+        if off <= spec.tolerance:
+            return result(True, f"{path} (within tolerance: diff={_fixed2(diff)})")
+        return result(
+            False,
+            f"{path} (outside tolerance: diff={_fixed2(diff)}, "
+            f"tolerance={js_number(spec.tolerance)})",
+        )
+    formats = spec.formats or ["YYYY-MM-DD", "DD-MMM-YYYY", "MM/DD/YYYY", "DD/MM/YYYY"]
+    got_d, want_d = parse_date(str(actual), formats), parse_date(str(expected), formats)
+    if got_d is None:
+        return result(False, f"{path} (unparseable candidate date)")
+    if want_d is None:
+        return result(False, f"{path} (unparseable expected date)")
+    if got_d == want_d:
+        return result(True, path)
+    return result(False, f"{path} (date mismatch: got {got_d}, expected {want_d})")
+
+
+def evaluate_field(spec: FieldSpec, candidate: Any, expected: Any) -> FieldResult:
+    expected_value = resolve_path(expected, spec.path)
+    if expected_value is _MISSING:
+        return FieldResult(spec.path, 1.0, spec.weight, True, f"{spec.path}: no expected value")
+    actual = resolve_path(candidate, spec.path)
+    if actual is _MISSING:
+        if spec.required:
+            return FieldResult(
+                spec.path, 0.0, spec.weight, False, f"{spec.path} (required, missing)"
+            )
+        return FieldResult(spec.path, 1.0, 0.0, True, f"{spec.path}: optional field missing")
+    return compare(spec, actual, expected_value)
+
+
+def expected_data(context: EvaluationContext) -> dict[str, Any] | None:
+    """The last expected assistant message with content: an object, or JSON text."""
+    for message in reversed(context.eval_case.expected_messages):
+        content = message.get("content")
+        if message.get("role") != "assistant" or not content:
+            continue
+        if isinstance(content, dict):
+            return content
+        if isinstance(content, str):
+            try:
+                return first_json_object(content)
+            except ValueError:
+                continue
+    return None
+
+
+class FieldAccuracyEvaluator:
+    kind = "field_accuracy"
+
+    def evaluate(self, context: EvaluationContext) -> EvaluationScore:
+        spec = entry_settings(context, FieldAccuracySpec)
+        expected = expected_data(context)
+        if expected is None:
+            # Nothing to compare with says nothing about the answer: the case is not graded.
+            name = context.evaluator.name if context.evaluator else self.kind
+            raise ConfigError(
+                f"field_accuracy evaluator '{name}' needs the expected values: give the case an "
+                "expected_output whose last assistant message is a JSON object"
+            )
+        try:
+            candidate = first_json_object(context.candidate)
+        except ValueError:
+            return EvaluationScore.graded(
+                0.0,
+                misses=("Failed to parse candidate answer as JSON",),
+                expected_aspect_count=len(spec.fields),
+                reasoning="Candidate answer is not valid JSON",
+            )
+        results = [evaluate_field(field, candidate, expected) for field in spec.fields]
+        hits = [r.message for r in results if r.hit]
+        misses = [r.message for r in results if not r.hit]
+        if spec.aggregation == "all_or_nothing":
+            score = 0.0 if misses else 1.0
+        else:
+            total = sum(r.weight for r in results)
+            score = sum(r.score * r.weight for r in results) / total if total > 0 else 0.0
+        return EvaluationScore.graded(
+            score,
+            hits=tuple(hits[:MAX_LISTED]),
+            misses=tuple(misses[:MAX_LISTED]),
+            expected_aspect_count=len(results),
+            reasoning=f"{len(hits)}/{len(results)} fields matched",
+            details={
+                "aggregation": spec.aggregation,
+                "fields": [
+                    {
+                        "path": r.path,
+                        "match": field.match,
+                        "weight": r.weight,
+                        "score": r.score,
+                        "hit": r.hit,
+                        "message": r.message,
+                    }
+                    for r, field in zip(results, spec.fields, strict=True)
+                ],
+            },
+        )

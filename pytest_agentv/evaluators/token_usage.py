@@ -1,0 +1,70 @@
+"""``token_usage``: the tokens the target reported, within ``max_input``, ``max_output`` and
+``max_total`` (input + output + cached).
+
+Binary, as in AgentV: every configured limit must hold, and a count at its limit passes. A target
+that reports no token usage gets score 0 with "No token usage data available in trace".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..models import TokenUsageSpec
+from .base import EvaluationContext, EvaluationScore, entry_settings, js_number
+
+
+def _count(usage: dict[str, Any], key: str) -> float | None:
+    value = usage.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class TokenUsageEvaluator:
+    kind = "token_usage"
+
+    def evaluate(self, context: EvaluationContext) -> EvaluationScore:
+        spec = entry_settings(context, TokenUsageSpec)
+        limits = {
+            "max_input": spec.max_input,
+            "max_output": spec.max_output,
+            "max_total": spec.max_total,
+        }
+        aspects = max(sum(1 for limit in limits.values() if limit is not None), 1)
+        usage = (context.trace_summary or {}).get("token_usage")
+        counts = (
+            {key: _count(usage, key) for key in ("input", "output", "cached")}
+            if isinstance(usage, dict)
+            else {}
+        )
+        if counts.get("input") is None and counts.get("output") is None:
+            return EvaluationScore.graded(
+                0.0,
+                misses=("No token usage data available in trace",),
+                expected_aspect_count=aspects,
+                reasoning="Token usage not reported by the target",
+                details={"limits": limits, "token_usage": None},
+            )
+        tokens = {key: value or 0.0 for key, value in counts.items()}
+        tokens["total"] = tokens["input"] + tokens["output"] + tokens["cached"]
+        hits: list[str] = []
+        misses: list[str] = []
+        for label, key, limit in (
+            ("Input", "input", spec.max_input),
+            ("Output", "output", spec.max_output),
+            ("Total", "total", spec.max_total),
+        ):
+            if limit is None:
+                continue
+            shown = f"{label} tokens {js_number(tokens[key])}"
+            if tokens[key] <= limit:
+                hits.append(f"{shown} <= {js_number(limit)}")
+            else:
+                misses.append(f"{shown} > {js_number(limit)}")
+        shown = ", ".join(f"{key}={js_number(value)}" for key, value in tokens.items())
+        return EvaluationScore.graded(
+            0.0 if misses else 1.0,
+            hits=tuple(hits),
+            misses=tuple(misses),
+            expected_aspect_count=aspects,
+            reasoning=f"token_usage {shown}",
+            details={"limits": limits, "token_usage": tokens},
+        )

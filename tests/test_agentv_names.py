@@ -1,0 +1,334 @@
+"""Later AgentV names as aliases of the classic ones, the JSON Schema, and re-grading recorded
+answers with --agentv-answers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from pytest_agentv.models import RubricItem
+from tests.helpers import write
+
+ROOT = Path(__file__).resolve().parent.parent
+
+V4_FILE = """
+description: written with AgentV v4 names
+tests:
+  - id: refund
+    criteria: Gives the 30-day window
+    input: How long do I have to return something?
+    expected_output: Within 30 days.
+    assertions:
+      - type: code-grader
+        command: [python, keywords.py]
+        config: {keywords: ["30 days"]}
+  - id: kebab
+    criteria: Same
+    input: q
+    execution:
+      assertions:
+        - {name: kw, type: code-judge, script: [python, keywords.py], keywords: [refund]}
+"""
+
+
+def rows(path: Path) -> dict[str, dict]:
+    return {row["eval_id"]: row for row in map(json.loads, path.read_text().splitlines())}
+
+
+def test_a_v4_named_file_runs_like_its_classic_twin(project: pytest.Pytester) -> None:
+    write(project, "v4.eval.yaml", V4_FILE)
+    result = project.runpytest("-W", "error::pytest_agentv.AgentvWarning", "--agentv-results", "o")
+    result.assert_outcomes(passed=2)
+    found = rows(project.path / "o")
+    [entry] = found["refund"]["evaluator_results"]
+    assert entry["evaluator_provider_request"]["script"] == ["python", "keywords.py"]
+    assert found["refund"]["hits"] == ["mentions 30 days"]
+
+
+def test_a_mixed_file_warns_once(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "mixed.eval.yaml",
+        """
+        evalcases:
+          - id: a
+            criteria: Gives the window
+            input: q
+            assertions:
+              - {type: code-grader, command: [python, keywords.py], keywords: [refund]}
+          - id: b
+            criteria: Gives the window
+            input: q
+            evaluators: [{name: k, type: code_judge, script: [python, keywords.py]}]
+        """,
+    )
+    result = project.runpytest("-W", "always")
+    result.assert_outcomes(passed=2)
+    text = result.stdout.str()
+    assert text.count("this file mixes AgentV generations") == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*mixed.eval.yaml:4: this file mixes AgentV generations: classic (v2.5.8) 'evalcases' "
+            "at line 3 and later 'criteria' here*"
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("evaluator", "expected"),
+    [
+        ("{name: c, type: contains, value: refund}", "*'contains' was introduced in AgentV v2.10*"),
+        ("{name: c, type: is-json}", "*'is-json' was introduced in AgentV v2.19*"),
+        (
+            "{name: c, type: llm-rubric, value: [Polite]}",
+            "*'llm-rubric' was introduced in AgentV v5*",
+        ),
+        ("{name: c, type: 'trajectory:tool-used'}", "*introduced in AgentV v5*"),
+        (
+            "{name: c, type: llm-grader, min_score: 0.8}",
+            "*'min_score' on an evaluator is a score gate introduced in AgentV v4.7*",
+        ),
+        (
+            "{name: c, type: rubrics, criteria: [{outcome: x, operator: contradiction}]}",
+            "*rubric operator 'contradiction' was introduced in AgentV v4*",
+        ),
+    ],
+    ids=["v2.10-kind", "v2.19-kind", "v5-kind", "trajectory", "evaluator-gate", "operator"],
+)
+def test_names_we_cannot_map_are_errors_naming_the_version(
+    project: pytest.Pytester, evaluator: str, expected: str
+) -> None:
+    write(
+        project,
+        "later.eval.yaml",
+        f"evalcases:\n  - {{id: a, input: q, assertions: [{evaluator}]}}\n",
+    )
+    result = project.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["later.eval.yaml:2:*" + expected.lstrip("*")])
+
+
+def test_suite_level_assertions_are_refused_not_reinterpreted(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "s.eval.yaml",
+        "assertions: [{type: llm-grader}]\ntests: [{id: a, input: q}]\n",
+    )
+    result = project.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["s.eval.yaml:1:1: assertions: introduced in AgentV v3.1*"])
+
+
+def test_v4_rubric_items_and_rubrics_kind(project: pytest.Pytester, fake_llm) -> None:
+    from tests.helpers import judge_ini
+
+    project.makeini(judge_ini(fake_llm))
+    fake_llm.responder = lambda request: json.dumps(
+        {
+            "checks": [{"id": "brevity", "score": 6, "reasoning": "a bit long"}],
+            "overall_reasoning": "ok",
+        }
+    )
+    write(
+        project,
+        "r.eval.yaml",
+        """
+        tests:
+          - id: gated
+            criteria: Short
+            input: q
+            assertions:
+              - type: rubrics
+                criteria:
+                  - id: brevity
+                    outcome: Short answer
+                    min_score: 0.65
+                    score_ranges:
+                      - {score_range: [0, 5], outcome: long}
+                      - {score_range: [6, 10], outcome: short}
+        """,
+    )
+    result = project.runpytest("--agentv-results", "o")
+    result.assert_outcomes(failed=1)
+    assert "[REQUIRED: min score 7]" in fake_llm.requests[0].user
+    assert RubricItem.model_validate({"id": "x", "min_score": 0.8}).min_score == 8
+
+
+# -- JSON Schema ----------------------------------------------------------------------------
+
+
+def schema(kind: str) -> dict:
+    printed = subprocess.run(
+        [sys.executable, "-m", "pytest_agentv", "schema", kind],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return json.loads(printed.stdout)
+
+
+def validator(kind: str) -> jsonschema.Draft202012Validator:
+    found = schema(kind)
+    jsonschema.Draft202012Validator.check_schema(found)
+    return jsonschema.Draft202012Validator(found)
+
+
+def test_every_example_file_validates_against_the_schema() -> None:
+    evals, targets = validator("eval"), validator("targets")
+    eval_files = sorted((ROOT / "examples").rglob("*.eval.yaml"))
+    target_files = sorted((ROOT / "examples").rglob("targets.yaml"))
+    assert eval_files and target_files
+    for path in eval_files:
+        errors = [e.message for e in evals.iter_errors(yaml.safe_load(path.read_text()))]
+        assert errors == [], path
+    for path in target_files:
+        assert [e.message for e in targets.iter_errors(yaml.safe_load(path.read_text()))] == []
+
+
+def test_the_schema_takes_later_names_and_flags_typos() -> None:
+    evals = validator("eval")
+    assert list(evals.iter_errors(yaml.safe_load(V4_FILE))) == []
+    typo = {"evalcases": [{"id": "a", "input": "q", "expected_outcom": "x"}]}
+    assert [e.message for e in evals.iter_errors(typo)] == [
+        "Additional properties are not allowed ('expected_outcom' was unexpected)"
+    ]
+    # Evaluator entries pass unknown keys on as the judge's config: not flagged.
+    config_keys = {
+        "evalcases": [
+            {
+                "id": "a",
+                "input": "q",
+                "evaluators": [
+                    {"name": "k", "type": "code_judge", "script": ["x"], "keywords": ["y"]}
+                ],
+            }
+        ]
+    }
+    assert list(evals.iter_errors(config_keys)) == []
+    assert list(evals.iter_errors({"description": "no cases"}))
+    targets = validator("targets")
+    assert (
+        list(
+            targets.iter_errors(
+                [
+                    {
+                        "name": "a",
+                        "provider": "cli",
+                        "command_template": "x",
+                        "filesFormat": "--file {path}",
+                    }
+                ]
+            )
+        )
+        == []
+    )
+    flagged = list(
+        targets.iter_errors({"targets": [{"name": "a", "provider": "mock", "respnse": "x"}]})
+    )
+    assert "'respnse' was unexpected" in jsonschema.exceptions.best_match(flagged).message
+
+
+# -- recorded answers -----------------------------------------------------------------------
+
+REGRADED = """
+evalcases:
+  - id: refund
+    input: How long do I have to return something?
+    evaluators:
+      - {name: kw, type: code_judge, script: [python, keywords.py], keywords: ["30 days"]}
+  - id: new-case
+    input: q
+    evaluators:
+      - {name: kw, type: code_judge, script: [python, keywords.py], keywords: ["30 days"]}
+"""
+
+
+def test_regrade_our_own_results_without_calling_the_target(project: pytest.Pytester) -> None:
+    write(project, "r.eval.yaml", REGRADED)
+    project.runpytest("--agentv-results", "first.jsonl", "-k", "refund").assert_outcomes(passed=1)
+    # Tonight the target is broken; last night's answer is graded again all the same.
+    result = project.runpytest(
+        "--agentv-target", "missing", "--agentv-answers", "first.jsonl", "--agentv-results", "o"
+    )
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'new-case' was not graded: no recorded answer for dataset 'r', eval_id "
+            "'new-case' in first.jsonl (--agentv-answers)*"
+        ]
+    )
+    assert rows(project.path / "o")["refund"]["candidate_answer"].startswith("Refunds are")
+
+
+TRACE_JUDGE = """\
+import json, sys
+payload = json.load(sys.stdin)
+print(json.dumps({"score": 1.0, "hits": [json.dumps(payload["trace_summary"]),
+                                         payload["candidate_answer"]]}))
+"""
+
+
+def test_regrade_agentv_rows(project: pytest.Pytester) -> None:
+    write(project, "trace.py", TRACE_JUDGE)
+    write(
+        project,
+        "dataset.yaml",
+        """
+        evalcases:
+          - {id: a, input: q, evaluators: [{name: t, type: code_judge, script: [python, trace.py]}]}
+          - {id: b, input: q, evaluators: [{name: t, type: code_judge, script: [python, trace.py]}]}
+          - {id: c, input: q, evaluators: [{name: t, type: code_judge, script: [python, trace.py]}]}
+        """,
+    )
+    trace = {
+        "event_count": 1,
+        "tool_names": ["search"],
+        "tool_calls_by_name": {"search": 1},
+        "error_count": 0,
+    }
+    recorded = [
+        {
+            "eval_id": "a",
+            "dataset": "dataset",
+            "candidate_answer": "from a",
+            "trace_summary": trace,
+        },
+        {"test_id": "b", "output_messages": [{"role": "assistant", "content": "from b"}]},
+        {
+            "eval_id": "c",
+            "dataset": "dataset",
+            "score": 0,
+            "candidate_answer": "Error occurred: x",
+            "error": "Batch output missing id 'c'",
+        },
+    ]
+    write(project, "baseline.jsonl", "".join(json.dumps(r) + "\n" for r in recorded))
+    result = project.runpytest(
+        "dataset.yaml", "--agentv-answers", "baseline.jsonl", "--agentv-results", "o"
+    )
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'c' was not graded: the recorded answer for 'c' in baseline.jsonl "
+            "(--agentv-answers) is not an answer: Batch output missing id 'c'"
+        ]
+    )
+    found = rows(project.path / "o")
+    assert found["a"]["hits"] == [json.dumps(trace), "from a"]
+    assert found["b"]["hits"][1] == "from b"
+    assert found["a"]["trace_summary"] == trace
+
+
+def test_answers_file_errors_name_the_line(project: pytest.Pytester) -> None:
+    write(project, "r.eval.yaml", REGRADED)
+    write(project, "bad.jsonl", '{"eval_id": "refund", "candidate_answer": "x"}\n{oops\n')
+    result = project.runpytest("--agentv-answers", "bad.jsonl")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*--agentv-answers: bad.jsonl:2:2: invalid JSON*"])

@@ -1,0 +1,286 @@
+"""CLI targets as AgentV writes them: files_format, {GUIDELINES}, provider_batching,
+healthcheck, and the settings pytest-agentv does not implement."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.helpers import write
+
+ECHO_AGENT = """\
+import json, sys
+out = sys.argv[1]
+with open(out, "w") as f:
+    f.write(json.dumps(sys.argv[2:]))
+"""
+
+ARGS_JUDGE = """\
+import json, sys
+payload = json.load(sys.stdin)
+expected = payload["config"]["argv"]
+actual = json.loads(payload["candidate_answer"])
+print(json.dumps({"score": 1.0 if actual == expected else 0.0,
+                  "misses": [] if actual == expected else [repr(actual)]}))
+"""
+
+
+def rows(path) -> dict[str, dict]:
+    return {row["eval_id"]: row for row in map(json.loads, path.read_text().splitlines())}
+
+
+def test_files_format_and_guidelines_placeholders(project: pytest.Pytester) -> None:
+    write(project, "agent.py", ECHO_AGENT)
+    write(project, "args.py", ARGS_JUDGE)
+    write(project, ".agentv/config.yaml", "guideline_patterns: ['**/*.instructions.md']\n")
+    write(project, "style.instructions.md", "Be kind.\n")
+    write(project, "my notes.txt", "notes")
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - name: default
+            provider: cli
+            command_template: python agent.py {OUTPUT_FILE} {FILES} -- {GUIDELINES} {UNKNOWN}
+            files_format: --file {path} --name {basename}
+        """,
+    )
+    guide = str(project.path / "style.instructions.md")
+    notes = str(project.path / "my notes.txt")
+    argv = ["--file", guide, "--name", "style.instructions.md", "--file", notes]
+    argv += [
+        "--name",
+        "my notes.txt",
+        "--",
+        '<file path="style.instructions.md">\nBe kind.\n</file>',
+    ]
+    argv += ["{UNKNOWN}"]
+    write(
+        project,
+        "f.eval.yaml",
+        f"""
+        evalcases:
+          - id: files
+            input:
+              - role: user
+                content:
+                  - {{type: text, value: "{{FILES}} is not expanded from the prompt"}}
+                  - {{type: file, value: style.instructions.md}}
+                  - {{type: file, value: my notes.txt}}
+            evaluators:
+              - name: args
+                type: code_judge
+                script: [python, args.py]
+                argv: {json.dumps(argv)}
+        """,
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=1)
+
+
+BATCH_AGENT = """\
+import json, sys
+out, log = sys.argv[1], sys.argv[2]
+files = sys.argv[3:]
+with open(log, "a") as f:
+    f.write(json.dumps(files) + "\\n")
+with open(out, "w") as f:
+    for case_id in ("a", "b", "c"):
+        if case_id == "c":
+            continue  # the batch leaves this case out
+        f.write(json.dumps({"id": case_id, "text": f"answer {case_id} (30 days)"}) + "\\n")
+    f.write("\\n")
+"""
+
+
+def batch_project(project: pytest.Pytester, agent: str = BATCH_AGENT) -> None:
+    write(project, "batch.py", agent)
+    for name in ("a", "b", "c"):
+        write(project, f"{name}.txt", name)
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - name: default
+            provider: cli
+            provider_batching: true
+            command_template: python batch.py {OUTPUT_FILE} runs.log {FILES}
+        """,
+    )
+    cases = "".join(
+        f"""
+  - id: {name}
+    input: [{{role: user, content: [{{type: file, value: {name}.txt}}]}}]
+    evaluators:
+      - {{name: kw, type: code_judge, script: [python, keywords.py], keywords: ["{name} ("]}}
+"""
+        for name in ("a", "b", "c")
+    )
+    write(project, "b.eval.yaml", "evalcases:" + cases)
+
+
+@pytest.mark.parametrize("concurrency", ["1", "8"])
+def test_batch_runs_once_for_the_run_and_a_missing_id_is_not_graded(
+    project: pytest.Pytester, concurrency: str
+) -> None:
+    batch_project(project)
+    result = project.runpytest("--agentv-concurrency", concurrency, "--agentv-results", "o.jsonl")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'c' was not graded: the batch output of cli target 'default' has no line "
+            "with id 'c'*"
+        ]
+    )
+    runs = (project.path / "runs.log").read_text().splitlines()
+    assert len(runs) == 1
+    assert [path.rsplit("/", 1)[1] for path in json.loads(runs[0])] == ["a.txt", "b.txt", "c.txt"]
+    assert rows(project.path / "o.jsonl")["a"]["candidate_answer"] == "answer a (30 days)"
+
+
+def test_batch_sends_only_the_selected_cases(project: pytest.Pytester) -> None:
+    batch_project(project)
+    result = project.runpytest("--deselect", "b.eval.yaml::b")
+    result.assert_outcomes(passed=1, errors=1, deselected=1)
+    runs = (project.path / "runs.log").read_text().splitlines()
+    assert [path.rsplit("/", 1)[1] for path in json.loads(runs[0])] == ["a.txt", "c.txt"]
+
+
+def test_batch_under_xdist_runs_once_per_worker_at_most(project: pytest.Pytester) -> None:
+    batch_project(project)
+    result = project.runpytest("-n", "2", "--dist", "loadfile")
+    result.assert_outcomes(passed=2, errors=1)
+    assert len((project.path / "runs.log").read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("output", "problem"),
+    [
+        ('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', "*line 2: id 'a' is given twice*"),
+        ('{"text": "no id"}\n', "*line 1: each line must be a JSON object with a string 'id'*"),
+        ('{"id": "a", "text": \n', "*batch output of cli target 'default':1:*invalid JSON*"),
+    ],
+    ids=["duplicate", "no-id", "bad-json"],
+)
+def test_bad_batch_output_leaves_every_case_ungraded(
+    project: pytest.Pytester, output: str, problem: str
+) -> None:
+    agent = f"import sys\nopen(sys.argv[1], 'w').write({output!r})\n"
+    batch_project(project, agent)
+    result = project.runpytest()
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines([problem])
+
+
+@pytest.fixture
+def health_server() -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/ok" else 503)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def health_targets(project: pytest.Pytester, healthcheck: str) -> None:
+    write(project, "agent.py", "print('Refunds within 30 days')\n")
+    write(
+        project,
+        ".agentv/targets.yaml",
+        f"""
+        targets:
+          - name: default
+            provider: cli
+            command_template: python agent.py
+            healthcheck: {healthcheck}
+        """,
+    )
+    cases = "".join(
+        f"""
+  - id: {name}
+    input: q
+    evaluators:
+      - {{name: kw, type: code_judge, script: [python, keywords.py], keywords: ["30 days"]}}
+"""
+        for name in ("a", "b")
+    )
+    write(project, "h.eval.yaml", "evalcases:" + cases)
+
+
+def test_command_healthcheck_runs_once_before_the_first_case(project: pytest.Pytester) -> None:
+    write(project, "check.py", "open('checks.log', 'a').write('x')\n")
+    health_targets(project, "{type: command, command_template: python check.py}")
+    project.runpytest().assert_outcomes(passed=2)
+    assert (project.path / "checks.log").read_text() == "x"
+
+
+def test_failing_healthcheck_leaves_its_cases_ungraded(project: pytest.Pytester) -> None:
+    write(project, "check.py", "import sys\nprint('db is down', file=sys.stderr)\nsys.exit(3)\n")
+    health_targets(project, "{type: command, command_template: python check.py}")
+    result = project.runpytest()
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        ["*healthcheck of cli target 'default' failed: the command exited with code 3: db is down*"]
+    )
+
+
+@pytest.mark.parametrize(("path", "outcome"), [("/ok", {"passed": 2}), ("/down", {"errors": 2})])
+def test_http_healthcheck(
+    project: pytest.Pytester, health_server: str, path: str, outcome: dict[str, int]
+) -> None:
+    health_targets(project, f"{{url: '{health_server}{path}', timeout_seconds: 5}}")
+    result = project.runpytest()
+    result.assert_outcomes(**outcome)
+    if "errors" in outcome:
+        result.stdout.fnmatch_lines(["*healthcheck*failed: GET *answered HTTP 503*"])
+
+
+def test_settings_we_do_not_implement_warn_once_by_name(project: pytest.Pytester) -> None:
+    write(project, "agent.py", "print('Refunds within 30 days')\n")
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - name: default
+            provider: cli
+            commandTemplate: python agent.py
+            workers: 4
+            timout_seconds: 5
+          - name: unused
+            provider: mock
+            log_format: json
+        """,
+    )
+    write(
+        project,
+        "w.eval.yaml",
+        """
+        execution:
+          evaluators:
+            - {name: k, type: code_judge, script: [python, keywords.py], keywords: [days]}
+        evalcases:
+          - {id: a, input: q}
+          - {id: b, input: q}
+        """,
+    )
+    result = project.runpytest("-W", "always")
+    result.assert_outcomes(passed=2)
+    text = result.stdout.str()
+    assert text.count("'workers' is an AgentV setting pytest-agentv does not implement") == 1
+    assert text.count("'timout_seconds' is not a setting pytest-agentv or AgentV knows") == 1
+    assert "(did you mean 'timeout_seconds'?)" in text
+    assert "log_format" not in text  # a target no case uses says nothing

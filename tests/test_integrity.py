@@ -1,0 +1,390 @@
+"""Verdicts cannot be planted, clamped or lost: gates travel with scores, custom evaluators are
+not failed by default, prompts are filled in, details reach the results file."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_agentv import EvaluationScore
+from tests.fake_openai import FakeOpenAI, checklist, freeform
+from tests.helpers import judge_ini, write
+
+DETAILS_JUDGE = """\
+import json, sys
+config = json.load(sys.stdin)["config"]
+print(json.dumps({"score": config["score"], "details": {"checked": ["a", "b"]}}))
+"""
+
+
+def rows(pytester: pytest.Pytester, name: str = "out.jsonl") -> dict[str, dict]:  # type: ignore[type-arg]
+    lines = (pytester.path / name).read_text().splitlines()
+    return {row["eval_id"]: row for row in map(json.loads, lines)}
+
+
+def test_a_failed_gate_survives_the_mean_of_several_evaluators(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    # The rubric scores 0.5 with its required item unmet; the code judge scores 1.0; the mean
+    # is 0.75 (borderline), but the unmet required item fails the case.
+    fake_llm.responder = lambda r: checklist(rubric_1=False, rubric_2=True)
+    write(judged, "judge.py", DETAILS_JUDGE)
+    write(
+        judged,
+        "g.eval.yaml",
+        """
+        evalcases:
+          - id: gated
+            input: Refunds?
+            rubrics: [States the 30-day window, Is polite]
+            evaluators:
+              - {name: code, type: code_judge, script: [python, judge.py], config: {score: 1}}
+        """,
+    )
+    result = judged.runpytest("--agentv-results=out.jsonl")
+    result.assert_outcomes(failed=1)
+    row = rows(judged)["gated"]
+    assert row["score"] == pytest.approx(0.75)
+    assert row["verdict"] == "fail"
+    rubric, code = row["evaluator_results"]
+    assert (rubric["score"], rubric["verdict"]) == (0.5, "fail")
+    assert (code["score"], code["verdict"]) == (1.0, "pass")
+    result.stdout.fnmatch_lines(
+        ["*eval 'gated' failed: score 0.75 (fail) (a required criterion or check was not met)"]
+    )
+
+
+def test_scores_carry_their_gate_and_derive_their_verdict() -> None:
+    assert EvaluationScore(score=1.0).verdict == "pass"
+    assert EvaluationScore(score=0.7).verdict == "borderline"
+    assert EvaluationScore(score=0.2).verdict == "fail"
+    gated = EvaluationScore(score=0.5, gate_failed=True)
+    assert (gated.verdict, gated.gate_failed) == ("fail", True)
+    # An explicit fail on a passing score is a gate.
+    assert EvaluationScore(score=0.9, verdict="fail").gate_failed
+
+
+CUSTOM = """
+import pytest
+from pytest_agentv import EvaluationScore
+
+class Always:
+    kind = "always"
+    def evaluate(self, context):
+        return EvaluationScore(score=1.0)
+
+@pytest.hookimpl
+def pytest_agentv_make_evaluator(config, kind):
+    return Always() if kind == "always" else None
+"""
+
+
+def test_a_custom_evaluator_that_scores_one_passes(project: pytest.Pytester) -> None:
+    write(project, "conftest.py", CUSTOM)
+    write(
+        project,
+        "c.eval.yaml",
+        """
+        evalcases:
+          - id: custom
+            input: q
+            evaluators: [{name: always, type: always}]
+        """,
+    )
+    project.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=1)
+    assert rows(project)["custom"]["verdict"] == "pass"
+
+
+def test_a_prompt_file_in_rubric_mode_is_filled_in(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: checklist(rubric_1=True)
+    write(
+        judged,
+        "grader.md",
+        "Grade the answer to {{question}} strictly.\nThe answer: {{candidate_answer}}\n",
+    )
+    write(
+        judged,
+        "p.eval.yaml",
+        """
+        evalcases:
+          - id: templated
+            input: How long do refunds take?
+            evaluators:
+              - name: rubric
+                type: llm_judge
+                prompt: grader.md
+                rubrics: [Gives the 30-day window]
+        """,
+    )
+    judged.runpytest().assert_outcomes(passed=1)
+    user = fake_llm.requests[0].user
+    assert "{{" not in user
+    assert "Grade the answer to How long do refunds take? strictly." in user
+    assert "The answer: <AGENTV-DATA nonce=" in user
+    assert "- [rubric-1] (REQUIRED) (weight: 1): Gives the 30-day window" in user
+
+
+def test_one_listed_evaluator_keeps_its_details_in_the_results_file(
+    project: pytest.Pytester,
+) -> None:
+    write(project, "judge.py", DETAILS_JUDGE)
+    write(
+        project,
+        "d.eval.yaml",
+        """
+        evalcases:
+          - id: one
+            input: q
+            evaluators:
+              - {name: code, type: code_judge, script: [python, judge.py], config: {score: 1}}
+        """,
+    )
+    project.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=1)
+    [entry] = rows(project)["one"]["evaluator_results"]
+    assert entry["name"] == "code" and entry["details"] == {"checked": ["a", "b"]}
+
+
+def test_an_invalid_rubric_in_assert_judged_is_a_clear_error(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_rubric="""
+        from pytest_agentv import assert_judged
+
+        def test_overlap():
+            assert_judged("answer", rubrics=[{
+                "id": "brevity",
+                "score_ranges": [
+                    {"score_range": [0, 5], "expected_outcome": "long"},
+                    {"score_range": [5, 10], "expected_outcome": "short"},
+                ],
+            }])
+        """
+    )
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ValueError: rubrics.0.score_ranges: Overlapping score_ranges in rubric 'brevity': "
+            "[[]0, 5] overlaps with [[]5, 10]"
+        ]
+    )
+    result.stdout.no_fnmatch_line("*pydantic_core._pydantic_core.ValidationError*")
+
+
+@pytest.mark.parametrize("where", ["a-folder", "a-file/results.jsonl"])
+def test_an_unwritable_results_path_is_a_usage_error(project: pytest.Pytester, where: str) -> None:
+    (project.path / "a-folder").mkdir()
+    (project.path / "a-file").write_text("not a folder")
+    write(project, "r.eval.yaml", "evalcases: [{id: a, input: q}]\n")
+    result = project.runpytest(f"--agentv-results={where}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --agentv-results=*{where} cannot be written: *"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+ESCAPES = "chr(27) + '[2K' + chr(27) + ']0;owned' + chr(7) + chr(13)"
+
+
+def test_escape_sequences_never_reach_the_terminal(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "loud.py",
+        f"""
+        import json
+        print(json.dumps({{"score": 0, "misses": ["bad" + {ESCAPES} + "answer"]}}))
+        """,
+    )
+    write(
+        project,
+        "broken_agent.py",
+        f"""
+        import sys
+        sys.stderr.write("oops" + {ESCAPES})
+        sys.exit(3)
+        """,
+    )
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - name: default
+            provider: mock
+            response: answer
+          - name: broken
+            provider: cli
+            command_template: python broken_agent.py
+        """,
+    )
+    write(
+        project,
+        "e.eval.yaml",
+        """
+        evalcases:
+          - id: judged
+            input: q
+            evaluators: [{name: loud, type: code_judge, script: [python, loud.py]}]
+          - id: agent
+            input: q
+            execution: {target: broken}
+            evaluators: [{name: loud, type: code_judge, script: [python, loud.py]}]
+        """,
+    )
+    result = project.runpytest("-rA")
+    result.assert_outcomes(failed=1, errors=1)
+    output = result.stdout.str()
+    assert "\x1b" not in output and "\x07" not in output
+    assert "bad\\x1b[2K\\x1b]0;owned\\x07\\x0danswer" in output
+    assert "oops\\x1b[2K\\x1b]0;owned\\x07" in output
+
+
+def test_credentials_in_a_judge_url_are_not_printed(project: pytest.Pytester) -> None:
+    result = project.runpytest(
+        "--agentv-judge-model=openai/x",
+        "--agentv-judge-api-base=http://alice:s3cr3t-pw@judge.internal:8000/v1",
+        "--co",
+    )
+    result.stdout.fnmatch_lines(["agentv: judge=openai/x at http://[[]redacted]@judge.internal*"])
+    assert "s3cr3t-pw" not in result.stdout.str()
+
+
+def test_a_target_that_never_answers_is_not_graded_at_its_deadline(
+    project: pytest.Pytester,
+) -> None:
+    write(
+        project,
+        "conftest.py",
+        """
+        import asyncio, pytest
+
+        @pytest.fixture
+        def agentv_target():
+            async def never(case):
+                await asyncio.Event().wait()
+            return never
+        """,
+    )
+    write(
+        project,
+        "h.eval.yaml",
+        """
+        evalcases:
+          - id: hangs
+            input: q
+            evaluators: [{name: kw, type: code_judge, script: [python, keywords.py]}]
+        """,
+    )
+    result = project.runpytest("--agentv-target-timeout=0.5")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'hangs' was not graded: target 'agentv_target' gave no answer within 0.5s "
+            "(--agentv-target-timeout)*"
+        ]
+    )
+
+
+def test_interrupted_store_writes_leave_nothing_behind(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    """A SIGKILL during a store write could leave ``.tmp-*.json`` files that a user would
+    commit: temporary files now end in ``.tmp``, are git-ignored and swept by the next run."""
+    judged = project
+    judged.makeini(judge_ini(fake_llm).replace("agentv_cache_mode = off\n", ""))
+    store = judged.path / ".agentv" / "cache"
+    (store / "ab").mkdir(parents=True)
+    stale = [store / "ab" / ".tmp-x1.json", store / "ab" / ".abcdef.x2.tmp"]
+    fresh = store / "ab" / ".abcdef.x3.tmp"
+    for path in [*stale, fresh]:
+        path.write_text('{"format": 1, "response": {"content": "{}"}}')
+    old = time.time() - 3600
+    for path in stale:
+        os.utime(path, (old, old))
+    fake_llm.responder = lambda r: freeform(0.9)
+    write(judged, "f.eval.yaml", "evalcases: [{id: a, input: q, expected_outcome: x}]\n")
+    judged.runpytest().assert_outcomes(passed=1)
+    assert not any(path.exists() for path in stale)
+    assert fresh.exists()  # perhaps another run's write under way: left alone
+    assert (store / ".gitignore").read_text().splitlines()[-1] == "*.tmp"
+    assert not list(store.rglob(".tmp-*")) and all(
+        p.name.endswith(".tmp") or not p.name.startswith(".") or p.name == ".gitignore"
+        for p in store.rglob("*")
+    )
+
+
+ODD_DETAILS = """
+import decimal, pathlib, pytest
+from pytest_agentv import EvaluationScore
+
+class Odd:
+    kind = "odd"
+    def evaluate(self, context):
+        return EvaluationScore(
+            score=1.0,
+            details={"where": pathlib.Path("/tmp/x"), "amount": decimal.Decimal("1.5"),
+                     3: float("nan"), "pair": (1, 2)},
+        )
+
+@pytest.hookimpl
+def pytest_agentv_make_evaluator(config, kind):
+    return Odd() if kind == "odd" else None
+"""
+
+
+@pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_details_of_any_type_reach_the_results_file_as_json(
+    project: pytest.Pytester, args: list[str]
+) -> None:
+    write(project, "conftest.py", ODD_DETAILS)
+    write(
+        project,
+        "o.eval.yaml",
+        "evalcases: [{id: odd, input: q, evaluators: [{name: o, type: odd}]}]\n",
+    )
+    result = project.runpytest("--agentv-results=out.jsonl", *args)
+    result.assert_outcomes(passed=1)
+    assert "INTERNALERROR" not in result.stdout.str()
+    [entry] = rows(project)["odd"]["evaluator_results"]
+    assert entry["details"] == {"where": "/tmp/x", "amount": "1.5", "3": None, "pair": [1, 2]}
+
+
+def test_a_relative_script_runs_from_its_cwd(project: pytest.Pytester) -> None:
+    write(project, "judges/judge.sh", "#!/bin/sh\necho '{\"score\": 1}'\n")
+    (project.path / "judges" / "judge.sh").chmod(0o755)
+    write(
+        project,
+        "j.eval.yaml",
+        """
+        evalcases:
+          - id: relative
+            input: q
+            evaluators: [{name: sh, type: code_judge, script: [./judge.sh], cwd: judges}]
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
+
+
+def test_an_unreadable_file_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_agentv.errors import ConfigError, EvalFileError
+    from pytest_agentv.paths import read_reference
+    from pytest_agentv.yamlfile import parse_yaml
+
+    path = tmp_path / "x.eval.yaml"
+    path.write_text("evalcases: []\n")
+
+    def denied(self: Path, *args: object, **kwargs: object) -> bytes:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    monkeypatch.setattr(Path, "read_text", denied)
+    with pytest.raises(EvalFileError, match=r"x\.eval\.yaml:1:1: cannot read file: Permission"):
+        parse_yaml(path, "x.eval.yaml")
+    with pytest.raises(ConfigError, match=r"'x\.eval\.yaml' cannot be read: Permission denied"):
+        read_reference(path, "x.eval.yaml")
