@@ -1,4 +1,4 @@
-"""The LLM judge, end to end through litellm's real HTTP stack against a loopback fake server."""
+"""The LLM judge, end to end through each transport against a loopback fake server."""
 
 from __future__ import annotations
 
