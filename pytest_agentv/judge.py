@@ -23,6 +23,7 @@ import contextlib
 import contextvars
 import email.utils
 import json
+import math
 import os
 import random
 import ssl
@@ -189,7 +190,7 @@ class Reply:
     cached: bool
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    #: None when the model's price is unknown (or the reply was reused: nothing was spent).
+    #: None when the model's price is unknown; for a reused reply, what its recording cost.
     cost_usd: float | None = None
     finish_reason: str | None = None
 
@@ -705,12 +706,11 @@ class LlmClient:
                     text = text.replace(
                         recorded if isinstance(recorded, str) else NONCE_PLACEHOLDER, nonce
                     )
+                reply = _recorded_reply(text, stored)
                 if usage is not None:
                     usage.reused += 1
-                    cost = stored.get("cost_usd")
-                    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-                        usage.replayed_cost_usd += float(cost)
-                return judged(text), Reply(text, cached=True)
+                    usage.replayed_cost_usd += reply.cost_usd or 0.0
+                return judged(text), reply
             if store.mode == "replay":
                 raise ReplayMissError(
                     f"{label or 'model call'}: no stored reply for this request in "
@@ -843,6 +843,27 @@ class LlmClient:
                     f"{failure.message}"
                 )
             await asyncio.sleep(pause)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _recorded_reply(text: str, stored: dict[str, Any]) -> Reply:
+    """A stored reply, with the tokens and cost of the call that recorded it: what an answer
+    took is part of the answer (a replayed agent's answer keeps its usage and cost)."""
+    usage = stored.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    cost = stored.get("cost_usd")
+    return Reply(
+        text,
+        cached=True,
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
+        cost_usd=float(cost)
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost)
+        else None,
+    )
 
 
 def _stored_reply(reply: Reply, nonce: str | None) -> dict[str, Any]:

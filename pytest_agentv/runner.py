@@ -270,6 +270,7 @@ class AgentvRun:
             except Exception as exc:
                 trials.fail(exc)
                 break
+            trials.answered()
             self.scheduler.run(trials.grade(case, response))
         return trials.result()
 
@@ -327,6 +328,7 @@ class AgentvRun:
                 except Exception as exc:
                     trials.fail(exc)
                     break
+                trials.answered()
                 await trials.grade(case, response)
         finally:
             current_usage.reset(token)
@@ -465,7 +467,6 @@ class _CaseTrials:
         self.usage = Usage()
         self.run = TrialRun(policy)
         self.failure: CaseResult | None = None
-        self._calls_before = 0
         self._spent_before = 0.0
 
     def next_case(self) -> PreparedCase | None:
@@ -473,9 +474,12 @@ class _CaseTrials:
         attempt = self.run.next_attempt() if self.failure is None else None
         if attempt is None:
             return None
-        self._calls_before = self.usage.calls + self.usage.reused
-        self._spent_before = self.usage.spent_usd
         return replace(self.prepared, attempt=attempt)
+
+    def answered(self) -> None:
+        """Mark the end of a trial's answer: what the target spent is what it reports (a model
+        target's call is in the usage too), and the grading's spend starts here."""
+        self._spent_before = self.usage.spent_usd
 
     def fail(
         self,
@@ -495,10 +499,6 @@ class _CaseTrials:
         """Grade one trial's answer and add it to the run (or record why it was not graded)."""
         token = current_usage.set(self.usage)
         try:
-            # A model target's cost is in the usage already; another target's is what it said.
-            reported = response.cost_usd or 0.0
-            if self.usage.calls + self.usage.reused > self._calls_before:
-                reported = 0.0
             context = _context(case, self.target, response)
             evaluation = await run_evaluators_for_case(
                 context, self.spec.evaluators, self.evaluators
@@ -512,7 +512,7 @@ class _CaseTrials:
         if grade.error:
             self.fail(NotGradedError(grade.error), response, grade)
             return
-        cost = self.usage.spent_usd - self._spent_before + reported
+        cost = self.usage.spent_usd - self._spent_before + (response.cost_usd or 0.0)
         self.run.add(TrialResult(case.attempt, grade, cost, response.text, context.trace_summary))
 
     def result(self) -> CaseResult:

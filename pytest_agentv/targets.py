@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import math
 import os
 import re
 import shlex
@@ -64,7 +65,10 @@ class ToolCall:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number (not a bool), or None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
@@ -187,16 +191,16 @@ def response_from(value: Any, what: str) -> TargetResponse:
         if text is None and messages is None:
             raise NotGradedError(f"{what} returned an object without 'text' or 'output_messages'")
         messages = messages or [{"role": "assistant", "content": text}]
-        cost = value.get("cost_usd")
-        duration = value.get("duration_ms")
+        cost = _number(value.get("cost_usd"))
+        duration = _number(value.get("duration_ms"))
         return TargetResponse(
             text=str(text) if text is not None else _candidate(messages),
             output_messages=tuple(messages),
             token_usage=value.get("token_usage")
             if isinstance(value.get("token_usage"), dict)
             else None,
-            cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
-            duration_ms=float(duration) if isinstance(duration, (int, float)) else None,
+            cost_usd=cost if cost is not None and cost >= 0 else None,
+            duration_ms=duration if duration is not None and duration >= 0 else None,
         )
     raise NotGradedError(
         f"{what} returned {type(value).__name__}; return text, a list of messages, "
@@ -609,11 +613,12 @@ class LlmTarget:
             protocol="target",
             label=f"target '{self.name}' ({self.client.model})",
         )
-        usage = {"input": reply.prompt_tokens, "output": reply.completion_tokens}
+        # A reply reused from the store reports what its recording used and cost, so a replayed
+        # run grades the same answer, usage and cost as the recorded one.
         return TargetResponse(
             text=text,
             output_messages=({"role": "assistant", "content": text},),
-            token_usage=usage if not reply.cached else None,
+            token_usage={"input": reply.prompt_tokens, "output": reply.completion_tokens},
             cost_usd=reply.cost_usd,
         )
 

@@ -388,3 +388,42 @@ def test_an_unreadable_file_is_a_clear_error(
         parse_yaml(path, "x.eval.yaml")
     with pytest.raises(ConfigError, match=r"'x\.eval\.yaml' cannot be read: Permission denied"):
         read_reference(path, "x.eval.yaml")
+
+
+def test_a_replayed_model_target_keeps_its_usage_so_the_verdict_is_the_same(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    """A reply replayed from the store used to report no tokens, so a token_usage evaluator
+    that passed when the run was recorded failed on replay: replay changed the verdict."""
+    project.makeini(judge_ini(fake_llm).replace("agentv_cache_mode = off\n", ""))
+    write(
+        project,
+        ".agentv/targets.yaml",
+        f"""
+        targets:
+          - name: default
+            provider: openai
+            model: agent-model
+            api_base: {fake_llm.api_base}
+        """,
+    )
+    fake_llm.responder = lambda r: "Returns are accepted for 30 days."
+    write(
+        project,
+        "u.eval.yaml",
+        """
+        evalcases:
+          - id: usage
+            input: Returns?
+            evaluators: [{name: tokens, type: token_usage, max_total: 500}]
+        """,
+    )
+    project.runpytest("--agentv-results=first.jsonl").assert_outcomes(passed=1)
+    assert len(fake_llm.requests) == 1
+    replayed = project.runpytest("--agentv-cache-mode=replay", "--agentv-results=second.jsonl")
+    replayed.assert_outcomes(passed=1)
+    assert len(fake_llm.requests) == 1
+    first, second = rows(project, "first.jsonl")["usage"], rows(project, "second.jsonl")["usage"]
+    assert first["trace_summary"]["token_usage"] == {"input": 100, "output": 20}
+    assert second["trace_summary"] == first["trace_summary"]
+    assert (second["score"], second["hits"]) == (first["score"], first["hits"])
