@@ -33,7 +33,7 @@ from .judge import LlmClient, ModelSpec
 from .loader import FileWarning, LoadedTargets, load_targets_file
 from .models import TargetConfig, render_content
 from .paths import display_path, resolve_reference, search_roots
-from .processes import ProcessResult, run_process
+from .processes import MAX_STDOUT_BYTES, ProcessResult, run_process
 from .redaction import redact
 from .yamlfile import json_lines
 
@@ -419,6 +419,11 @@ class CliTarget:
         if "{OUTPUT_FILE}" in self.template:
             if not output_file.exists():
                 raise NotGradedError(f"{self.what} exited 0 but wrote nothing to {{OUTPUT_FILE}}")
+            if output_file.stat().st_size > MAX_STDOUT_BYTES:
+                raise NotGradedError(
+                    f"{self.what} wrote more than {MAX_STDOUT_BYTES // 1024} KiB to "
+                    "{OUTPUT_FILE}; its output was not read"
+                )
             text = output_file.read_text(encoding="utf-8", errors="replace")
         else:
             text = result.stdout.decode("utf-8", errors="replace")

@@ -284,3 +284,33 @@ def test_settings_we_do_not_implement_warn_once_by_name(project: pytest.Pytester
     assert text.count("'timout_seconds' is not a setting pytest-agentv or AgentV knows") == 1
     assert "(did you mean 'timeout_seconds'?)" in text
     assert "log_format" not in text  # a target no case uses says nothing
+
+
+def test_an_output_file_flood_is_not_read(project: pytest.Pytester) -> None:
+    """stdout is capped at 1 MiB; an answer written to {OUTPUT_FILE} is bounded the same way."""
+    write(project, "flood.py", "import sys\nopen(sys.argv[1], 'w').write('x' * 3_000_000)\n")
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - name: default
+            provider: cli
+            command_template: python flood.py {OUTPUT_FILE}
+        """,
+    )
+    write(
+        project,
+        "f.eval.yaml",
+        """
+        evalcases:
+          - id: flood
+            input: q
+            evaluators: [{name: kw, type: code_judge, script: [python, keywords.py]}]
+        """,
+    )
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*wrote more than 1024 KiB to {OUTPUT_FILE}; its output was not read*"]
+    )
