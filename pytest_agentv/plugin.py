@@ -218,7 +218,8 @@ def pytest_runtest_protocol(
 
         # xdist has already taken the next item off its queue: it is `nextitem`.
         following = [nextitem] if nextitem is not None else []
-        run.plan(early_work([item, *following, *xdist_upcoming(item.session)]))
+        upcoming = xdist_upcoming(item.session, run.scheduler.lookahead)
+        run.plan(early_work([item, *following, *upcoming]))
     from .assertions import CurrentTest, current_test
 
     token = current_test.set(CurrentTest(item, partial(_run, item.config)))

@@ -202,14 +202,16 @@ class AgentvRun:
     def plan(self, work: Sequence[CaseWork]) -> None:
         """Let the scheduler start these cases early, in the order their items will run, and
         tell batching targets which cases this run will send them."""
-        for key, spec, _ in work:
-            if key not in self._expected:
-                self._expected.add(key)
-                # A case run several times is not batched: each trial is a call of its own.
-                if self.trial_policy(spec) is None:
-                    self.targets.expect(spec)
+        new = [
+            (key, spec, evaluators) for key, spec, evaluators in work if key not in self._expected
+        ]
+        for key, spec, _ in new:
+            self._expected.add(key)
+            # A case run several times is not batched: each trial is a call of its own.
+            if self.trial_policy(spec) is None:
+                self.targets.expect(spec)
         self.scheduler.plan(
-            [(key, partial(self.run_case, spec, evaluators)) for key, spec, evaluators in work]
+            [(key, partial(self.run_case, spec, evaluators)) for key, spec, evaluators in new]
         )
 
     def trial_policy(self, spec: CaseSpec) -> TrialPolicy | None:

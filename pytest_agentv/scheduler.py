@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import threading
 import time
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
@@ -204,8 +205,9 @@ class Scheduler:
         self._pump()
 
 
-def xdist_upcoming(session: Any) -> Iterable[Any]:
-    """Items a pytest-xdist worker has been given but not yet run, in the order it will run them.
+def xdist_upcoming(session: Any, limit: int) -> Iterable[Any]:
+    """The next ``limit`` items a pytest-xdist worker has been given but not yet run, in the
+    order it will run them (as far ahead as the scheduler looks: no further).
 
     Read from xdist's worker queue when it can be found; without it a worker only plans the item
     it is running, which is always correct, just slower. pytest-xdist has no public API for
@@ -216,7 +218,7 @@ def xdist_upcoming(session: Any) -> Iterable[Any]:
         if type(plugin).__name__ == "WorkerInteractor" and hasattr(queue, "lock"):
             try:
                 with queue.lock() as pending:
-                    indices = [i for i in pending if isinstance(i, int)]
+                    indices = [i for i in itertools.islice(pending, limit) if isinstance(i, int)]
             except Exception:
                 return []
             return [session.items[i] for i in indices if 0 <= i < len(session.items)]

@@ -427,3 +427,42 @@ def test_a_replayed_model_target_keeps_its_usage_so_the_verdict_is_the_same(
     assert first["trace_summary"]["token_usage"] == {"input": 100, "output": 20}
     assert second["trace_summary"] == first["trace_summary"]
     assert (second["score"], second["hits"]) == (first["score"], first["hits"])
+
+
+def test_a_code_judge_that_says_fail_fails_the_case(project: pytest.Pytester) -> None:
+    write(project, "says.py", 'import json; print(json.dumps({"score": 0.9, "verdict": "fail"}))\n')
+    write(
+        project,
+        "s.eval.yaml",
+        "evalcases: [{id: says, input: q, evaluators: "
+        "[{name: s, type: code_judge, script: [python, says.py]}]}]\n",
+    )
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*score 0.90 (fail) (a required criterion or check was not met)"])
+
+
+def test_prompt_scripts_get_the_environment_code_judges_get(
+    project: pytest.Pytester, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEAM_SETTING", "team-value-42")
+    project.makeini(judge_ini(fake_llm, code_judge_env="TEAM_SETTING"))
+    write(
+        project,
+        "prompt.py",
+        "import os\n"
+        "print('Grade {{candidate_answer}} for ' + os.environ.get('TEAM_SETTING', '?'))\n",
+    )
+    write(
+        project,
+        "p.eval.yaml",
+        """
+        evalcases:
+          - id: scripted
+            input: q
+            evaluators:
+              - {name: j, type: llm_judge, prompt: {script: [python, prompt.py]}}
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
+    assert "for team-value-42" in fake_llm.requests[0].user

@@ -60,7 +60,9 @@ def build_evaluator_registry(
     A composite runs its members with the case's evaluators; called on its own, with these.
     """
     judge = LlmJudgeEvaluator(
-        resolve_judge_provider=resolve_judge_provider, prompt_timeout=script_timeout
+        resolve_judge_provider=resolve_judge_provider,
+        prompt_timeout=script_timeout,
+        env_passthrough=env_passthrough,
     )
     registry: dict[str, Evaluator] = {
         "llm_judge": judge,

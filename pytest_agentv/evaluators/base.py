@@ -15,7 +15,6 @@ import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
@@ -25,7 +24,8 @@ from ..cases import PreparedCase
 from ..errors import AgentvError, ConfigError
 from ..judge import JudgeClient
 from ..models import EvaluatorConfig, canonical_kind
-from ..processes import ProcessResult, run_process
+from ..paths import resolve_reference
+from ..processes import run_process, scrubbed_env
 from ..results import EvaluatorRow, Grade, Verdict
 from ..verdicts import score_to_verdict
 
@@ -388,20 +388,39 @@ def script_payload(context: EvaluationContext) -> dict[str, Any]:
     }
 
 
-async def run_script(
-    script: Sequence[str] | str,
-    payload: Mapping[str, Any],
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    timeout: float,
-) -> ProcessResult:
-    """Run a script with ``payload`` as JSON on its stdin, bounded like every child process."""
-    argv: list[str] | str = script if isinstance(script, str) else list(script)
-    return await run_process(
-        argv,
-        stdin=json.dumps(payload, ensure_ascii=False).encode("utf-8"),
-        cwd=cwd,
-        env=env,
-        timeout=timeout,
-    )
+@dataclass(frozen=True)
+class Scripts:
+    """How the run's scripts run — code judges, code aggregators, prompt scripts: their default
+    timeout and the environment names passed on to them (``agentv_code_judge_env``)."""
+
+    timeout: float = DEFAULT_SCRIPT_TIMEOUT
+    env_passthrough: tuple[str, ...] = ()
+
+    async def run(
+        self,
+        script: Sequence[str] | str,
+        payload: Mapping[str, Any],
+        *,
+        case: PreparedCase,
+        what: str,
+        cwd: str | None = None,
+        timeout: float | None = None,
+    ) -> tuple[bytes, str | None]:
+        """Run ``script`` with ``payload`` as JSON on its stdin, from ``cwd`` (looked up from the
+        case's folder, inside the rootdir) or the case's folder, bounded like every child
+        process and with a scrubbed environment. Returns its stdout, and why it failed or None.
+        """
+        folder = (
+            resolve_reference(cwd, start=case.folder, rootdir=case.rootdir, what="cwd")
+            if cwd is not None
+            else case.folder
+        )
+        limit = timeout or self.timeout
+        result = await run_process(
+            script if isinstance(script, str) else list(script),
+            stdin=json.dumps(payload, ensure_ascii=False).encode("utf-8"),
+            cwd=folder,
+            env=scrubbed_env(self.env_passthrough),
+            timeout=limit,
+        )
+        return result.stdout, result.failure(what, limit)

@@ -16,13 +16,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..paths import resolve_reference
-from ..processes import scrubbed_env
 from .base import (
     DEFAULT_SCRIPT_TIMEOUT,
     EvaluationContext,
     EvaluationScore,
-    run_script,
+    Scripts,
     script_payload,
 )
 
@@ -117,7 +115,8 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
         misses=tuple(misses),
         expected_aspect_count=len(hits) + len(misses),
         reasoning=reasoning,
-        gate_failed=passed is False,
+        # `"pass": false` or `"verdict": "fail"` fail the case whatever the score.
+        gate_failed=passed is False or data.get("verdict") == "fail",
         details=details,
     )
 
@@ -139,36 +138,24 @@ class CodeEvaluator:
         self.script = script
         self.cwd = cwd
         self.timeout_seconds = timeout_seconds
-        self.default_timeout = default_timeout
-        self.env_passthrough = tuple(env_passthrough)
+        self.scripts = Scripts(default_timeout, tuple(env_passthrough))
 
     async def evaluate(self, context: EvaluationContext) -> EvaluationScore:
         entry = context.evaluator
         script = entry.script if entry is not None and entry.script is not None else self.script
         if script is None:
             return EvaluationScore.graded(0.0, misses=("code judge has no 'script' to run",))
-        case = context.eval_case
-        cwd_ref = entry.cwd if entry is not None and entry.cwd is not None else self.cwd
-        cwd = (
-            resolve_reference(str(cwd_ref), start=case.folder, rootdir=case.rootdir, what="cwd")
-            if cwd_ref is not None
-            else case.folder
-        )
-        timeout = (
-            (entry.timeout_seconds if entry is not None else None)
-            or self.timeout_seconds
-            or self.default_timeout
-        )
+        cwd = entry.cwd if entry is not None and entry.cwd is not None else self.cwd
         argv: list[str] | str = script if isinstance(script, str) else list(script)
-        request = {"script": argv, "cwd": str(cwd_ref) if cwd_ref is not None else "."}
-        result = await run_script(
+        request = {"script": argv, "cwd": str(cwd) if cwd is not None else "."}
+        stdout, failure = await self.scripts.run(
             argv,
             script_payload(context),
-            cwd=cwd,
-            env=scrubbed_env(self.env_passthrough),
-            timeout=timeout,
+            case=context.eval_case,
+            what="code judge",
+            cwd=str(cwd) if cwd is not None else None,
+            timeout=(entry.timeout_seconds if entry is not None else None) or self.timeout_seconds,
         )
-        failure = result.failure("code judge", timeout)
         if failure:
             return EvaluationScore.graded(0.0, misses=(failure,), evaluator_raw_request=request)
-        return replace(parse_judge_output(result.stdout), evaluator_raw_request=request)
+        return replace(parse_judge_output(stdout), evaluator_raw_request=request)

@@ -17,7 +17,6 @@ failed required gate fails the composite (a member weighted 0 excepted).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -29,7 +28,6 @@ from ..errors import ConfigError
 from ..judge import LlmClient
 from ..models import AggregatorSpec, CompositeSpec, EvaluatorConfig
 from ..paths import read_reference, resolve_reference
-from ..processes import scrubbed_env
 from . import prompts
 from .base import (
     DEFAULT_SCRIPT_TIMEOUT,
@@ -37,10 +35,10 @@ from .base import (
     EvaluationScore,
     Evaluator,
     EvaluatorResult,
+    Scripts,
     entry_settings,
     evaluate_entries,
     plan_entries,
-    run_script,
 )
 from .code_judge import parse_judge_output
 from .llm_judge import LlmJudgeEvaluator
@@ -104,8 +102,7 @@ class CompositeEvaluator:
     ) -> None:
         self.judge = judge
         self.registry = registry
-        self.script_timeout = script_timeout
-        self.env_passthrough = tuple(env_passthrough)
+        self.scripts = Scripts(script_timeout, tuple(env_passthrough))
 
     @staticmethod
     def aggregator_entry(entry: EvaluatorConfig, aggregator: AggregatorSpec) -> EvaluatorConfig:
@@ -220,40 +217,27 @@ class CompositeEvaluator:
         aggregator: AggregatorSpec,
         context: EvaluationContext,
     ) -> EvaluationScore:
-        case = context.eval_case
         script = (
             aggregator.path if isinstance(aggregator.path, str) else list(aggregator.path or ())
         )
-        cwd = (
-            resolve_reference(aggregator.cwd, start=case.folder, rootdir=case.rootdir, what="cwd")
-            if aggregator.cwd is not None
-            else case.folder
-        )
-        timeout = aggregator.timeout_seconds or self.script_timeout
         request = {"script": script}
         payload = {"results": {m.name: wire_score(m.score) for m in members}}
-        result = await run_script(
-            script, payload, cwd=cwd, env=scrubbed_env(self.env_passthrough), timeout=timeout
+        stdout, failure = await self.scripts.run(
+            script,
+            payload,
+            case=context.eval_case,
+            what="code aggregator",
+            cwd=aggregator.cwd,
+            timeout=aggregator.timeout_seconds,
         )
-        failure = result.failure("code aggregator", timeout)
         if failure:
             return EvaluationScore.graded(
-                0.0, misses=(failure,), reasoning=failure, evaluator_raw_request=request
+                0.0,
+                misses=(failure,),
+                reasoning=failure,
+                evaluator_raw_request=request,
             )
-        parsed = parse_judge_output(result.stdout)
-        try:
-            said = json.loads(result.stdout).get("verdict")
-        except (ValueError, AttributeError):
-            said = None
-        return EvaluationScore.graded(
-            parsed.score,
-            gate_failed=parsed.gate_failed or said == "fail",
-            hits=parsed.hits,
-            misses=parsed.misses,
-            reasoning=parsed.reasoning,
-            evaluator_raw_request=request,
-            details=parsed.details,
-        )
+        return replace(parse_judge_output(stdout), evaluator_raw_request=request)
 
     async def _llm(
         self,

@@ -24,14 +24,13 @@ from ..budget import PlannedCall, prompt_tokens
 from ..errors import JudgeNotConfiguredError, NotGradedError
 from ..judge import NONCE_PLACEHOLDER, LlmClient, Reply, ReplyError
 from ..models import EvaluatorConfig, PromptScript, RubricItem, rubric_items
-from ..processes import scrubbed_env
 from . import prompts
 from .base import (
     DEFAULT_SCRIPT_TIMEOUT,
     EvaluationContext,
     EvaluationScore,
     ResolveJudge,
-    run_script,
+    Scripts,
     script_payload,
 )
 
@@ -322,13 +321,14 @@ class LlmJudgeEvaluator:
         prompt: str | None = None,
         rubrics: Sequence[RubricItem | str | dict[str, Any]] | None = None,
         prompt_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
+        env_passthrough: Sequence[str] = (),
     ) -> None:
         self.resolve_judge_provider = resolve_judge_provider
         self.max_output_tokens = max_output_tokens
         self.temperature = temperature
         self.prompt = prompt
         self.rubrics = tuple(rubric_items(rubrics or ()))
-        self.prompt_timeout = prompt_timeout
+        self.scripts = Scripts(prompt_timeout, tuple(env_passthrough))
 
     def judge_for(self, context: EvaluationContext) -> LlmClient:
         judge = self.resolve_judge_provider(context) if self.resolve_judge_provider else None
@@ -528,15 +528,10 @@ class LlmJudgeEvaluator:
         payload = script_payload(context)
         payload["config"] = {**prompt.config, **(entry.options if entry else {})} or None
         script = prompt.script if isinstance(prompt.script, str) else list(prompt.script)
-        result = await run_script(
-            script,
-            payload,
-            cwd=context.eval_case.folder,
-            env=scrubbed_env(),
-            timeout=self.prompt_timeout,
+        stdout, failure = await self.scripts.run(
+            script, payload, case=context.eval_case, what="prompt script"
         )
-        failure = result.failure("prompt script", self.prompt_timeout)
-        text = result.stdout.decode("utf-8", "replace").strip()
+        text = stdout.decode("utf-8", "replace").strip()
         if failure or not text:
             raise NotGradedError(failure or "prompt script printed no prompt on stdout")
         return _Prompt(text, is_template=True, source=f"script: {script}")
