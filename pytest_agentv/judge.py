@@ -97,15 +97,6 @@ class Usage:
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, other: Usage) -> None:
-        self.calls += other.calls
-        self.reused += other.reused
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.cost_usd += other.cost_usd
-        self.replayed_cost_usd += other.replayed_cost_usd
-        self.unpriced_calls += other.unpriced_calls
-
     def charge(self, reply: Reply) -> None:
         """Count one call that was made (not a reply reused from the store)."""
         self.calls += 1
@@ -192,7 +183,6 @@ class Reply:
     completion_tokens: int = 0
     #: None when the model's price is unknown; for a reused reply, what its recording cost.
     cost_usd: float | None = None
-    finish_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -368,7 +358,6 @@ class LitellmTransport:
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             cost_usd=cost,
-            finish_reason=getattr(choice, "finish_reason", None),
         )
 
 
@@ -587,7 +576,6 @@ class LeanTransport:
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             cost_usd=price.cost(prompt_tokens, completion_tokens) if price else None,
-            finish_reason=choice.get("finish_reason"),
         )
 
 

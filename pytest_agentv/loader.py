@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from . import yamlfile
 from .errors import AgentvDeprecationWarning, AgentvWarning, EvalFileError, did_you_mean
 from .models import (
     AGENTV_ONLY_TARGET_SETTINGS,
@@ -126,27 +127,13 @@ _SPELLINGS = _spellings()
 
 
 def locate(root: yaml.Node, loc: Loc) -> tuple[yaml.Node, int]:
-    """``yamlfile.locate`` for model locations: a field is found under whichever spelling the
-    file used (``tests`` for ``evalcases``, ``assertions`` for ``evaluators``...)."""
-    node = root
-    for matched, part in enumerate(loc):
-        found = child_at(node, part)
-        for spelling in _SPELLINGS.get(part, ()) if isinstance(part, str) else ():
-            if found is not None:
-                break
-            found = child_at(node, spelling)
-        if found is None:
-            return node, matched
-        node = found
-    return node, len(loc)
+    """Where a model location is in the file, under whichever spelling the file used (``tests``
+    for ``evalcases``, ``assertions`` for ``evaluators``...)."""
+    return yamlfile.locate(root, loc, _SPELLINGS)
 
 
 def _key_at(node: yaml.Node, part: int | str) -> yaml.Node | None:
-    for spelling in (part, *_SPELLINGS.get(part, ())) if isinstance(part, str) else (part,):
-        key = key_at(node, spelling)
-        if key is not None:
-            return key
-    return None
+    return key_at(node, part, _SPELLINGS)
 
 
 def _validation_error(display: str, root: yaml.Node, exc: ValidationError) -> EvalFileError:

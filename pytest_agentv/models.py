@@ -1124,11 +1124,6 @@ class TargetsFile(_Model):
     schema_: str | None = Field(None, alias="$schema")
     targets: list[TargetConfig]
 
-    @model_validator(mode="before")
-    @classmethod
-    def _bare_list(cls, value: Any) -> Any:
-        return {"targets": value} if isinstance(value, list) else value
-
     @field_validator("targets")
     @classmethod
     def _unique_names(cls, value: list[TargetConfig]) -> list[TargetConfig]:

@@ -35,7 +35,6 @@ _SUMMARY_FIELDS = (
     "score",
     "verdict",
     "error",
-    "usage",
     "baseline_score",
     "delta",
 )

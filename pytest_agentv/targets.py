@@ -467,8 +467,6 @@ class BatchCliTarget(CliTarget):
         self._lock = threading.Lock()
         self._expected: dict[Path, dict[str, CaseSpec]] = {}
         self._answers: dict[tuple[Path | None, str], asyncio.Future[TargetResponse | str]] = {}
-        #: How many times the batch command ran (one per eval file, unless cases came late).
-        self.batches = 0
 
     def expect(self, spec: CaseSpec) -> None:
         with self._lock:
@@ -523,7 +521,6 @@ class BatchCliTarget(CliTarget):
                     future.set_result(f"the batch of {self.what} did not finish")
 
     async def _run_batch(self, members: list[PreparedCase]) -> dict[str, TargetResponse | str]:
-        self.batches += 1
         with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
             output_file = Path(scratch) / "output.jsonl"
             values = _values("", "", "batch", 0, self._files(members), str(output_file))
