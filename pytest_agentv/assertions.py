@@ -74,7 +74,7 @@ class JudgedAssertionError(AssertionError):
 def _entries(evaluators: Entries | None, rubrics: Rubrics | None) -> tuple[EvaluatorConfig, ...]:
     from pydantic import ValidationError
 
-    from .models import EvaluatorConfig, rubric_items
+    from .models import EvaluatorConfig, evaluator_entries, rubric_items
 
     entries: list[EvaluatorConfig] = []
     for index, entry in enumerate(evaluators or ()):
@@ -88,12 +88,7 @@ def _entries(evaluators: Entries | None, rubrics: Rubrics | None) -> tuple[Evalu
                 f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in exc.errors()
             )
             raise ValueError(f"evaluators[{index}] is invalid: {problems}") from None
-    if rubrics:
-        rubric = EvaluatorConfig(name="rubric", type="llm_judge", rubrics=rubric_items(rubrics))
-        entries.insert(0, rubric)
-    if not entries:
-        entries.append(EvaluatorConfig(name="llm_judge", type="llm_judge"))
-    return tuple(entries)
+    return evaluator_entries(entries, rubric_items(rubrics or ()), "llm_judge")
 
 
 def _trace(

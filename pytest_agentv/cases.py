@@ -10,7 +10,16 @@ from typing import Any
 
 from .errors import ConfigError
 from .loader import LoadedFile
-from .models import EvalCase, EvalSuite, EvaluatorConfig, Message, TrialsConfig, render_content
+from .models import (
+    EvalCase,
+    EvalSuite,
+    EvaluatorConfig,
+    Message,
+    TrialsConfig,
+    evaluator_entries,
+    listed_evaluators,
+    render_content,
+)
 from .paths import glob_match, read_reference, resolve_reference
 
 _DATASET_SUFFIXES = (".eval.yaml", ".eval.yml", ".eval.jsonl", ".yaml", ".yml", ".jsonl")
@@ -48,23 +57,10 @@ class PreparedCase:
 
 
 def effective_evaluators(case: EvalCase, suite: EvalSuite) -> tuple[EvaluatorConfig, ...]:
-    """Case ``execution.evaluators`` > case ``evaluators`` > suite ``execution.evaluators`` >
-    the case's or file's default kind; inline ``rubrics`` become a judge named ``rubric`` first."""
-    explicit = (
-        (case.execution.evaluators if case.execution else None)
-        or case.evaluators
-        or (suite.execution.evaluators if suite.execution else None)
-        or []
-    )
-    entries = list(explicit)
-    if case.rubrics:
-        names = {entry.name for entry in entries}
-        name = "rubric" if "rubric" not in names else "inline-rubric"
-        entries.insert(0, EvaluatorConfig(name=name, type="llm_judge", rubrics=case.rubrics))
-    if not entries:
-        kind = case.evaluator or case.grader or suite.evaluator or suite.grader or "llm_judge"
-        entries.append(EvaluatorConfig.model_construct(name=kind, type=kind, weight=1.0, config={}))
-    return tuple(entries)
+    """The listed evaluators (see ``listed_evaluators``), inline ``rubrics`` first, else the
+    case's or file's default kind (``llm_judge`` unless the file says otherwise)."""
+    default = case.evaluator or case.grader or suite.evaluator or suite.grader or "llm_judge"
+    return evaluator_entries(listed_evaluators(case, suite), case.rubrics, default)
 
 
 @dataclass(frozen=True)
@@ -91,13 +87,7 @@ class CaseSpec:
     def listed(self) -> bool:
         """Whether the file lists this case's evaluators (rubrics count), rather than leaving
         it to the default kind: AgentV's results then carry ``evaluator_results``."""
-        suite, case = self.loaded.suite, self.case
-        return bool(
-            case.rubrics
-            or (case.execution and case.execution.evaluators)
-            or case.evaluators
-            or (suite.execution and suite.execution.evaluators)
-        )
+        return bool(self.case.rubrics or listed_evaluators(self.case, self.loaded.suite))
 
     @property
     def line(self) -> int:

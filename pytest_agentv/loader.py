@@ -40,6 +40,7 @@ from .models import (
     TargetsFile,
     TrialsConfig,
     canonical_kind,
+    listed_evaluators,
     problem_text,
 )
 from .paths import display_path, search_roots
@@ -482,12 +483,7 @@ def load_eval_file(
         problem = check_kind(default_kind)
         if problem is not None:
             fail(where, problem)
-        listed = bool(
-            case.rubrics
-            or case.evaluators
-            or (case.execution and case.execution.evaluators)
-            or (suite.execution and suite.execution.evaluators)
-        )
+        listed = bool(case.rubrics or listed_evaluators(case, suite))
         if canonical_kind(default_kind) == "code_judge" and not listed:
             fail(
                 where,

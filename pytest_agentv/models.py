@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import (
@@ -991,6 +991,36 @@ class JsonlSidecar(_Model):
         return (
             str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
         )
+
+
+def listed_evaluators(case: EvalCase, suite: EvalSuite) -> list[EvaluatorConfig]:
+    """The evaluators a file lists for a case: case ``execution.evaluators`` > case
+    ``evaluators`` > the file's ``execution.evaluators`` (AgentV does not merge them)."""
+    return (
+        (case.execution.evaluators if case.execution else None)
+        or case.evaluators
+        or (suite.execution.evaluators if suite.execution else None)
+        or []
+    )
+
+
+def evaluator_entries(
+    listed: Sequence[EvaluatorConfig], rubrics: Sequence[RubricItem] | None, default_kind: str
+) -> tuple[EvaluatorConfig, ...]:
+    """The evaluators that grade an answer: inline ``rubrics`` become an ``llm_judge`` named
+    ``rubric`` placed first (``inline-rubric`` when that name is taken); with none at all, the
+    default kind."""
+    entries = list(listed)
+    if rubrics:
+        name = "rubric" if all(entry.name != "rubric" for entry in entries) else "inline-rubric"
+        entries.insert(0, EvaluatorConfig(name=name, type="llm_judge", rubrics=list(rubrics)))
+    if not entries:
+        entries.append(
+            EvaluatorConfig.model_construct(
+                name=default_kind, type=default_kind, weight=1.0, config={}
+            )
+        )
+    return tuple(entries)
 
 
 class ProjectConfig(_Model):
