@@ -296,11 +296,17 @@ async def run_evaluators_for_case(
     return CaseEvaluation(aggregate(results), results)
 
 
-def aggregate(results: Sequence[EvaluatorResult]) -> EvaluationScore:
-    """Weighted mean of the scores; a failed gate of any weighted evaluator fails the case."""
+def weighted_mean(results: Sequence[EvaluatorResult]) -> tuple[float, bool]:
+    """The weighted mean of the results' scores (0 when every weight is 0), and whether a
+    result with weight failed its gate — which fails the whole, whatever the mean."""
     total = sum(r.weight for r in results)
     score = sum(r.score.score * r.weight for r in results) / total if total > 0 else 0.0
-    gate_failed = any(r.score.gate_failed and r.weight > 0 for r in results)
+    return score, any(r.score.gate_failed and r.weight > 0 for r in results)
+
+
+def aggregate(results: Sequence[EvaluatorResult]) -> EvaluationScore:
+    """A case's score from its evaluators' results (``weighted_mean``)."""
+    score, gate_failed = weighted_mean(results)
     errors = [f"{r.name}: {r.score.error}" for r in results if r.score.error]
     reasoning = " | ".join(f"{r.name}: {r.score.reasoning}" for r in results if r.score.reasoning)
     return EvaluationScore.graded(

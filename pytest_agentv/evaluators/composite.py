@@ -39,6 +39,7 @@ from .base import (
     entry_settings,
     evaluate_entries,
     plan_entries,
+    weighted_mean,
 )
 from .code_judge import parse_judge_output
 from .llm_judge import LlmJudgeEvaluator
@@ -161,7 +162,7 @@ class CompositeEvaluator:
             )
         if aggregator.type == "weighted_average":
             return self._weighted_average(members, aggregator)
-        gate = any(m.score.gate_failed and m.weight > 0 for m in members)
+        _, gate = weighted_mean(members)
         if aggregator.type == "code_judge":
             score = await self._code(members, aggregator, context)
         else:
@@ -186,8 +187,7 @@ class CompositeEvaluator:
     def _weighted_average(
         members: Sequence[EvaluatorResult], aggregator: AggregatorSpec
     ) -> EvaluationScore:
-        total = sum(m.weight for m in members)
-        score = sum(m.score.score * m.weight for m in members) / total if total > 0 else 0.0
+        score, gate_failed = weighted_mean(members)
         hits = tuple(f"[{m.name}] {hit}" for m in members for hit in m.score.hits)
         misses = tuple(f"[{m.name}] {miss}" for m in members for miss in m.score.misses)
         reasoning = "; ".join(
@@ -198,7 +198,7 @@ class CompositeEvaluator:
             request["weights"] = dict(aggregator.weights)
         return EvaluationScore.graded(
             score,
-            gate_failed=any(m.score.gate_failed and m.weight > 0 for m in members),
+            gate_failed=gate_failed,
             hits=hits,
             misses=misses,
             expected_aspect_count=max(len(hits) + len(misses), 1),
