@@ -23,7 +23,6 @@ import contextlib
 import contextvars
 import email.utils
 import json
-import math
 import os
 import random
 import ssl
@@ -39,6 +38,7 @@ from urllib.parse import quote
 from . import prices
 from .budget import Budget
 from .errors import NotGradedError, ReplayMissError
+from .models import finite_number
 from .redaction import redact, register_secret
 from .replay import ReplayStore, request_key
 from .results import UsageRow
@@ -848,9 +848,7 @@ def _recorded_reply(text: str, stored: dict[str, Any]) -> Reply:
         cached=True,
         prompt_tokens=_count(usage.get("prompt_tokens")),
         completion_tokens=_count(usage.get("completion_tokens")),
-        cost_usd=float(cost)
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost)
-        else None,
+        cost_usd=finite_number(cost),
     )
 
 

@@ -136,6 +136,13 @@ class _Model(BaseModel):
     )
 
 
+def finite_number(value: Any) -> float | None:
+    """A number as data reports it: a finite int or float (a bool is not a number), else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
 def _finite_weight(value: float) -> float:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"weight must be a finite number >= 0 (got {value})")

@@ -35,6 +35,7 @@ _SUMMARY_FIELDS = (
     "score",
     "verdict",
     "error",
+    "usage",
     "baseline_score",
     "delta",
 )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import math
 import os
 import re
 import shlex
@@ -31,7 +30,7 @@ from .cases import GUIDELINES_HEADER, CaseSpec, PreparedCase, prepare_case
 from .errors import AgentvError, ConfigError, EvalFileError, NotGradedError
 from .judge import LlmClient, ModelSpec
 from .loader import FileWarning, LoadedTargets, load_targets_file
-from .models import TargetConfig, render_content
+from .models import TargetConfig, finite_number, render_content
 from .paths import display_path, resolve_reference, search_roots
 from .processes import MAX_STDOUT_BYTES, ProcessResult, run_process
 from .redaction import redact
@@ -64,13 +63,6 @@ class ToolCall:
     error: bool = False
 
 
-def _number(value: Any) -> float | None:
-    """A finite number (not a bool), or None."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
     """The tool calls of ``output_messages``, in order."""
     found: list[ToolCall] = []
@@ -97,7 +89,7 @@ def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
                 ToolCall(
                     name=str(name),
                     args=args,
-                    duration_ms=_number(call.get("duration_ms")),
+                    duration_ms=finite_number(call.get("duration_ms")),
                     error=bool(call.get("error")),
                 )
             )
@@ -191,8 +183,8 @@ def response_from(value: Any, what: str) -> TargetResponse:
         if text is None and messages is None:
             raise NotGradedError(f"{what} returned an object without 'text' or 'output_messages'")
         messages = messages or [{"role": "assistant", "content": text}]
-        cost = _number(value.get("cost_usd"))
-        duration = _number(value.get("duration_ms"))
+        cost = finite_number(value.get("cost_usd"))
+        duration = finite_number(value.get("duration_ms"))
         return TargetResponse(
             text=str(text) if text is not None else _candidate(messages),
             output_messages=tuple(messages),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -23,7 +22,7 @@ from ..budget import PlannedCall
 from ..cases import PreparedCase
 from ..errors import AgentvError, ConfigError
 from ..judge import JudgeClient
-from ..models import EvaluatorConfig, canonical_kind
+from ..models import EvaluatorConfig, canonical_kind, finite_number
 from ..paths import resolve_reference
 from ..processes import run_process, scrubbed_env
 from ..results import EvaluatorRow, Grade, Verdict
@@ -98,9 +97,8 @@ class EvaluationScore:
         gate_failed: bool = False,
         evaluator_results: Iterable[EvaluatorResult] = (),
     ) -> None:
-        raw = score
-        clean = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else 0.0
-        clean = min(1.0, max(0.0, clean)) if math.isfinite(clean) else 0.0
+        number = finite_number(score)
+        clean = min(1.0, max(0.0, number)) if number is not None else 0.0
         if verdict == "fail" and score_to_verdict(clean) != "fail":
             gate_failed = True
         values = {
@@ -358,8 +356,7 @@ def deep_equal(a: Any, b: Any) -> bool:
 
 def trace_number(context: EvaluationContext, key: str) -> float | None:
     """A number of the case's trace summary (``duration_ms``, ``cost_usd``), if reported."""
-    value = (context.trace_summary or {}).get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return finite_number((context.trace_summary or {}).get(key))
 
 
 def js_number(value: float) -> str:

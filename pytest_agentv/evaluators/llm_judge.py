@@ -23,7 +23,7 @@ from typing import Any, TypeGuard, TypeVar
 from ..budget import PlannedCall, prompt_tokens
 from ..errors import JudgeNotConfiguredError, NotGradedError
 from ..judge import NONCE_PLACEHOLDER, LlmClient, Reply, ReplyError
-from ..models import EvaluatorConfig, PromptScript, RubricItem, rubric_items
+from ..models import EvaluatorConfig, PromptScript, RubricItem, finite_number, rubric_items
 from . import prompts
 from .base import (
     DEFAULT_SCRIPT_TIMEOUT,
@@ -563,6 +563,5 @@ def _with_request(score: EvaluationScore, request: dict[str, Any], reply: Reply)
 
 
 def _number(value: Any, default: float) -> float:
-    return (
-        float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
-    )
+    number = finite_number(value)
+    return default if number is None else number

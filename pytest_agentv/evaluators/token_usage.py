@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import TokenUsageSpec
+from ..models import TokenUsageSpec, finite_number
 from .base import EvaluationContext, EvaluationScore, entry_settings, js_number
 
 
 def _count(usage: dict[str, Any], key: str) -> float | None:
-    value = usage.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return finite_number(usage.get(key))
 
 
 class TokenUsageEvaluator:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..models import ToolTrajectorySpec, TrajectoryStep
+from ..models import ToolTrajectorySpec, TrajectoryStep, finite_number
 from ..targets import ToolCall, tool_calls
 from .base import EvaluationContext, EvaluationScore, deep_equal, entry_settings, js_number
 
@@ -160,7 +160,7 @@ def _any_order(
     rows: list[dict[str, Any]] = []
     for tool, required in minimums.items():
         actual = counts.get(tool, 0)
-        actual = actual if isinstance(actual, (int, float)) and not isinstance(actual, bool) else 0
+        actual = finite_number(actual) or 0
         met = actual >= required
         line = f"{tool}: called {js_number(actual)} times (required ≥{js_number(required)})"
         (hits if met else misses).append(line)
