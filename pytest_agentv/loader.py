@@ -43,7 +43,7 @@ from .models import (
     listed_evaluators,
     problem_text,
 )
-from .paths import display_path, search_roots
+from .paths import display_path, search_roots, sidecar_of
 from .yamlfile import (
     Loc,
     child_at,
@@ -218,15 +218,6 @@ def _unknown_key_warnings(
             f"{'.'.join(map(str, loc))}: unknown key '{key}' is ignored{did_you_mean(key, known)}"
         )
         yield FileWarning(line, f"{display}:{line}: {message}", path=path)
-
-
-def sidecar_of(path: Path) -> Path | None:
-    """The YAML sidecar of a JSONL dataset (``x.yaml`` or ``x.yml`` beside ``x.jsonl``)."""
-    for suffix in (".yaml", ".yml"):
-        candidate = path.with_suffix(suffix)
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def _jsonl_document(

@@ -13,7 +13,25 @@ import stat
 from pathlib import Path
 
 from .errors import ConfigError
-from .yamlfile import MAX_FILE_BYTES
+
+#: The largest file pytest-agentv reads: an eval, targets or config file, or one they name.
+MAX_FILE_BYTES = 10 * 1024 * 1024
+_SIDECAR_SUFFIXES = (".yaml", ".yml")
+
+
+def sidecar_of(dataset: Path) -> Path | None:
+    """The YAML sidecar of a JSONL dataset (``x.yaml`` or ``x.yml`` beside ``x.jsonl``)."""
+    for suffix in _SIDECAR_SUFFIXES:
+        candidate = dataset.with_suffix(suffix)
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def is_sidecar(path: Path) -> bool:
+    """``x.yaml`` beside ``x.jsonl`` holds the JSONL dataset's defaults: part of that one eval
+    file, never an eval file of its own."""
+    return path.suffix in _SIDECAR_SUFFIXES and path.with_suffix(".jsonl").is_file()
 
 
 def display_path(path: Path, rootdir: Path) -> str:

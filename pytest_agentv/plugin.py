@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .paths import is_sidecar
 from .redaction import shown
 from .reporting import AgentvReporter, attach
 from .settings import Settings, add_options, settings_key
@@ -139,14 +140,8 @@ def pytest_report_header(config: pytest.Config) -> str:
     return shown(config.stash[settings_key].header())
 
 
-def _is_sidecar(file_path: Path) -> bool:
-    """``x.yaml`` beside ``x.jsonl`` holds the JSONL dataset's defaults: part of that one eval
-    file, never an eval file of its own."""
-    return file_path.suffix in (".yaml", ".yml") and file_path.with_suffix(".jsonl").is_file()
-
-
 def _is_eval_file(file_path: Path, parent: pytest.Collector) -> bool:
-    if _is_sidecar(file_path):
+    if is_sidecar(file_path):
         return False
     patterns = parent.config.stash[settings_key].eval_patterns
     if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):

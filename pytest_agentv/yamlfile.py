@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 
 from .errors import EvalFileError
+from .paths import MAX_FILE_BYTES
 
-MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_DEPTH = 100
 #: How many nodes aliases may add on top of the nodes actually written in the file.
 MAX_ALIAS_EXPANSION = 100_000

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pytest_agentv.collect import load_specs
 from pytest_agentv.errors import AgentvError
 from pytest_agentv.evaluators import EvaluatorRegistry, build_evaluator_registry
-from pytest_agentv.yamlfile import MAX_FILE_BYTES
+from pytest_agentv.paths import MAX_FILE_BYTES
 from tests.helpers import examples, write
 
 REGISTRY = EvaluatorRegistry(build_evaluator_registry())
