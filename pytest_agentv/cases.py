@@ -154,9 +154,8 @@ def _segment_text(
                 path = resolve_reference(segment.value, start=folder, rootdir=rootdir)
                 text = read_reference(path, segment.value)
             except ConfigError as exc:
-                line, col = spec.loaded.position(seg_loc, spec.index)
-                dotted = ".".join(map(str, seg_loc))
-                raise ConfigError(f"{spec.loaded.display}:{line}:{col}: {dotted}: {exc}") from None
+                error = spec.loaded.error_at(seg_loc, str(exc), spec.index)
+                raise ConfigError(str(error)) from None
             if guidelines is not None and _is_guideline(
                 path, rootdir, spec.loaded.guideline_patterns
             ):

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from .cases import CaseSpec
-from .errors import AgentvError, ConfigError, EvalFileError
+from .errors import AgentvError, ConfigError
 from .evaluators import ScopedRegistry
 from .evaluators.base import Evaluator
 from .evaluators.composite import aggregator_prompt
@@ -132,9 +132,7 @@ def _check_prompt_files(loaded: LoadedFile, rootdir: Path) -> None:
                 where = (*loc, "prompt")
                 load_prompt_file(entry.prompt, start=folder, rootdir=rootdir)
         except ConfigError as exc:
-            line, col = loaded.positions.get(where, (1, 1))
-            dotted = ".".join(map(str, where))
-            raise EvalFileError(loaded.display, line, col, f"{dotted}: {exc}") from None
+            raise loaded.error_at(where, str(exc)) from None
 
 
 def _check_trials(loaded: LoadedFile, specs: Sequence[CaseSpec], override: int | None) -> None:
@@ -153,10 +151,8 @@ def _check_trials(loaded: LoadedFile, specs: Sequence[CaseSpec], override: int |
         try:
             policy_for(spec.trials, override)
         except ConfigError as exc:
-            line, col = loaded.position(loc, spec.index)
             note = f" (max is --agentv-trials {override})" if override else ""
-            dotted = ".".join(map(str, loc))
-            raise EvalFileError(loaded.display, line, col, f"{dotted}: {exc}{note}") from None
+            raise loaded.error_at(loc, f"{exc}{note}", spec.index) from None
 
 
 _UNSAFE = re.compile(r"::|[/\\\[\]\s]+")

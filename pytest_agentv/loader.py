@@ -43,7 +43,7 @@ from .models import (
     listed_evaluators,
     problem_text,
 )
-from .paths import display_path, search_roots, sidecar_of
+from .paths import display_path, nearest_file, sidecar_of
 from .yamlfile import (
     Loc,
     child_at,
@@ -82,8 +82,15 @@ class LoadedFile:
     #: ``.agentv/config.yaml`` globs: referenced files matching one are guidelines.
     guideline_patterns: tuple[str, ...] = ()
 
-    def position(self, loc: Loc, case_index: int) -> tuple[int, int]:
-        return self.positions.get(loc, (self.case_lines[case_index] + 1, 1))
+    def position(self, loc: Loc, case_index: int | None = None) -> tuple[int, int]:
+        """Where ``loc`` is written: its recorded position, else the case's line (or line 1)."""
+        fallback = (self.case_lines[case_index] + 1, 1) if case_index is not None else (1, 1)
+        return self.positions.get(loc, fallback)
+
+    def error_at(self, loc: Loc, problem: str, case_index: int | None = None) -> EvalFileError:
+        """``path:line:col: field.path: problem`` for something found after loading."""
+        line, col = self.position(loc, case_index)
+        return EvalFileError(self.display, line, col, f"{'.'.join(map(str, loc))}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -597,15 +604,7 @@ class ProjectConfigs:
 
     def for_folder(self, folder: Path) -> LoadedConfig | None:
         if folder not in self._paths:
-            self._paths[folder] = next(
-                (
-                    root / name
-                    for root in search_roots(folder, self.rootdir)
-                    for name in CONFIG_FILE_NAMES
-                    if (root / name).is_file()
-                ),
-                None,
-            )
+            self._paths[folder] = nearest_file(folder, self.rootdir, CONFIG_FILE_NAMES)
         path = self._paths[folder]
         if path is None:
             return None

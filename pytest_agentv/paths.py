@@ -10,6 +10,7 @@ import functools
 import os
 import re
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import ConfigError
@@ -39,6 +40,20 @@ def display_path(path: Path, rootdir: Path) -> str:
         return path.relative_to(rootdir).as_posix()
     except ValueError:
         return str(path)
+
+
+def nearest_file(start: Path, rootdir: Path, names: Sequence[str]) -> Path | None:
+    """The first of ``names`` found in ``start``, then in each folder above it up to the rootdir
+    (as targets and ``.agentv/config.yaml`` files are found)."""
+    return next(
+        (
+            root / name
+            for root in search_roots(start, rootdir)
+            for name in names
+            if (root / name).is_file()
+        ),
+        None,
+    )
 
 
 def search_roots(start: Path, rootdir: Path) -> list[Path]:

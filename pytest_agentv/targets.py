@@ -31,7 +31,7 @@ from .errors import AgentvError, ConfigError, EvalFileError, NotGradedError
 from .judge import LlmClient, ModelSpec
 from .loader import FileWarning, LoadedTargets, load_targets_file
 from .models import TargetConfig, finite_number, render_content
-from .paths import display_path, resolve_reference, search_roots
+from .paths import display_path, nearest_file, resolve_reference
 from .processes import MAX_STDOUT_BYTES, ProcessResult, run_process
 from .redaction import redact
 from .yamlfile import json_lines
@@ -855,15 +855,7 @@ class TargetCatalog:
         if self.targets_file_option is not None:
             return self.targets_file_option
         if folder not in self._paths:
-            self._paths[folder] = next(
-                (
-                    root / name
-                    for root in search_roots(folder, self.rootdir)
-                    for name in TARGETS_FILE_NAMES
-                    if (root / name).is_file()
-                ),
-                None,
-            )
+            self._paths[folder] = nearest_file(folder, self.rootdir, TARGETS_FILE_NAMES)
         return self._paths[folder]
 
     def targets_file(self, folder: Path) -> LoadedTargets | None:
