@@ -27,7 +27,6 @@ from ..budget import PlannedCall, unknown_answer
 from ..errors import ConfigError
 from ..judge import LlmClient
 from ..models import AggregatorSpec, CompositeSpec, EvaluatorConfig
-from ..paths import read_reference, resolve_reference
 from . import prompts
 from .base import (
     DEFAULT_SCRIPT_TIMEOUT,
@@ -260,16 +259,10 @@ def aggregator_prompt(aggregator: AggregatorSpec, *, start: Path, rootdir: Path)
     """An LLM aggregator's prompt: a file (looked up like other prompts, never outside the
     rootdir) or inline text. One that does not place ``{{EVALUATOR_RESULTS_JSON}}`` gets the
     results appended."""
-    text = aggregator.prompt
-    if text is None:
+    if aggregator.prompt is None:
         return DEFAULT_AGGREGATOR_PROMPT
-    try:
-        path = resolve_reference(text.strip(), start=start, rootdir=rootdir, what="prompt file")
-    except ConfigError:
-        if prompts.looks_like_path(text):
-            raise
-    else:
-        text = read_reference(path, text)
+    found = prompts.read_prompt(aggregator.prompt, start=start, rootdir=rootdir)
+    text = aggregator.prompt if found is None else found
     if not _RESULTS_PLACED.search(text):
         text = f"{text.rstrip()}\n\n[[ ## evaluator_results ## ]]\n{{{{{RESULTS_VARIABLE}}}}}\n"
     return text

@@ -317,19 +317,25 @@ def looks_like_path(prompt: str) -> bool:
     return text.lower().endswith(_PATH_SUFFIXES) or "/" in text
 
 
-def load_prompt_file(prompt: str, *, start: Path, rootdir: Path) -> str | None:
-    """The text of a prompt file, or None when ``prompt`` is inline text.
-
-    A file must use ``{{candidate_answer}}`` or ``{{expected_messages}}``; a path that is
-    missing, or that leads outside the rootdir, is an error rather than inline text.
-    """
+def read_prompt(prompt: str, *, start: Path, rootdir: Path) -> str | None:
+    """The text of a prompt file (looked up like other file references, never outside the
+    rootdir), or None when ``prompt`` is inline text. A path that is missing, or that leads
+    outside the rootdir, is an error rather than inline text."""
     try:
         path = resolve_reference(prompt.strip(), start=start, rootdir=rootdir, what="prompt file")
     except ConfigError:
         if looks_like_path(prompt):
             raise
         return None
-    text = read_reference(path, prompt)
+    return read_reference(path, prompt)
+
+
+def load_prompt_file(prompt: str, *, start: Path, rootdir: Path) -> str | None:
+    """A judge's prompt file (see ``read_prompt``), which must use ``{{candidate_answer}}`` or
+    ``{{expected_messages}}``; None when ``prompt`` is inline text."""
+    text = read_prompt(prompt, start=start, rootdir=rootdir)
+    if text is None:
+        return None
     if not uses_required_variable(text):
         raise ConfigError(
             f"prompt file '{prompt}' must use {{{{candidate_answer}}}} or {{{{expected_messages}}}}"
