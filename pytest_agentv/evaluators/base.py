@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+import re
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -352,6 +353,41 @@ def deep_equal(a: Any, b: Any) -> bool:
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(deep_equal(a[key], b[key]) for key in a)
     return type(a) is type(b) and bool(a == b)
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def json_objects(text: str) -> Iterator[Any]:
+    """Every outermost JSON value that starts with ``{`` in a text, in order: the whole text,
+    a fenced block, or objects inside prose."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except ValueError:
+            start = text.find("{", start + 1)
+            continue
+        yield value
+        start = text.find("{", end)
+
+
+def first_json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in a text (an answer that should be JSON, say): the whole text,
+    else a fenced block, else the first object inside prose."""
+    fenced = (block.strip() for block in _FENCE.findall(text))
+    for candidate in (text.strip(), *fenced):
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    for value in json_objects(text):
+        if isinstance(value, dict):
+            return value
+    raise ValueError("no JSON object in the text" if text.strip() else "the text is empty")
 
 
 def trace_number(context: EvaluationContext, key: str) -> float | None:

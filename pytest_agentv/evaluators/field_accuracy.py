@@ -19,8 +19,14 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..models import FieldAccuracySpec, FieldSpec
-from .base import EvaluationContext, EvaluationScore, deep_equal, entry_settings, js_number
-from .llm_judge import first_json_object
+from .base import (
+    EvaluationContext,
+    EvaluationScore,
+    deep_equal,
+    entry_settings,
+    first_json_object,
+    js_number,
+)
 
 MAX_LISTED = 4
 _MISSING = object()

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeGuard, TypeVar
@@ -31,12 +30,12 @@ from .base import (
     EvaluationScore,
     ResolveJudge,
     Scripts,
+    json_objects,
     script_payload,
 )
 
 MAX_ATTEMPTS = 3
 MAX_HITS = 4
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 T = TypeVar("T")
 
@@ -45,38 +44,6 @@ NO_JUDGE = (
     "openai/gpt-4o-mini) and the provider's API key (e.g. OPENAI_API_KEY), or pass "
     "--agentv-judge-model"
 )
-
-
-def json_objects(text: str) -> Iterator[Any]:
-    """Every outermost JSON value that starts with ``{`` in a text, in order: the whole text,
-    a fenced block, or objects inside prose."""
-    decoder = json.JSONDecoder()
-    start = text.find("{")
-    while start != -1:
-        try:
-            value, end = decoder.raw_decode(text, start)
-        except ValueError:
-            start = text.find("{", start + 1)
-            continue
-        yield value
-        start = text.find("{", end)
-
-
-def first_json_object(text: str) -> dict[str, Any]:
-    """The first JSON object in a text (an answer that should be JSON, say): the whole text,
-    else a fenced block, else the first object inside prose."""
-    fenced = (block.strip() for block in _FENCE.findall(text))
-    for candidate in (text.strip(), *fenced):
-        try:
-            value = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    for value in json_objects(text):
-        if isinstance(value, dict):
-            return value
-    raise ReplyError("no JSON object in the text" if text.strip() else "the text is empty")
 
 
 def contract_object(text: str, nonce: str) -> dict[str, Any]:
