@@ -12,29 +12,20 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .cases import CaseSpec
-from .errors import AgentvError, ConfigError
-from .evaluators import ScopedRegistry
+from .errors import AgentvError
 from .evaluators.base import Evaluator
-from .evaluators.composite import aggregator_prompt
-from .evaluators.prompts import load_prompt_file
-from .loader import LoadedFile, ProjectConfigs, evaluator_locs, load_eval_file
-from .models import CompositeSpec
-from .paths import display_path
 from .redaction import shown
 from .reporting import record_properties, result_key
 from .results import ResultRow
 from .runner import AgentvRun, CaseWork
 from .targets import FixtureTarget
-from .trials import policy_for
 from .verdicts import apply_verdict, settle_ungraded
-from .yamlfile import Loc
 
 
 @pytest.fixture
@@ -42,7 +33,11 @@ def _probe() -> None:
     """Never requested: its decorated form shows what pytest's fixture decorator returns."""
 
 
-#: What ``@pytest.fixture`` turns a function into (pytest has no public name for this type).
+#: What ``@pytest.fixture`` turns a function into. pytest has no public name for this type, nor
+#: a public way to ask, before items run, whether a conftest overrides a fixture (which decides
+#: whether a case may start early); the type comes from the public decorator, and ``name`` is
+#: the name a fixture is registered under. ``test_target_fixture_under_another_function_name`` in
+#: tests/test_targets.py fails if this stops working.
 _FIXTURE_TYPE = type(_probe)
 
 
@@ -91,70 +86,6 @@ def _run_case_without_target_fixture() -> None:
     """For folders where no conftest defines ``agentv_target``: one fixture less per case."""
 
 
-def load_specs(
-    path: Path,
-    display: str,
-    rootdir: Path,
-    registry: ScopedRegistry,
-    configs: ProjectConfigs | None = None,
-    trials: int | None = None,
-) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
-    """Everything collection does with an eval file, without pytest: raises ``AgentvError``.
-
-    The nearest ``.agentv/config.yaml`` (from ``configs``) gives the file its guideline
-    patterns; its warnings come with the first eval file that uses it. ``trials`` is
-    ``--agentv-trials``, with which every case's trials must still be able to settle.
-    """
-    loaded = load_eval_file(path, display, registry.problem)
-    if configs is not None and (config := configs.for_folder(path.parent)) is not None:
-        loaded = replace(
-            loaded,
-            guideline_patterns=tuple(config.model.guideline_patterns),
-            warnings=(*configs.new_warnings(config), *loaded.warnings),
-        )
-    _check_prompt_files(loaded, rootdir)
-    specs = CaseSpec.all_of(loaded)
-    _check_trials(loaded, specs, trials)
-    return loaded, [(spec, registry.evaluators_for(spec.evaluators)) for spec in specs]
-
-
-def _check_prompt_files(loaded: LoadedFile, rootdir: Path) -> None:
-    """Custom judge prompts that are files must exist, stay in the rootdir and use a candidate
-    variable: a load error here, rather than a surprise at run time. The same for a composite's
-    LLM aggregator prompt (which reads the members' results instead)."""
-    folder = loaded.path.parent
-    for loc, entry in evaluator_locs(loaded.suite):
-        try:
-            if isinstance(entry.spec, CompositeSpec) and entry.spec.aggregator.prompt:
-                where: Loc = (*loc, "aggregator", "prompt")
-                aggregator_prompt(entry.spec.aggregator, start=folder, rootdir=rootdir)
-            elif entry.kind == "llm_judge" and isinstance(entry.prompt, str):
-                where = (*loc, "prompt")
-                load_prompt_file(entry.prompt, start=folder, rootdir=rootdir)
-        except ConfigError as exc:
-            raise loaded.error_at(where, str(exc)) from None
-
-
-def _check_trials(loaded: LoadedFile, specs: Sequence[CaseSpec], override: int | None) -> None:
-    """An adaptive trials block whose verdict could never settle is a load error, at the block
-    (checked once per block, as every case of the file shares the file's)."""
-    checked: set[Loc] = set()
-    for spec in specs:
-        execution = spec.case.execution
-        own = execution is not None and execution.trials is not None
-        loc: Loc = (
-            ("evalcases", spec.index, "execution", "trials") if own else ("execution", "trials")
-        )
-        if loc in checked:
-            continue
-        checked.add(loc)
-        try:
-            policy_for(spec.trials, override)
-        except ConfigError as exc:
-            note = f" (max is --agentv-trials {override})" if override else ""
-            raise loaded.error_at(loc, f"{exc}{note}", spec.index) from None
-
-
 _UNSAFE = re.compile(r"::|[/\\\[\]\s]+")
 
 
@@ -191,14 +122,7 @@ class EvalFile(pytest.File):
             lambda kind: hook.pytest_agentv_make_evaluator(config=self.config, kind=kind)
         )
         try:
-            loaded, cases = load_specs(
-                self.path,
-                display_path(self.path, run.rootdir),
-                run.rootdir,
-                registry,
-                run.configs,
-                run.settings.trials,
-            )
+            loaded, cases = run.load(self.path, registry)
         except AgentvError as exc:
             raise self.CollectError(shown(str(exc))) from None
         for warning in loaded.warnings:

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,19 +21,20 @@ from .baseline import PreviousResults, graded_score
 from .budget import Budget, Estimate, Ledger, PlannedCall, unknown_answer
 from .calibration import Calibration
 from .cases import CaseSpec, PreparedCase, prepare_case
-from .errors import AgentvError, JudgeNotConfiguredError, NotGradedError
-from .evaluators import EvaluatorRegistry, build_evaluator_registry
+from .errors import AgentvError, ConfigError, JudgeNotConfiguredError, NotGradedError
+from .evaluators import EvaluatorRegistry, ScopedRegistry, build_evaluator_registry
 from .evaluators.base import (
     EvaluationContext,
     Evaluator,
     plan_entries,
     run_evaluators_for_case,
 )
-from .evaluators.composite import CompositeEvaluator
+from .evaluators.composite import CompositeEvaluator, aggregator_prompt
 from .evaluators.llm_judge import LlmJudgeEvaluator
+from .evaluators.prompts import load_prompt_file
 from .judge import LlmClient, ModelClients, ModelSpec, RetryPolicy, Usage, current_usage
-from .loader import ProjectConfigs
-from .models import EvaluatorConfig, walk_entries
+from .loader import LoadedFile, ProjectConfigs, evaluator_locs, load_eval_file
+from .models import CompositeSpec, EvaluatorConfig, walk_entries
 from .paths import display_path
 from .redaction import redact, refresh_secrets
 from .replay import ReplayStore
@@ -49,6 +51,72 @@ from .targets import (
     response_from,
 )
 from .trials import TrialPolicy, TrialResult, TrialRun, policy_for
+from .yamlfile import Loc
+
+
+def load_specs(
+    path: Path,
+    display: str,
+    rootdir: Path,
+    registry: ScopedRegistry,
+    configs: ProjectConfigs | None = None,
+    trials: int | None = None,
+) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
+    """Everything collection does with an eval file, without pytest: raises ``AgentvError``.
+
+    The nearest ``.agentv/config.yaml`` (from ``configs``) gives the file its guideline
+    patterns; its warnings come with the first eval file that uses it. ``trials`` is
+    ``--agentv-trials``, with which every case's trials must still be able to settle.
+    """
+    loaded = load_eval_file(path, display, registry.problem)
+    if configs is not None and (config := configs.for_folder(path.parent)) is not None:
+        loaded = replace(
+            loaded,
+            guideline_patterns=tuple(config.model.guideline_patterns),
+            warnings=(*configs.new_warnings(config), *loaded.warnings),
+        )
+    _check_prompt_files(loaded, rootdir)
+    specs = CaseSpec.all_of(loaded)
+    _check_trials(loaded, specs, trials)
+    return loaded, [(spec, registry.evaluators_for(spec.evaluators)) for spec in specs]
+
+
+def _check_prompt_files(loaded: LoadedFile, rootdir: Path) -> None:
+    """Custom judge prompts that are files must exist, stay in the rootdir and use a candidate
+    variable: a load error here, rather than a surprise at run time. The same for a composite's
+    LLM aggregator prompt (which reads the members' results instead)."""
+    folder = loaded.path.parent
+    for loc, entry in evaluator_locs(loaded.suite):
+        try:
+            if isinstance(entry.spec, CompositeSpec) and entry.spec.aggregator.prompt:
+                where: Loc = (*loc, "aggregator", "prompt")
+                aggregator_prompt(entry.spec.aggregator, start=folder, rootdir=rootdir)
+            elif entry.kind == "llm_judge" and isinstance(entry.prompt, str):
+                where = (*loc, "prompt")
+                load_prompt_file(entry.prompt, start=folder, rootdir=rootdir)
+        except ConfigError as exc:
+            raise loaded.error_at(where, str(exc)) from None
+
+
+def _check_trials(loaded: LoadedFile, specs: Sequence[CaseSpec], override: int | None) -> None:
+    """An adaptive trials block whose verdict could never settle is a load error, at the block
+    (checked once per block, as every case of the file shares the file's)."""
+    checked: set[Loc] = set()
+    for spec in specs:
+        execution = spec.case.execution
+        own = execution is not None and execution.trials is not None
+        loc: Loc = (
+            ("evalcases", spec.index, "execution", "trials") if own else ("execution", "trials")
+        )
+        if loc in checked:
+            continue
+        checked.add(loc)
+        try:
+            policy_for(spec.trials, override)
+        except ConfigError as exc:
+            note = f" (max is --agentv-trials {override})" if override else ""
+            raise loaded.error_at(loc, f"{exc}{note}", spec.index) from None
+
 
 #: An eval item's case as the scheduler gets it: its key, the case, and its evaluators by kind.
 CaseWork = tuple[str, CaseSpec, Mapping[str, Evaluator]]
@@ -185,6 +253,19 @@ class AgentvRun:
                 judge = evaluator.check_judge(replace(context, evaluator=entry))
             judged = judged or (judge is not None and judge is session)
         return judged
+
+    def load(
+        self, path: Path, registry: ScopedRegistry
+    ) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
+        """Load an eval file for collection (see ``load_specs``) with this run's settings."""
+        return load_specs(
+            path,
+            display_path(path, self.rootdir),
+            self.rootdir,
+            registry,
+            self.configs,
+            self.settings.trials,
+        )
 
     async def trusted(self) -> None:
         """Wait until the session's judge passed calibration (raise ``NotGradedError`` if it
