@@ -27,11 +27,12 @@ from .errors import AgentvError, JudgeNotConfiguredError, NotGradedError
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .evaluators.base import CaseEvaluation, EvaluationContext, EvaluationScore
+    from .evaluators.base import CaseEvaluation, EvaluationContext, EvaluationScore, Evaluator
     from .judge import Usage
     from .models import EvaluatorConfig, RubricItem
     from .results import CaseResult, Grade, ResultRow
     from .runner import AgentvRun
+    from .targets import TargetResponse
 
     Rubrics = Sequence[str | Mapping[str, Any] | RubricItem]
     Entries = Sequence[Mapping[str, Any] | EvaluatorConfig]
@@ -61,6 +62,18 @@ class JudgeOptions(TypedDict, total=False):
     evaluators: Entries | None
     model: str | None
     trace: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class _Judgement:
+    """An answer ready to be graded: what grades it, against what, and whether the session's
+    judge grades it (which then waits for calibration)."""
+
+    entries: tuple[EvaluatorConfig, ...]
+    evaluators: Mapping[str, Evaluator]
+    context: EvaluationContext
+    response: TargetResponse
+    judged: bool
 
 
 class JudgedAssertionError(AssertionError):
@@ -120,7 +133,7 @@ class AgentvJudge:
 
     def _context(
         self,
-        candidate: Any,
+        response: TargetResponse,
         question: str | None,
         expected_outcome: str | None,
         reference_answer: str | Mapping[str, Any] | None,
@@ -131,9 +144,7 @@ class AgentvJudge:
         from .cases import PreparedCase
         from .evaluators.base import EvaluationContext
         from .models import render_content
-        from .targets import response_from
 
-        response = response_from(candidate, "assert_judged candidate")
         folder = self.item.path.parent if self.item is not None else Path.cwd()
         case = PreparedCase(
             id=self.item.name if self.item is not None else "assert_judged",
@@ -159,18 +170,19 @@ class AgentvJudge:
             trace_summary=_trace(response.trace_summary(), trace),
         )
 
-    async def _evaluate(
-        self, candidate: Any, usage: Usage, options: JudgeOptions, attempt: int = 0
-    ) -> CaseEvaluation:
-        from .evaluators.base import run_evaluators_for_case
-        from .judge import current_usage
+    def _prepare(self, candidate: Any, options: JudgeOptions, attempt: int = 0) -> _Judgement:
+        """Everything before the grading, in the test's own thread: the options are checked
+        (a mistake is raised in the test's frame), hooks asked for evaluator kinds, and the
+        needed judges looked for (``JudgeNotConfiguredError``)."""
+        from .targets import response_from
 
         unknown = sorted(set(options) - set(JudgeOptions.__annotations__))
         if unknown:
             raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
         entries = _entries(options.get("evaluators"), options.get("rubrics"))
+        response = response_from(candidate, "assert_judged candidate")
         context = self._context(
-            candidate,
+            response,
             options.get("question"),
             options.get("expected_outcome"),
             options.get("reference_answer"),
@@ -183,11 +195,22 @@ class AgentvJudge:
             lambda kind: hook.pytest_agentv_make_evaluator(config=self.run.config, kind=kind)
         )
         evaluators = registry.evaluators_for(entries)
-        if self.run.check_judges(entries, evaluators, context):
+        judged = self.run.check_judges(entries, evaluators, context)
+        return _Judgement(entries, evaluators, context, response, judged)
+
+    async def _grade(self, judgement: _Judgement, usage: Usage) -> CaseEvaluation:
+        """The grading, on the plugin's loop (after calibration, when the session's judge
+        grades)."""
+        from .evaluators.base import run_evaluators_for_case
+        from .judge import current_usage
+
+        if judgement.judged:
             await self.run.trusted()
         token = current_usage.set(usage)
         try:
-            return await run_evaluators_for_case(context, entries, evaluators)
+            return await run_evaluators_for_case(
+                judgement.context, judgement.entries, judgement.evaluators
+            )
         finally:
             current_usage.reset(token)
 
@@ -195,13 +218,14 @@ class AgentvJudge:
         """Grade ``candidate`` without asserting; raises ``JudgeNotConfiguredError`` if no judge."""
         from .judge import Usage
 
-        return self.run.scheduler.run(self._evaluate(candidate, Usage(), options))
+        return self.run.scheduler.run(self._grade(self._prepare(candidate, options), Usage()))
 
     async def aevaluate(self, candidate: Any, **options: Unpack[JudgeOptions]) -> CaseEvaluation:
         """The awaitable ``evaluate``; calls from ``asyncio.gather`` overlap."""
         from .judge import Usage
 
-        future = self.run.scheduler.submit(self._evaluate(candidate, Usage(), options))
+        judgement = self._prepare(candidate, options)
+        future = self.run.scheduler.submit(self._grade(judgement, Usage()))
         return await asyncio.wrap_future(future)
 
     def assert_judged(
@@ -235,7 +259,8 @@ class AgentvJudge:
         usage = Usage()
         listed = bool(options.get("evaluators") or options.get("rubrics"))
         try:
-            evaluation = self.run.scheduler.run(self._evaluate(candidate, usage, options))
+            judgement = self._prepare(candidate, options)
+            evaluation = self.run.scheduler.run(self._grade(judgement, usage))
         except AgentvError as exc:
             return self._conclude(None, usage, exc, listed)
         return self._conclude(evaluation, usage, None, listed)
@@ -247,7 +272,8 @@ class AgentvJudge:
         usage = Usage()
         listed = bool(options.get("evaluators") or options.get("rubrics"))
         try:
-            future = self.run.scheduler.submit(self._evaluate(candidate, usage, options))
+            judgement = self._prepare(candidate, options)
+            future = self.run.scheduler.submit(self._grade(judgement, usage))
             evaluation = await asyncio.wrap_future(future)
         except AgentvError as exc:
             return self._conclude(None, usage, exc, listed)
@@ -270,7 +296,9 @@ class AgentvJudge:
         if state.run is None:
             return self._assert_once(self._answer(candidate), options)
         while (attempt := state.run.next_attempt()) is not None and state.error is None:
-            self.run.scheduler.run(state.grade(self._answer(candidate), attempt))
+            judgement = state.prepare(self._answer(candidate), attempt)
+            if judgement is not None:
+                self.run.scheduler.run(state.grade(judgement))
         return state.conclude()
 
     async def _assert_trials_async(
@@ -283,8 +311,9 @@ class AgentvJudge:
         if state.run is None:
             return await self._assert_once_async(await _answer_of(candidate), options)
         while (attempt := state.run.next_attempt()) is not None and state.error is None:
-            answer = await _answer_of(candidate)
-            await asyncio.wrap_future(self.run.scheduler.submit(state.grade(answer, attempt)))
+            judgement = state.prepare(await _answer_of(candidate), attempt)
+            if judgement is not None:
+                await asyncio.wrap_future(self.run.scheduler.submit(state.grade(judgement)))
         return state.conclude()
 
     def _conclude(
@@ -372,15 +401,21 @@ class _JudgedTrials:
         self.error: AgentvError | None = None
         self.failed: Grade | None = None
 
-    async def grade(self, answer: Any, attempt: int) -> None:
-        from .targets import response_from
+    def prepare(self, answer: Any, attempt: int) -> _Judgement | None:
+        """A trial's answer ready to grade (in the test's thread); None when it cannot be."""
+        try:
+            return self.judge._prepare(answer, self.options, attempt)
+        except AgentvError as exc:
+            self.error = exc
+            return None
+
+    async def grade(self, judgement: _Judgement) -> None:
         from .trials import TrialResult
 
         usage = self.usage
         spent = usage.spent_usd
         try:
-            response = response_from(answer, "assert_judged candidate")
-            evaluation = await self.judge._evaluate(answer, usage, self.options, attempt)
+            evaluation = await self.judge._grade(judgement, usage)
         except AgentvError as exc:
             self.error = exc
             return
@@ -388,9 +423,12 @@ class _JudgedTrials:
         if grade.error:
             self.error, self.failed = NotGradedError(grade.error), grade
             return
+        context, response = judgement.context, judgement.response
         cost = usage.spent_usd - spent + (response.cost_usd or 0.0)
         assert self.run is not None
-        self.run.add(TrialResult(attempt, grade, cost, response.text, response.trace_summary()))
+        self.run.add(
+            TrialResult(context.attempt, grade, cost, response.text, context.trace_summary)
+        )
 
     def conclude(self) -> EvaluationScore:
         """Record the result on the test and assert on it; return the aggregate score."""
