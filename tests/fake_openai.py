@@ -365,9 +365,19 @@ def _warm_up(transport: str) -> None:
         server.stop()
 
 
-@pytest.fixture(scope="session", params=TRANSPORTS)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The modules that test how models are called (marked ``transports``) run each model test
+    once per transport: ``auto`` (the lean one, for the fake server's ``openai/`` models) and
+    ``litellm`` (forced). Every other test that needs a model uses the default, ``auto``."""
+    if "_transport" in metafunc.fixturenames:
+        every = metafunc.definition.get_closest_marker("transports") is not None
+        transports = list(TRANSPORTS) if every else ["auto"]
+        metafunc.parametrize("_transport", transports, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
 def _transport(request: pytest.FixtureRequest) -> str:
-    """Each transport, warmed up once per process. Session-scoped, so it is set up before any
+    """A transport, warmed up once per process. Session-scoped, so it is set up before any
     pytester snapshot: litellm's import installs a metadata finder that must not be undone.
     Only tests that call a model need it (``fake_llm`` does): importing litellm takes seconds.
     """
@@ -378,9 +388,8 @@ def _transport(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def judge_transport(_transport: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test that talks to the fake server as a model runs once per transport: ``auto``
-    (the lean one, for the fake server's ``openai/`` models) and ``litellm`` (forced). Runs see
-    it as ``AGENTV_JUDGE_TRANSPORT``; tests that build an ``LlmClient`` pass it on."""
+    """The transport of a test that talks to the fake server as a model. Runs see it as
+    ``AGENTV_JUDGE_TRANSPORT``; tests that build an ``LlmClient`` pass it on."""
     monkeypatch.setenv("AGENTV_JUDGE_TRANSPORT", _transport)
     return _transport
 

@@ -35,6 +35,9 @@ from tests.fake_openai import (
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import agentv_results, examples, judge_ini, outcomes, write
 
+# How models are called: every test here runs through each judge transport.
+pytestmark = pytest.mark.transports
+
 RETRIES = 3
 # Each attempt must answer within this; Delay below outlives it (a read timeout). A reply takes
 # about 10 ms here: the margin covers a loaded machine, and the server fixture keeps full garbage

@@ -26,6 +26,9 @@ from tests.fake_openai import freeform as freeform_reply
 from tests.fake_openai import ranges as ranges_reply
 from tests.helpers import judge_ini, write
 
+# How models are called: every test here runs through each judge transport.
+pytestmark = pytest.mark.transports
+
 NONCE = "0123456789abcdef"
 
 FREEFORM = """

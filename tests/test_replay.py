@@ -12,6 +12,9 @@ from tests.fake_openai import FakeOpenAI, Request, Status, checklist
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import judge_ini, write
 
+# How models are called: every test here runs through each judge transport.
+pytestmark = pytest.mark.transports
+
 SUITE = """
 evalcases:
   - id: freeform

@@ -10,6 +10,9 @@ from tests.fake_openai import FakeOpenAI, Request, Status
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import judge_ini, write
 
+# How models are called: every test here runs through each judge transport.
+pytestmark = pytest.mark.transports
+
 CANARIES = {
     "OPENAI_API_KEY": "sk-canary-openai-7f3a9c1e5b2d8f40",
     "ANTHROPIC_API_KEY": "sk-ant-canary-4e8b1d6f2a9c3e7b",

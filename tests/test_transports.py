@@ -20,6 +20,9 @@ from tests.fake_openai import FakeOpenAI
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import judge_ini, write
 
+# How models are called: every test here runs through each judge transport.
+pytestmark = pytest.mark.transports
+
 T = TypeVar("T")
 
 FREEFORM = """
