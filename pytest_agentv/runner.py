@@ -26,11 +26,11 @@ from .evaluators import EvaluatorRegistry, ScopedRegistry, build_evaluator_regis
 from .evaluators.base import (
     EvaluationContext,
     Evaluator,
+    judge_for,
     plan_entries,
     run_evaluators_for_case,
 )
-from .evaluators.composite import CompositeEvaluator, aggregator_prompt
-from .evaluators.llm_judge import LlmJudgeEvaluator
+from .evaluators.composite import aggregator_prompt
 from .evaluators.prompts import load_prompt_file
 from .judge import LlmClient, ModelClients, ModelSpec, RetryPolicy, Usage, current_usage
 from .loader import LoadedFile, ProjectConfigs, evaluator_locs, load_eval_file
@@ -246,12 +246,9 @@ class AgentvRun:
         judged = False
         for entry in walk_entries(entries):
             evaluator = evaluators.get(entry.type)
-            judge: LlmClient | None = None
-            if isinstance(evaluator, LlmJudgeEvaluator):
-                judge = evaluator.judge_for(replace(context, evaluator=entry))
-            elif isinstance(evaluator, CompositeEvaluator):
-                judge = evaluator.check_judge(replace(context, evaluator=entry))
-            judged = judged or (judge is not None and judge is session)
+            if evaluator is not None:
+                judge = judge_for(evaluator, replace(context, evaluator=entry))
+                judged = judged or (judge is not None and judge is session)
         return judged
 
     def load(

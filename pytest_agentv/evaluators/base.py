@@ -159,7 +159,12 @@ class EvaluatorResult:
 
 @runtime_checkable
 class Evaluator(Protocol):
-    """Anything with a ``kind`` and an ``evaluate(context)``, sync or async (REQ-EVAL-001)."""
+    """Anything with a ``kind`` and an ``evaluate(context)``, sync or async (REQ-EVAL-001).
+
+    An evaluator that calls a model judge may also have ``judge_for(context)``: the judge it
+    will call for the entry in ``context`` (None if none), raising ``JudgeNotConfiguredError``
+    when it needs one nobody configured, so that a case skips before any work is done.
+    """
 
     kind: str
 
@@ -169,6 +174,14 @@ class Evaluator(Protocol):
 
 
 ResolveJudge = Callable[[EvaluationContext], JudgeClient | None]
+
+
+def judge_for(evaluator: Evaluator, context: EvaluationContext) -> JudgeClient | None:
+    """The judge ``evaluator`` will call for the entry in ``context``, if it says (see
+    ``Evaluator``)."""
+    ask = getattr(evaluator, "judge_for", None)
+    judge: JudgeClient | None = ask(context) if callable(ask) else None
+    return judge
 
 
 def lookup_evaluator(registry: Mapping[str, Evaluator], kind: str) -> Evaluator:

@@ -109,7 +109,7 @@ class CompositeEvaluator:
         """The ``llm_judge`` entry an LLM aggregator is graded as (its ``model``, if any)."""
         return EvaluatorConfig(name=entry.name, type="llm_judge", model=aggregator.model)
 
-    def check_judge(self, context: EvaluationContext) -> LlmClient | None:
+    def judge_for(self, context: EvaluationContext) -> LlmClient | None:
         """The judge of an LLM aggregator (None for other aggregators); raise
         ``JudgeNotConfiguredError`` now if it needs a judge nobody set."""
         spec = entry_settings(context, CompositeSpec)
