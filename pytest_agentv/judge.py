@@ -334,7 +334,8 @@ class LitellmTransport:
         response_format: dict[str, Any] | None,
         timeout: float,
     ) -> Reply:
-        litellm = litellm_module()
+        # Importing litellm takes seconds: in a thread, so other cases' calls go on meanwhile.
+        litellm = _litellm if _litellm is not None else await asyncio.to_thread(litellm_module)
         kwargs = self._kwargs()
         kwargs.update(messages=list(messages), num_retries=0, max_retries=0, drop_params=True)
         if temperature is not None:
@@ -705,6 +706,9 @@ class LlmClient:
                     f"{store.label} (cache mode 'replay'). Record it by running once with "
                     "--agentv-cache-mode readwrite and a configured model, then commit the store"
                 )
+        if structured is not None and self._schema_support is None:
+            # The first answer may import litellm or read the price table: not on the loop.
+            await asyncio.to_thread(self.supports_response_schema)
         response_format = (
             structured if structured is not None and self.supports_response_schema() else None
         )
