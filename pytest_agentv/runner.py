@@ -523,7 +523,7 @@ class AgentvRun:
         }
 
     def close(self) -> None:
-        self.scheduler.close()
+        self.scheduler.close(self.targets.aclose)
 
 
 class _CaseTrials:

@@ -19,7 +19,7 @@ import concurrent.futures
 import itertools
 import threading
 import time
-from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -154,21 +154,24 @@ class Scheduler:
         """Start no more early work (``-x``, ``--maxfail``); what runs finishes or is cancelled."""
         self._halted = True
 
-    def close(self) -> None:
-        """Cancel everything still pending or running, and wait for it to clean up."""
+    def close(self, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Cancel everything still pending or running, and wait for it to clean up; then run
+        ``cleanup`` on the loop, for work the run's tasks shared (a target's healthcheck)."""
         self._halted = True
         if _loop is None:
             return
         for future in self._futures.values():
             future.cancel()
-        asyncio.run_coroutine_threadsafe(self._cancel_all(), _loop).result(timeout=30)
+        asyncio.run_coroutine_threadsafe(self._cancel_all(cleanup), _loop).result(timeout=30)
 
-    async def _cancel_all(self) -> None:
+    async def _cancel_all(self, cleanup: Callable[[], Awaitable[None]] | None) -> None:
         tasks = [task for task in self._tasks if not task.done()]
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=10)
+        if cleanup is not None:
+            await asyncio.wait_for(cleanup(), timeout=10)
 
     def _pump(self, required: int = -1) -> None:
         """Start work in order while the limit allows; work up to ``required`` starts regardless."""

@@ -9,6 +9,7 @@ never as a quality failure.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import os
@@ -320,6 +321,14 @@ class Healthcheck:
         problem = await asyncio.shield(self._done)
         if problem is not None:
             raise NotGradedError(redact(f"{self.what} failed: {problem}"))
+
+    async def aclose(self) -> None:
+        """Stop a check still running when the run ends: the cases waiting for it are gone."""
+        done = self._done
+        if done is not None and not done.done():
+            done.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await done
 
     async def _check(self) -> str | None:
         if self.url is not None:
@@ -850,6 +859,11 @@ class TargetCatalog:
         self._warned: set[tuple[Path, str]] = set()
         self._lock = threading.Lock()
         self._build_lock = threading.Lock()
+
+    async def aclose(self) -> None:
+        """End what the targets still run for the run as a whole (their healthchecks)."""
+        for check in list(self._healthchecks.values()):
+            await check.aclose()
 
     def _path(self, folder: Path) -> Path | None:
         if self.targets_file_option is not None:

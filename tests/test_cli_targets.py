@@ -3,14 +3,17 @@ healthcheck, and the settings pytest-agentv does not implement."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.helpers import write
+from tests.helpers import still_running, write
 
 ECHO_AGENT = """\
 import json, sys
@@ -314,3 +317,42 @@ def test_an_output_file_flood_is_not_read(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         ["*wrote more than 1024 KiB to {OUTPUT_FILE}; its output was not read*"]
     )
+
+
+def test_a_healthcheck_still_running_when_the_run_stops_is_killed(
+    project: pytest.Pytester,
+) -> None:
+    """Cases waiting on a slow healthcheck are cancelled with the run (here by ``-x``); the check
+    must go with them, not run on after pytest returns (as it would in an IDE or pytester)."""
+    write(
+        project,
+        "check.py",
+        "import os, time\nopen('check.pid', 'w').write(str(os.getpid()))\ntime.sleep(120)\n",
+    )
+    health_targets(
+        project, "{type: command, command_template: python check.py, timeout_seconds: 120}"
+    )
+    write(
+        project,
+        "test_first.py",
+        """
+        import pathlib, time
+
+        def test_fails_once_the_check_runs():
+            pid = pathlib.Path("check.pid")
+            for _ in range(3000):
+                if pid.exists() and pid.read_text():
+                    break
+                time.sleep(0.01)
+            assert False, "stop the run"
+        """,
+    )
+    (project.path / "h.eval.yaml").rename(project.path / "z.eval.yaml")
+    reprec = project.inline_run("-x", "--agentv-concurrency", "4")
+    reprec.assertoutcome(failed=1)
+    pid = int((project.path / "check.pid").read_text())
+    try:
+        assert still_running([pid]) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

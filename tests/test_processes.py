@@ -16,7 +16,7 @@ import pytest
 
 from pytest_agentv.processes import MAX_STDOUT_BYTES, STDERR_TAIL_BYTES, ProcessResult, run_process
 from pytest_agentv.scheduler import shared_loop
-from tests.helpers import write
+from tests.helpers import still_running, write
 
 
 def run(argv: list[str] | str, timeout: float = 1.0, stdin: bytes = b"{}") -> ProcessResult:
@@ -213,25 +213,6 @@ print(json.dumps({"text": "ok", "score": 1}))
 """
 
 
-def alive(pids: list[int]) -> list[int]:
-    found = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                found.append(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return found
-
-
-def wait_until_dead(pids: list[int], bound: float = 30.0) -> list[int]:
-    """Poll until every pid is gone (or the generous bound passes); return those still alive."""
-    deadline = time.monotonic() + bound
-    while alive(pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return alive(pids)
-
-
 def escaper_project(project: pytest.Pytester, cases: int, hang: bool) -> None:
     write(project, "escaper.py", ESCAPER)
     (project.path / "escapees").mkdir()
@@ -273,7 +254,7 @@ def test_descendants_that_left_the_group_die_with_a_normal_end(project: pytest.P
     result.assert_outcomes(passed=4)
     pids = [int(p.name) for p in (project.path / "escapees").iterdir()]
     assert len(pids) == 4 * 3
-    assert wait_until_dead(pids) == []
+    assert still_running(pids, within=30) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
@@ -304,7 +285,7 @@ def test_no_descendant_outlives_a_terminated_or_killed_run(
     finally:
         if process.poll() is None:
             process.kill()
-    assert wait_until_dead(hanging + escapees) == []
+    assert still_running(hanging + escapees, within=30) == []
     if sig == signal.SIGTERM:
         # Like Ctrl-C: pytest reports the interruption and still writes its reports.
         assert process.returncode == pytest.ExitCode.INTERRUPTED, output
