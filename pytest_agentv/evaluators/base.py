@@ -408,6 +408,33 @@ def trace_number(context: EvaluationContext, key: str) -> float | None:
     return finite_number((context.trace_summary or {}).get(key))
 
 
+def no_trace_data(
+    what: str, reasoning: str, details: dict[str, Any], aspects: int = 1
+) -> EvaluationScore:
+    """AgentV's result for a trace that does not report what a threshold kind checks: score 0."""
+    return EvaluationScore.graded(
+        0.0,
+        misses=(f"No {what} data available in trace",),
+        expected_aspect_count=aspects,
+        reasoning=reasoning,
+        details=details,
+    )
+
+
+def within_limit(
+    passed: bool, shown: str, limit: str, reasoning: str, details: dict[str, Any]
+) -> EvaluationScore:
+    """A binary threshold result, as AgentV words it: ``<shown> <= <limit>`` or ``... > ...``."""
+    return EvaluationScore.graded(
+        1.0 if passed else 0.0,
+        hits=(f"{shown} <= {limit}",) if passed else (),
+        misses=() if passed else (f"{shown} > {limit}",),
+        expected_aspect_count=1,
+        reasoning=reasoning,
+        details=details,
+    )
+
+
 def js_number(value: float) -> str:
     """A number as AgentV's messages print it: ``45``, not ``45.0``."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))

@@ -7,7 +7,14 @@ Binary, as in AgentV: a cost equal to the budget passes. A target that reports n
 from __future__ import annotations
 
 from ..models import CostSpec
-from .base import EvaluationContext, EvaluationScore, entry_settings, trace_number
+from .base import (
+    EvaluationContext,
+    EvaluationScore,
+    entry_settings,
+    no_trace_data,
+    trace_number,
+    within_limit,
+)
 
 
 def _usd(value: float) -> str:
@@ -22,19 +29,11 @@ class CostEvaluator:
         cost = trace_number(context, "cost_usd")
         details = {"budget_usd": budget, "cost_usd": cost}
         if cost is None:
-            return EvaluationScore.graded(
-                0.0,
-                misses=("No cost data available in trace",),
-                expected_aspect_count=1,
-                reasoning="Execution cost not reported by the target",
-                details=details,
-            )
-        passed = cost <= budget
-        return EvaluationScore.graded(
-            1.0 if passed else 0.0,
-            hits=(f"Cost {_usd(cost)} <= {_usd(budget)} budget",) if passed else (),
-            misses=() if passed else (f"Cost {_usd(cost)} > {_usd(budget)} budget",),
-            expected_aspect_count=1,
-            reasoning=f"Execution cost {_usd(cost)} (budget: {_usd(budget)})",
-            details=details,
+            return no_trace_data("cost", "Execution cost not reported by the target", details)
+        return within_limit(
+            cost <= budget,
+            f"Cost {_usd(cost)}",
+            f"{_usd(budget)} budget",
+            f"Execution cost {_usd(cost)} (budget: {_usd(budget)})",
+            details,
         )

@@ -7,7 +7,15 @@ score 0 with "No duration data available in trace" as the miss.
 from __future__ import annotations
 
 from ..models import LatencySpec
-from .base import EvaluationContext, EvaluationScore, entry_settings, js_number, trace_number
+from .base import (
+    EvaluationContext,
+    EvaluationScore,
+    entry_settings,
+    js_number,
+    no_trace_data,
+    trace_number,
+    within_limit,
+)
 
 
 class LatencyEvaluator:
@@ -18,22 +26,13 @@ class LatencyEvaluator:
         duration = trace_number(context, "duration_ms")
         details = {"threshold_ms": threshold, "duration_ms": duration}
         if duration is None:
-            return EvaluationScore.graded(
-                0.0,
-                misses=("No duration data available in trace",),
-                expected_aspect_count=1,
-                reasoning="Execution duration not reported by the target",
-                details=details,
-            )
-        passed = duration <= threshold
-        shown = f"Duration {js_number(duration)}ms"
-        limit = f"{js_number(threshold)}ms threshold"
-        return EvaluationScore.graded(
-            1.0 if passed else 0.0,
-            hits=(f"{shown} <= {limit}",) if passed else (),
-            misses=() if passed else (f"{shown} > {limit}",),
-            expected_aspect_count=1,
-            reasoning=f"Execution took {js_number(duration)}ms "
-            f"(threshold: {js_number(threshold)}ms)",
-            details=details,
+            reasoning = "Execution duration not reported by the target"
+            return no_trace_data("duration", reasoning, details)
+        took, limit = js_number(duration), js_number(threshold)
+        return within_limit(
+            duration <= threshold,
+            f"Duration {took}ms",
+            f"{limit}ms threshold",
+            f"Execution took {took}ms (threshold: {limit}ms)",
+            details,
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..models import TokenUsageSpec, finite_number
-from .base import EvaluationContext, EvaluationScore, entry_settings, js_number
+from .base import EvaluationContext, EvaluationScore, entry_settings, js_number, no_trace_data
 
 
 def _count(usage: dict[str, Any], key: str) -> float | None:
@@ -35,12 +35,11 @@ class TokenUsageEvaluator:
             else {}
         )
         if counts.get("input") is None and counts.get("output") is None:
-            return EvaluationScore.graded(
-                0.0,
-                misses=("No token usage data available in trace",),
-                expected_aspect_count=aspects,
-                reasoning="Token usage not reported by the target",
-                details={"limits": limits, "token_usage": None},
+            return no_trace_data(
+                "token usage",
+                "Token usage not reported by the target",
+                {"limits": limits, "token_usage": None},
+                aspects,
             )
         tokens = {key: value or 0.0 for key, value in counts.items()}
         tokens["total"] = tokens["input"] + tokens["output"] + tokens["cached"]
