@@ -114,7 +114,7 @@ class TargetResponse:
             return self.recorded_trace
         calls = tool_calls(self.output_messages)
         if (
-            not calls
+            not self.output_messages
             and self.token_usage is None
             and self.cost_usd is None
             and self.duration_ms is None
@@ -156,10 +156,16 @@ class Target(Protocol):
 
 
 def _candidate(messages: list[dict[str, Any]]) -> str:
+    """The answer in messages, as AgentV takes it: the content of the last assistant message
+    that has one (a message with only tool calls is skipped); no such message: no answer."""
     for message in reversed(messages):
-        if message.get("role") == "assistant":
-            return render_content(message.get("content") or "")
-    return render_content(messages[-1].get("content") or "") if messages else ""
+        if message.get("role") == "assistant" and message.get("content") is not None:
+            return render_content(message["content"])
+    return ""
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def response_from(value: Any, what: str) -> TargetResponse:
@@ -180,14 +186,18 @@ def response_from(value: Any, what: str) -> TargetResponse:
             raise NotGradedError(
                 f"{what} returned 'output_messages' that is not a list of messages"
             )
-        text = value.get("text")
-        if text is None and messages is None:
+        # As AgentV: messages, when there are any, are the answer and ``text`` is ignored.
+        if messages:
+            text = _candidate(messages)
+        elif "text" in value:
+            text = _text(value["text"])
+            messages = [{"role": "assistant", "content": text}]
+        else:
             raise NotGradedError(f"{what} returned an object without 'text' or 'output_messages'")
-        messages = messages or [{"role": "assistant", "content": text}]
         cost = finite_number(value.get("cost_usd"))
         duration = finite_number(value.get("duration_ms"))
         return TargetResponse(
-            text=str(text) if text is not None else _candidate(messages),
+            text=text,
             output_messages=tuple(messages),
             token_usage=value.get("token_usage")
             if isinstance(value.get("token_usage"), dict)
@@ -209,7 +219,7 @@ def parse_output_text(text: str, what: str) -> TargetResponse:
             data = json.loads(stripped)
         except ValueError:
             data = None
-        if isinstance(data, dict) and ("text" in data or "output_messages" in data):
+        if isinstance(data, dict) and ("text" in data or data.get("output_messages")):
             return response_from(data, what)
     return response_from(text.rstrip("\n"), what)
 
@@ -745,17 +755,20 @@ class RecordedTarget:
             )
         messages = row.get("output_messages")
         text = row.get("candidate_answer")
-        if messages is None and not isinstance(text, str):
+        if not messages and not isinstance(text, str):
             raise NotGradedError(
                 f"the recorded row for '{case.id}' {where} has no 'candidate_answer' or "
                 "'output_messages'"
             )
-        value: dict[str, Any] = {"output_messages": messages} if messages is not None else {}
-        if isinstance(text, str):
-            value["text"] = text
+        value = {"output_messages": messages} if messages else {"text": text}
         response = response_from(value, f"the recorded row for '{case.id}'")
         trace = row.get("trace_summary")
-        return replace(response, recorded_trace=trace if isinstance(trace, dict) else None)
+        # The recorded answer is what was graded, whatever its messages would give today.
+        return replace(
+            response,
+            text=text if isinstance(text, str) else response.text,
+            recorded_trace=trace if isinstance(trace, dict) else None,
+        )
 
 
 def interpolate(target: TargetConfig, loaded: LoadedTargets) -> dict[str, Any]:

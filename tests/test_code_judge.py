@@ -87,7 +87,13 @@ def test_payload_keys_and_user_config_as_written(project: pytest.Pytester) -> No
     ]
     assert payload["input_files"] == [str(project.path / "notes.md")]
     assert payload["guideline_files"] == []
-    assert payload["trace_summary"] is None
+    # As AgentV: a text answer still has a trace summary, with no tool calls in it.
+    assert payload["trace_summary"] == {
+        "event_count": 0,
+        "tool_names": [],
+        "tool_calls_by_name": {},
+        "error_count": 0,
+    }
     assert payload["config"] == {"camelCaseKey": {"innerKey": 1}}
 
 

@@ -120,6 +120,70 @@ def test_cli_target_stdout_when_no_output_file(project: pytest.Pytester) -> None
     project.runpytest().assert_outcomes(passed=1)
 
 
+ANSWERS_AGENT = """\
+import json, sys
+tool = {"tool": "lookup", "input": {"q": "refunds"}}
+outputs = {
+    "text-and-messages": {
+        "text": "a summary",
+        "output_messages": [{"role": "assistant", "content": "From the messages"}],
+    },
+    "last-message-only-calls": {
+        "output_messages": [
+            {"role": "assistant", "content": "Before the call"},
+            {"role": "assistant", "content": None, "tool_calls": [tool]},
+        ]
+    },
+    "object-text": {"text": {"days": 30}},
+    "empty-messages": {"output_messages": [], "text": "From the text"},
+    "no-assistant": {"output_messages": [{"role": "tool", "content": "tool output"}]},
+}
+print(json.dumps(outputs[sys.argv[1]]))
+"""
+
+
+ANSWERS_TARGETS = """\
+targets:
+  - {name: default, provider: cli, command_template: "python agent.py {EVAL_ID}"}
+"""
+
+
+@pytest.mark.parametrize(
+    ("case_id", "answer"),
+    [
+        ("text-and-messages", "From the messages"),
+        ("last-message-only-calls", "Before the call"),
+        ("object-text", '{"days": 30}'),
+        ("empty-messages", "From the text"),
+    ],
+)
+def test_cli_answer_is_taken_as_agentv_takes_it(
+    project: pytest.Pytester, case_id: str, answer: str
+) -> None:
+    """Messages win over ``text``; the last assistant message with content is the answer."""
+    write(project, "agent.py", ANSWERS_AGENT)
+    write(
+        project,
+        ".agentv/targets.yaml",
+        ANSWERS_TARGETS,
+    )
+    write(project, "c.eval.yaml", "evalcases:" + expect_case(case_id, answer))
+    project.runpytest().assert_outcomes(passed=1)
+
+
+def test_cli_answer_without_an_assistant_message_is_empty(project: pytest.Pytester) -> None:
+    write(project, "agent.py", ANSWERS_AGENT)
+    write(
+        project,
+        ".agentv/targets.yaml",
+        ANSWERS_TARGETS,
+    )
+    write(project, "c.eval.yaml", "evalcases:" + expect_case("no-assistant", "tool output"))
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)  # as in AgentV: messages without an answer grade as ''
+    result.stdout.fnmatch_lines(["*answer is ''*"])
+
+
 @pytest.mark.parametrize(
     ("command", "message"),
     [

@@ -66,9 +66,31 @@ def test_no_trace_scores_zero_with_agentv_reason(agentv_judge: AgentvJudge, mode
     settings: dict[str, Any] = (
         {"minimums": {"search": 1}} if mode == "any_order" else {"expected": [{"tool": "search"}]}
     )
-    score = grade(agentv_judge, "I answered without tools.", mode=mode, **settings)
+    score = grade(agentv_judge, [], mode=mode, **settings)
     assert (score.score, score.verdict) == (0.0, "fail")
     assert score.misses == ("No trace available for evaluation",)
+
+
+@pytest.mark.parametrize(
+    ("mode", "misses"),
+    [
+        ("any_order", ("search: called 0 times (required ≥1)",)),
+        ("in_order", ("Expected search at position 0, not found in remaining trace",)),
+        ("exact", ("Expected 1 tool calls, got 0", "Position 0: expected search, got nothing")),
+    ],
+)
+def test_a_text_answer_has_a_trace_without_tool_calls(
+    agentv_judge: AgentvJudge, mode: str, misses: tuple[str, ...]
+) -> None:
+    """As in AgentV, whose targets always return messages: a text answer made no calls."""
+    settings: dict[str, Any] = (
+        {"minimums": {"search": 1}} if mode == "any_order" else {"expected": [{"tool": "search"}]}
+    )
+    score = grade(agentv_judge, "I answered without tools.", mode=mode, **settings)
+    assert (score.score, score.misses) == (0.0, misses)
+    none: dict[str, Any] = {"minimums": {}} if mode == "any_order" else {"expected": []}
+    nothing_asked = grade(agentv_judge, "I answered without tools.", mode=mode, **none)
+    assert (nothing_asked.score, nothing_asked.verdict) == (1.0, "pass")
 
 
 def test_in_order_is_a_greedy_subsequence(agentv_judge: AgentvJudge) -> None:
