@@ -146,15 +146,16 @@ class AgentvJudge:
         from .models import render_content
 
         folder = self.item.path.parent if self.item is not None else Path.cwd()
+        given = reference_answer is not None and reference_answer != ""  # {} is an answer
         case = PreparedCase(
             id=self.item.name if self.item is not None else "assert_judged",
             question=question or "",
             input_messages=({"role": "user", "content": question or ""},),
             expected_outcome=expected_outcome or "",
-            reference_answer=render_content(reference_answer) if reference_answer else "",
-            expected_messages=(
-                ({"role": "assistant", "content": reference_answer},) if reference_answer else ()
-            ),
+            reference_answer=render_content(reference_answer) if given else "",
+            expected_messages=({"role": "assistant", "content": reference_answer},)
+            if given
+            else (),
             authored_input=({"role": "user", "content": question or ""},),
             folder=folder,
             rootdir=self.run.rootdir,

@@ -103,6 +103,19 @@ def test_numeric_tolerance_absolute_and_relative(agentv_judge: AgentvJudge) -> N
         ("15/01/2025", None, 1.0),
         ("01/15/2025", ["DD/MM/YYYY"], 0.0),
         ("2025-01-16", None, 0.0),
+        # What JavaScript's Date, which AgentV asks first, reads as well:
+        ("Wed, 15 Jan 2025", None, 1.0),
+        ("Wednesday, January 15, 2025", None, 1.0),
+        ("2025-1-15", None, 1.0),
+        ("Jan 15 2025 10:00 AM", None, 1.0),
+        ("15 January, 2025", None, 1.0),
+        ("2025.01.15", None, 1.0),
+        ("01/15/25", None, 1.0),
+        ("Jan-15-2025", None, 1.0),
+        ("Wed 15 Jan 2025 10:00:00 +0100", None, 1.0),
+        # ... and what it does not.
+        ("January 15th, 2025", None, 0.0),
+        ("15.01.2025", None, 0.0),
     ],
 )
 def test_dates_compare_year_month_day(
@@ -218,3 +231,10 @@ def test_eval_file_with_expected_output(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         ["*eval 'json-text' failed: score 0.50 (fail)", "*✗ id (value mismatch)"]
     )
+
+
+def test_an_empty_expected_object_is_expected_data(agentv_judge: AgentvJudge) -> None:
+    """``{}`` is expected data in AgentV (an object is true in JavaScript): every field then has
+    no expected value, which passes, rather than the case not being graded."""
+    score = grade(agentv_judge, {"amount": 5}, field("amount"), expected={})
+    assert (score.score, score.hits) == (1.0, ("amount: no expected value",))

@@ -36,10 +36,21 @@ _ISO = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$",
     re.IGNORECASE,
 )
-_YMD_SLASH = re.compile(r"^(\d{4})/(\d{1,2})/(\d{1,2})$")
-_DAY_MONTH_YEAR = re.compile(r"^(\d{1,2})[- ]([A-Za-z]{3,9})\.?[- ](\d{4})$")
-_MONTH_DAY_YEAR = re.compile(r"^([A-Za-z]{3,9})\.? (\d{1,2}),? (\d{4})$")
-_NUMERIC = re.compile(r"^(\d{1,2})[/-](\d{1,2})[/-](\d{4})$")
+_YMD = re.compile(r"^(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})$")
+_DAY_MONTH_YEAR = re.compile(r"^(\d{1,2})[- ]([A-Za-z]{3,9})\.?,?[- ](\d{4})$")
+_MONTH_DAY_YEAR = re.compile(r"^([A-Za-z]{3,9})\.?[- ](\d{1,2}),?[- ](\d{4})$")
+_NUMERIC = re.compile(r"^(\d{1,2})[/-](\d{1,2})[/-](\d{4}|\d{2})$")
+# What JavaScript's Date parsing, which AgentV tries first, also reads around a day: a weekday
+# in front ("Wed, 15 Jan 2025") and a time of day with an optional zone after it.
+_WEEKDAY = re.compile(
+    r"^(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)(?:day|sday|nesday|rsday|urday)?\.?,?\s+",
+    re.IGNORECASE,
+)
+_TIME_OF_DAY = re.compile(
+    r"(?:,?\s+|T)\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:[ap]\.?m\.?)?"
+    r"\s*(?:Z|UTC|GMT|[+-]\d{2}:?\d{2})?$",
+    re.IGNORECASE,
+)
 MONTHS = {
     name: number
     for number, names in enumerate(
@@ -126,7 +137,10 @@ def parse_date(text: str, formats: list[str]) -> date | None:
     """The calendar day a date string names; a time of day and a zone are ignored, so the day is
     the one written (not shifted into the machine's time zone)."""
     value = text.strip()
-    if found := _ISO.match(value) or _YMD_SLASH.match(value):
+    if found := _ISO.match(value):
+        return _ymd(int(found.group(1)), int(found.group(2)), int(found.group(3)))
+    value = _TIME_OF_DAY.sub("", _WEEKDAY.sub("", value))
+    if found := _YMD.match(value):
         return _ymd(int(found.group(1)), int(found.group(2)), int(found.group(3)))
     if found := _DAY_MONTH_YEAR.match(value):
         month = MONTHS.get(found.group(2).lower())
@@ -136,6 +150,8 @@ def parse_date(text: str, formats: list[str]) -> date | None:
         return _ymd(int(found.group(3)), month, int(found.group(2))) if month else None
     if found := _NUMERIC.match(value):
         first, second, year = (int(found.group(i)) for i in (1, 2, 3))
+        if len(found.group(3)) == 2:
+            year += 2000 if year < 50 else 1900  # JavaScript's reading of a two-digit year
         us = any("MM/DD" in f or "MM-DD" in f for f in formats)
         eu = any("DD/MM" in f or "DD-MM" in f for f in formats)
         if eu and not us:
@@ -206,7 +222,8 @@ def expected_data(context: EvaluationContext) -> dict[str, Any] | None:
     """The last expected assistant message with content: an object, or JSON text."""
     for message in reversed(context.eval_case.expected_messages):
         content = message.get("content")
-        if message.get("role") != "assistant" or not content:
+        # As in AgentV, an empty object is expected data (every field then has no expected value).
+        if message.get("role") != "assistant" or content is None or content == "":
             continue
         if isinstance(content, dict):
             return content
