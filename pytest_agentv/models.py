@@ -614,6 +614,12 @@ TRAJECTORY_MODES = ("any_order", "in_order", "exact")
 FIELD_MATCHES = ("exact", "numeric_tolerance", "date")
 FIELD_AGGREGATIONS = ("weighted_average", "all_or_nothing")
 AGGREGATORS = ("weighted_average", "code_judge", "llm_judge")
+#: Aggregator spellings of later AgentV versions that name a classic aggregator.
+AGGREGATOR_ALIASES = {
+    name: KIND_ALIASES[name] for name in ("code_grader", "code-grader", "llm_grader", "llm-grader")
+}
+#: Aggregators of later AgentV versions with no classic equivalent, and where they appeared.
+LATER_AGGREGATORS = {"threshold": "v2.7.1"}
 
 
 class TrajectoryStep(_Model):
@@ -758,6 +764,12 @@ class AggregatorSpec(_Model):
     @field_validator("type", mode="before")
     @classmethod
     def _type(cls, value: Any) -> str:
+        value = AGGREGATOR_ALIASES.get(value, value) if isinstance(value, str) else value
+        if value in LATER_AGGREGATORS:
+            raise ValueError(
+                f"aggregator type {value!r} was introduced in AgentV {LATER_AGGREGATORS[value]} "
+                f"and is not supported by pytest-agentv; use {', '.join(AGGREGATORS)}"
+            )
         return _choice(value, AGGREGATORS, "aggregator type")
 
     @field_validator("weights", mode="before")
@@ -784,7 +796,10 @@ class AggregatorSpec(_Model):
 class CompositeSpec(_Model):
     """``composite``: member evaluators (composites nest) and their aggregator."""
 
-    evaluators: list[EvaluatorConfig] = Field(min_length=1)
+    #: ``assertions`` is AgentV v3's name for the members.
+    evaluators: list[EvaluatorConfig] = Field(
+        min_length=1, validation_alias=AliasChoices("evaluators", "assertions")
+    )
     aggregator: AggregatorSpec
 
     _unique = field_validator("evaluators")(_evaluator_names_unique)

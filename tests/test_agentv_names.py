@@ -98,8 +98,21 @@ def test_a_mixed_file_warns_once(project: pytest.Pytester) -> None:
             "{name: c, type: rubrics, criteria: [{outcome: x, operator: contradiction}]}",
             "*rubric operator 'contradiction' was introduced in AgentV v4*",
         ),
+        (
+            "{name: c, type: composite, assertions: [{type: code-grader, command: [x]}], "
+            "aggregator: {type: threshold, threshold: 0.5}}",
+            "*aggregator type 'threshold' was introduced in AgentV v2.7.1*",
+        ),
     ],
-    ids=["v2.10-kind", "v2.19-kind", "v5-kind", "trajectory", "evaluator-gate", "operator"],
+    ids=[
+        "v2.10-kind",
+        "v2.19-kind",
+        "v5-kind",
+        "trajectory",
+        "evaluator-gate",
+        "operator",
+        "aggregator",
+    ],
 )
 def test_names_we_cannot_map_are_errors_naming_the_version(
     project: pytest.Pytester, evaluator: str, expected: str
@@ -112,6 +125,45 @@ def test_names_we_cannot_map_are_errors_naming_the_version(
     result = project.runpytest("--co", "-q")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["later.eval.yaml:2:*" + expected.lstrip("*")])
+
+
+def test_a_composite_written_with_later_names(project: pytest.Pytester) -> None:
+    """AgentV v3 lists a composite's members under ``assertions`` and names its aggregators
+    ``code-grader`` / ``llm-grader``."""
+    write(
+        project,
+        "lowest.py",
+        """
+        import json, sys
+        results = json.load(sys.stdin)["results"]
+        print(json.dumps({"score": min(r["score"] for r in results.values())}))
+        """,
+    )
+    write(
+        project,
+        "c.eval.yaml",
+        """
+        tests:
+          - id: refund
+            input: How long do I have to return something?
+            assertions:
+              - name: both
+                type: composite
+                assertions:
+                  - {name: days, type: code-grader, command: [python, keywords.py],
+                     keywords: [days]}
+                  - {name: weeks, type: code-grader, command: [python, keywords.py],
+                     keywords: [weeks]}
+                aggregator: {type: code-grader, path: [python, lowest.py]}
+        """,
+    )
+    reprec = project.inline_run("--agentv-results", "r.jsonl")
+    reprec.assertoutcome(failed=1)
+    (row,) = map(json.loads, (project.path / "r.jsonl").read_text().splitlines())
+    (composite,) = row["evaluator_results"]
+    assert [m["name"] for m in composite["evaluator_results"]] == ["days", "weeks"]
+    assert [m["score"] for m in composite["evaluator_results"]] == [1.0, 0.0]
+    assert composite["score"] == 0.0
 
 
 def test_suite_level_assertions_are_refused_not_reinterpreted(project: pytest.Pytester) -> None:
