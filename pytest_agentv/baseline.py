@@ -3,8 +3,11 @@
 ``PreviousResults`` reads a results file once: ours (``--agentv-results``), AgentV v2.5.8's
 (``eval_id``, ``dataset``, ``score``, ``error``) or a later AgentV's (rows that carry only
 ``test_id``). Rows are matched to cases by dataset and eval id; a row without a dataset matches
-the id in any dataset. When a file has several rows for one case, the last one counts. The same
-reader serves ``--agentv-answers`` (the recorded answers of a previous run).
+the id in any dataset. Our rows also name their eval file: two files may hold the same dataset
+and id (AgentV's layout has an ``evals/dataset.yaml`` in every folder), and then a case matches
+only the row of its own file (a file that was renamed still matches when its cases are the only
+ones with that dataset and id). When a file has several rows for one case, the last one counts.
+The same reader serves ``--agentv-answers`` (the recorded answers of a previous run).
 
 A baseline score exists only for a row that was graded: not an error row, not a skip, not a
 later AgentV ``execution_error``. A delta exists only when both runs graded the case; under
@@ -27,6 +30,8 @@ UNCHANGED = 0.05
 LISTED = 10
 
 Key = tuple[str | None, str]
+#: A collected case: its eval file (as results rows name it), dataset and eval id.
+CaseKey = tuple[str, str, str]
 
 
 class PreviousResults:
@@ -38,6 +43,9 @@ class PreviousResults:
         self.option = option
         self._lock = threading.Lock()
         self._rows: dict[Key, dict[str, Any]] | None = None
+        #: The rows that name their eval file, and the files each case's rows name.
+        self._filed: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+        self._files: dict[Key, set[str]] = {}
 
     def rows(self) -> dict[Key, dict[str, Any]]:
         """Raises ``ConfigError`` naming the option, the file and the line of a bad row."""
@@ -62,14 +70,50 @@ class PreviousResults:
                         "'eval_id' (or 'test_id')"
                     )
                 dataset = row.get("dataset")
-                rows[(dataset if isinstance(dataset, str) else None, case_id)] = row
+                key = (dataset if isinstance(dataset, str) else None, case_id)
+                rows[key] = row
+                file = row.get("file")
+                if isinstance(file, str):
+                    self._filed[(file, *key)] = row
+                    self._files.setdefault(key, set()).add(file)
         except EvalFileError as exc:
             raise ConfigError(f"{self.option}: {exc}") from None
         return rows
 
-    def find(self, dataset: str, case_id: str) -> dict[str, Any] | None:
+    def find(self, dataset: str, case_id: str, file: str | None = None) -> dict[str, Any] | None:
+        """The row of a case (of eval file ``file``, as results rows name it, when known)."""
         rows = self.rows()
+        if file is not None:
+            own = self._filed.get((file, dataset, case_id))
+            if own is not None:
+                return own
+            if len(self._files.get((dataset, case_id), ())) > 1:
+                return None  # rows of other files with the same dataset and id
         return rows.get((dataset, case_id)) or rows.get((None, case_id))
+
+    def gone(self, collected: Collection[CaseKey]) -> list[str]:
+        """Rows whose case this run did not collect although it collected where they were: the
+        row's eval file (rows that name one) or else its dataset (a row without a dataset: when
+        no collected case has its id). A case deselected with ``-k`` was collected."""
+        rows = self.rows()
+        files = {file for file, _, _ in collected}
+        datasets = {dataset for _, dataset, _ in collected}
+        ids = {case_id for _, _, case_id in collected}
+        cases = {(dataset, case_id) for _, dataset, case_id in collected}
+        found: list[str] = []
+        for dataset, case_id in rows:
+            named = self._files.get((dataset, case_id))
+            if named:
+                found += [
+                    f"{file}::{case_id}"
+                    for file in sorted(named & files)
+                    if (file, dataset, case_id) not in collected
+                ]
+            elif (dataset, case_id) not in cases and (
+                case_id not in ids if dataset is None else dataset in datasets
+            ):
+                found.append(f"{dataset}::{case_id}" if dataset is not None else case_id)
+        return found
 
 
 def graded_score(row: Mapping[str, Any] | None) -> float | None:
@@ -113,23 +157,21 @@ def _listed(label: str, names: Sequence[str], most: int | None = LISTED) -> list
 def comparison_lines(
     baseline: PreviousResults,
     cases: Iterable[Mapping[str, Any]],
-    collected: Collection[Key],
+    collected: Collection[CaseKey],
     max_regression: float | None = None,
 ) -> list[str]:
     """The comparison block: improved, regressed, unchanged, new and gone cases, every
     regression named, the largest first.
 
     ``cases`` are this run's eval-case rows (with ``baseline_score`` and ``delta``);
-    ``collected`` every ``(dataset, eval_id)`` the run collected, deselected ones included: a
-    baseline row is gone when its dataset was collected but its case was not (a row without a
-    dataset: when no collected case has its id). A regression beyond ``max_regression``
-    says that it failed its case.
+    ``collected`` every case the run collected, deselected ones included (see
+    ``PreviousResults.gone``). A regression beyond ``max_regression`` says that it failed its
+    case.
     """
     improved: list[tuple[float, str]] = []
     regressed: list[tuple[float, str]] = []
     unchanged = uncompared = 0
     new: list[str] = []
-    rows = baseline.rows()
     for case in cases:
         delta = case.get("delta")
         if isinstance(delta, (int, float)):
@@ -142,18 +184,14 @@ def comparison_lines(
                 regressed.append((delta, f"{moved}  ({delta:.2f}{gate})"))
             else:
                 unchanged += 1
-        elif baseline.find(str(case.get("dataset") or ""), str(case["eval_id"])) is None:
+        elif (
+            baseline.find(str(case.get("dataset") or ""), str(case["eval_id"]), case.get("file"))
+            is None
+        ):
             new.append(_where(case))
         else:
             uncompared += 1
-    datasets = {dataset for dataset, _ in collected}
-    ids = {case_id for _, case_id in collected}
-    gone = [
-        f"{dataset}::{case_id}" if dataset is not None else case_id
-        for dataset, case_id in rows
-        if (dataset, case_id) not in collected
-        and (case_id not in ids if dataset is None else dataset in datasets)
-    ]
+    gone = baseline.gone(collected)
     counts = [
         f"{len(improved)} improved",
         f"{len(regressed)} regressed",

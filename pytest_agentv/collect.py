@@ -132,7 +132,7 @@ class EvalFile(pytest.File):
         callobj = _run_case if defined else _run_case_without_target_fixture
         names = test_names([spec.case.id for spec, _ in cases])
         for (spec, evaluators), name in zip(cases, names, strict=True):
-            run.collected.add((spec.dataset, spec.case.id))
+            run.collected.add((spec.loaded.display, spec.dataset, spec.case.id))
             if not defined:
                 for file, warning in run.targets.ignored_settings(spec):
                     warnings.warn_explicit(warning.message, warning.category, file, warning.line)

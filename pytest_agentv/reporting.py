@@ -133,7 +133,7 @@ class AgentvReporter:
     def __init__(self, settings: Settings, rootdir: Path | None = None) -> None:
         self.settings = settings
         self.cases: list[dict[str, Any]] = []
-        self.collected: set[tuple[str | None, str]] = set()
+        self.collected: set[tuple[str, str, str]] = set()
         self.calibrations: list[dict[str, Any]] = []
         #: The run's spend and refused calls so far (``--agentv-budget-usd``).
         self.spend: Callable[[], tuple[float, int]] | None = None
@@ -170,8 +170,8 @@ class AgentvReporter:
 
     def add_facts(self, facts: Mapping[str, Any]) -> None:
         """What one process's run knew at its end (see ``AgentvRun.facts``)."""
-        for dataset, case_id in facts.get("collected") or ():
-            self.collected.add((dataset, case_id))
+        for file, dataset, case_id in facts.get("collected") or ():
+            self.collected.add((file, dataset, case_id))
         calibration = facts.get("calibration")
         if isinstance(calibration, dict):
             self.calibrations.append(calibration)

@@ -264,6 +264,7 @@ def results_line(row: ResultRow) -> dict[str, Any]:
     elif evaluators:
         line["evaluator_provider_request"] = evaluators[0]["evaluator_provider_request"]
     line["error"] = row["error"]
+    line["file"] = row["file"]
     line["trace_summary"] = row["trace_summary"]
     line["status"] = row["status"]
     if row["trials"] is not None:

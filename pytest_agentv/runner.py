@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .baseline import PreviousResults, graded_score
+from .baseline import CaseKey, PreviousResults, graded_score
 from .budget import Budget, Estimate, Ledger, PlannedCall, unknown_answer
 from .calibration import Calibration
 from .cases import CaseSpec, PreparedCase, prepare_case
@@ -139,9 +139,9 @@ class AgentvRun:
         refresh_secrets()
         self.scheduler = Scheduler(settings.concurrency)
         self._expected: set[str] = set()
-        #: Every case collected, as ``(dataset, eval_id)``: a baseline's cases that are not
-        #: here are gone.
-        self.collected: set[tuple[str, str]] = set()
+        #: Every case collected, as ``(eval file, dataset, eval_id)``: a baseline's cases that
+        #: are not here are gone.
+        self.collected: set[CaseKey] = set()
         self.budget = (
             Budget(settings.budget_usd, ledger)
             if settings.budget_usd is not None and ledger is not None
@@ -274,7 +274,8 @@ class AgentvRun:
         """Give a case's result its baseline score (``--agentv-baseline``)."""
         if self.baseline is not None:
             result.compared = True
-            result.baseline_score = graded_score(self.baseline.find(spec.dataset, spec.case.id))
+            row = self.baseline.find(spec.dataset, spec.case.id, spec.loaded.display)
+            result.baseline_score = graded_score(row)
 
     # -- cases ------------------------------------------------------------------------------
     def plan(self, work: Sequence[CaseWork]) -> None:
@@ -473,12 +474,15 @@ class AgentvRun:
             estimate.add(calls)
             judged_any = judged_any or judged
             policy = self.trial_policy(spec)
-            early += policy is not None and policy.strategy in ("pass_at_k", "pass_all", "adaptive")
+            early += policy is not None and (
+                policy.strategy in ("pass_at_k", "pass_all", "adaptive")
+                or policy.cost_limit_usd is not None
+            )
         notes: list[str] = []
         if early:
             notes.append(
                 f"{early} case(s) with trials that may stop early (pass_at_k, pass_all, "
-                "adaptive) are counted at their most trials"
+                "adaptive, or at cost_limit_usd) are counted at their most trials"
             )
         if skipped:
             notes.append(f"{skipped} case(s) need a judge that is not configured: they would skip")

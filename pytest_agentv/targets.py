@@ -735,7 +735,8 @@ class RecordedTarget:
         self.results = PreviousResults(path, display, "--agentv-answers")
 
     def find(self, case: PreparedCase) -> dict[str, Any] | None:
-        return self.results.find(case.dataset, case.id)
+        file = display_path(case.eval_file, case.rootdir) if case.eval_file else None
+        return self.results.find(case.dataset, case.id, file)
 
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
         return self.answer(case)

@@ -285,10 +285,43 @@ def test_the_comparison_block_lists_every_regression_and_caps_the_rest(tmp_path:
         }
         for i in range(30)
     ]
-    lines = comparison_lines(baseline, cases, {("d", f"c{i:02}") for i in range(30)})
+    collected = {("d.eval.yaml", "d", f"c{i:02}") for i in range(30)}
+    lines = comparison_lines(baseline, cases, collected)
     regressed = lines[lines.index("  regressed:") + 1 : lines.index("  improved:")]
     assert len(regressed) == 15
     assert regressed[0].startswith("    d.eval.yaml::c29") and "(-0.30)" in regressed[0]
     improved = lines[lines.index("  improved:") + 1 :]
     # Deltas under 0.05 are unchanged: 11 improved, 10 of them named.
     assert improved[0].startswith("    d.eval.yaml::c14") and improved[-1] == "    ... and 1 more"
+
+
+def test_files_with_the_same_dataset_and_ids_are_compared_file_by_file(
+    project: pytest.Pytester,
+) -> None:
+    """AgentV's layout has an ``evals/dataset.yaml`` in every folder: the same dataset name and
+    the same ids in several files. Each case is compared with its own file's row, and a folder
+    left out of the run has nothing gone."""
+    suites = {"billing": case("basic", 0.85) + case("old", 1.0), "refunds": case("basic", 1.0)}
+    for folder, cases in suites.items():
+        write(project, f"{folder}/evals/dataset.eval.yaml", "evalcases:" + cases)
+        write(project, f"{folder}/evals/score.py", SCORE_JUDGE)
+    project.runpytest("--agentv-results=base.jsonl").assert_outcomes(passed=3)
+    rows = [json.loads(line) for line in (project.path / "base.jsonl").read_text().splitlines()]
+    assert sorted(row["file"] for row in rows) == [
+        "billing/evals/dataset.eval.yaml",
+        "billing/evals/dataset.eval.yaml",
+        "refunds/evals/dataset.eval.yaml",
+    ]
+
+    result = project.runpytest("--agentv-baseline=base.jsonl", "--agentv-max-regression=0.1")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*0 improved, 0 regressed, 3 unchanged*, 0 new, 0 gone*"])
+
+    write(project, "billing/evals/dataset.eval.yaml", "evalcases:" + case("basic", 0.85))
+    result = project.runpytest("--agentv-baseline=base.jsonl", "refunds")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*1 unchanged*, 0 new, 0 gone*"])
+    result = project.runpytest("--agentv-baseline=base.jsonl")
+    result.stdout.fnmatch_lines(
+        ["*2 unchanged*, 0 new, 1 gone*", "*gone:", "*billing/evals/dataset.eval.yaml::old"]
+    )
