@@ -214,13 +214,19 @@ def policy_for(config: TrialsConfig | None, override: int | None = None) -> Tria
         return TrialPolicy(count=override) if override else None
     if config.strategy == "adaptive":
         most = override or config.max or DEFAULT_MAX
+        least = config.min or DEFAULT_MIN
+        if least > most and not override:
+            raise ConfigError(
+                f"strategy 'adaptive': min {least} is more than max {most}"
+                f"{'' if config.max else ' (the default)'}; raise 'max' to at least {least}"
+            )
         policy = TrialPolicy(
             strategy="adaptive",
             count=most,
             cost_limit_usd=config.cost_limit_usd,
             threshold=config.threshold if config.threshold is not None else DEFAULT_THRESHOLD,
             confidence=config.confidence if config.confidence is not None else DEFAULT_CONFIDENCE,
-            min=min(config.min or DEFAULT_MIN, most),
+            min=min(least, most),  # --agentv-trials may cap it
             interval=config.interval or "wilson",
         )
         policy.check()

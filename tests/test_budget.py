@@ -292,6 +292,11 @@ def test_the_estimate_notes_what_it_cannot_count(
             expected_outcome: x
             execution:
               trials: {count: 3}
+          - id: until-it-costs-too-much
+            input: q
+            expected_outcome: x
+            execution:
+              trials: {count: 2, strategy: mean, cost_limit_usd: 0.01}
           - id: no-such-target
             input: q
             expected_outcome: x
@@ -304,9 +309,9 @@ def test_the_estimate_notes_what_it_cannot_count(
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
         [
-            "more.eval.yaml  *  3  *",
+            "more.eval.yaml  *  5  *",
             "budget: $0.000001 (--agentv-budget-usd): the estimate is over it",
-            "1 case(s) with trials that may stop early * are counted at their most trials",
+            "2 case(s) with trials that may stop early (*, or at cost_limit_usd) are counted at *",
             "1 case(s) could not be prepared: they would not be graded",
         ]
     )

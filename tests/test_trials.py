@@ -213,6 +213,17 @@ def test_adaptive_rule_that_cannot_settle_is_refused() -> None:
         policy_for(TrialsConfig(strategy="adaptive"), 3)
 
 
+def test_adaptive_min_above_max_is_refused_not_lowered() -> None:
+    with pytest.raises(ConfigError) as excinfo:
+        policy_for(TrialsConfig(strategy="adaptive", min=15))
+    assert str(excinfo.value) == (
+        "strategy 'adaptive': min 15 is more than max 10 (the default); raise 'max' to at least 15"
+    )
+    assert policy_for(TrialsConfig(strategy="adaptive", min=15, max=20)) is not None
+    capped = policy_for(TrialsConfig(strategy="adaptive", min=6), 4)  # --agentv-trials 4
+    assert capped is not None and (capped.count, capped.min) == (4, 4)
+
+
 def test_assert_judged_trials_argument() -> None:
     assert policy_from_argument(3) == TrialPolicy(count=3)
     assert policy_from_argument({"strategy": "adaptive", "max": 6}) == TrialPolicy("adaptive", 6)
