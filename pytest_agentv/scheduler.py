@@ -41,7 +41,14 @@ def shared_loop() -> asyncio.AbstractEventLoop:
             def run() -> None:
                 asyncio.set_event_loop(loop)
                 loop.call_soon(ready.set)
-                loop.run_forever()
+                while True:
+                    try:
+                        loop.run_forever()
+                        return
+                    except (SystemExit, KeyboardInterrupt):
+                        # User code on the loop (an evaluator, a target) called sys.exit: the
+                        # task that raised it holds it; the loop must keep serving the rest.
+                        continue
 
             threading.Thread(target=run, name="agentv-loop", daemon=True).start()
             ready.wait()

@@ -687,7 +687,7 @@ class FixtureTarget:
         method = type(self.function).__call__
         return inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(method)
 
-    def _failed(self, exc: Exception) -> NotGradedError:
+    def _failed(self, exc: BaseException) -> NotGradedError:
         return NotGradedError(f"{self.what} raised {type(exc).__name__}: {redact(str(exc))}")
 
     def call_sync(self, case: PreparedCase) -> TargetResponse:
@@ -695,7 +695,7 @@ class FixtureTarget:
             value = self.function(case)
         except NotGradedError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise self._failed(exc) from exc
         if inspect.isawaitable(value):
             close = getattr(value, "close", None)
@@ -711,7 +711,7 @@ class FixtureTarget:
                 value = await value
         except NotGradedError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise self._failed(exc) from exc
         return response_from(value, self.what)
 

@@ -99,6 +99,58 @@ def test_a_custom_evaluator_that_scores_one_passes(project: pytest.Pytester) -> 
     assert rows(project)["custom"]["verdict"] == "pass"
 
 
+@pytest.mark.parametrize("where", ["evaluator", "sync evaluator", "async target", "target"])
+def test_sys_exit_in_user_code_is_not_graded_and_the_run_goes_on(
+    project: pytest.Pytester, where: str
+) -> None:
+    """An evaluator or target written like a script may call sys.exit: that case is not graded,
+    and the plugin's event loop keeps serving the next case (it used to hang the run)."""
+    evaluate = "async def evaluate" if where == "evaluator" else "def evaluate"
+    exits = where.endswith("evaluator")
+    write(
+        project,
+        "conftest.py",
+        f"""
+        import sys
+        import pytest
+        from pytest_agentv import EvaluationScore
+
+        class Exits:
+            kind = "exits"
+            {evaluate}(self, context):
+                if context.eval_case.id == "first" and {exits}:
+                    sys.exit(3)
+                return EvaluationScore(score=1.0)
+
+        @pytest.hookimpl
+        def pytest_agentv_make_evaluator(config, kind):
+            return Exits() if kind == "exits" else None
+
+        @pytest.fixture
+        def agentv_target():
+            {"async " if where == "async target" else ""}def answer(case):
+                if case.id == "first" and not {exits}:
+                    sys.exit(2)
+                return "an answer"
+            return answer
+        """,
+    )
+    write(
+        project,
+        "c.eval.yaml",
+        """
+        execution:
+          evaluators: [{name: exits, type: exits}]
+        evalcases:
+          - {id: first, input: q}
+          - {id: second, input: q}
+        """,
+    )
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*first*SystemExit*"])
+
+
 def test_a_prompt_file_in_rubric_mode_is_filled_in(
     judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:

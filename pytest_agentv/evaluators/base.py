@@ -257,7 +257,7 @@ async def evaluate_entries(
             return await call_evaluator(evaluator, replace(scoped, evaluator=entry))
         except AgentvError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit in a script-minded evaluator
             problem = f"Evaluator '{entry.name}' failed: {type(exc).__name__}: {exc}"
             return EvaluationScore.graded(0.0, misses=(problem,), error=problem)
 
