@@ -39,7 +39,7 @@ from . import prices
 from .budget import Budget
 from .errors import NotGradedError, ReplayMissError
 from .models import finite_number
-from .redaction import redact, register_secret
+from .redaction import redact, register_secret, valid_text
 from .replay import ReplayStore, request_key
 from .results import UsageRow
 
@@ -183,6 +183,10 @@ class Reply:
     completion_tokens: int = 0
     #: None when the model's price is unknown; for a reused reply, what its recording cost.
     cost_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        # A model may send a lone surrogate escape: the store and reports must be UTF-8.
+        object.__setattr__(self, "text", valid_text(self.text))
 
 
 @dataclass(frozen=True)

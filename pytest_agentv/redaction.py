@@ -81,8 +81,40 @@ def _pattern() -> re.Pattern[str]:
     return compiled
 
 
+#: UTF-16 surrogates: in a str they stand alone (a JSON ``"\\ud800"`` escape decodes to one), and
+#: text holding one cannot be written as UTF-8 (results files, reports sent by pytest-xdist).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """Text that can be written: a lone surrogate a target or judge sent becomes U+FFFD."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+def valid_data(value: Any) -> Any:
+    """``valid_text`` for every string of a JSON structure."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {valid_text(str(key)): valid_data(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [valid_data(item) for item in value]
+    return value
+
+
+def has_surrogate(value: Any) -> bool:
+    """Whether a JSON structure holds a string that is not Unicode text."""
+    if isinstance(value, str):
+        return not value.isascii() and _SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(has_surrogate(key) or has_surrogate(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(has_surrogate(item) for item in value)
+    return False
+
+
 def redact(text: str) -> str:
-    return _pattern().sub(REDACTED, text)
+    return _pattern().sub(REDACTED, valid_text(text))
 
 
 #: Control characters (ANSI and OSC escapes start with ESC), except newline and tab.
@@ -116,16 +148,16 @@ def redact_obj(value: Any) -> Any:
 
 def _redact_with(pattern: re.Pattern[str], value: Any) -> Any:
     if isinstance(value, str):
-        return pattern.sub(REDACTED, value)
+        return pattern.sub(REDACTED, valid_text(value))
     if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {str(key): _redact_with(pattern, item) for key, item in value.items()}
+        return {valid_text(str(key)): _redact_with(pattern, item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redact_with(pattern, item) for item in value]
-    return pattern.sub(REDACTED, str(value))
+    return pattern.sub(REDACTED, valid_text(str(value)))
 
 
 refresh_secrets()

@@ -34,7 +34,7 @@ from .loader import FileWarning, LoadedTargets, load_targets_file
 from .models import TargetConfig, finite_number, render_content
 from .paths import display_path, nearest_file, resolve_reference
 from .processes import MAX_STDOUT_BYTES, ProcessResult, run_process
-from .redaction import redact
+from .redaction import redact, valid_data
 from .yamlfile import json_lines
 
 DEFAULT_MOCK_RESPONSE = "Mock target response. Set 'response' on the mock target to change it."
@@ -172,6 +172,7 @@ def response_from(value: Any, what: str) -> TargetResponse:
     """Accept text, a list of messages, or ``{text}`` / ``{output_messages, token_usage, ...}``."""
     if isinstance(value, TargetResponse):
         return value
+    value = valid_data(value)  # what the agent wrote must survive UTF-8: payloads, reports
     if isinstance(value, str):
         return TargetResponse(
             text=value, output_messages=({"role": "assistant", "content": value},)

@@ -27,6 +27,7 @@ import yaml
 
 from .errors import EvalFileError
 from .paths import MAX_FILE_BYTES
+from .redaction import has_surrogate
 
 MAX_DEPTH = 100
 #: How many nodes aliases may add on top of the nodes actually written in the file.
@@ -261,6 +262,8 @@ def line_col(node: yaml.Node) -> tuple[int, int]:
 
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_HIGH, _LOW = r"\\u[dD][89abAB][0-9a-fA-F]{2}", r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+_LONE_SURROGATE_ESCAPE = re.compile(f"{_HIGH}(?!{_LOW})|(?<!{_HIGH}){_LOW}")
 _JSON_BRACKET = re.compile(r"[\[\]{}]")
 
 
@@ -296,11 +299,21 @@ def parse_json_line(text: str, display: str, line: int) -> Any:
                     display, line, 1, f"JSON is nested deeper than {MAX_DEPTH} levels"
                 )
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise EvalFileError(display, line, exc.colno, f"invalid JSON: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:
         raise EvalFileError(display, line, 1, f"invalid JSON: {exc}") from None
+    if "\\u" in text and has_surrogate(value):
+        found = _LONE_SURROGATE_ESCAPE.search(text)
+        raise EvalFileError(
+            display,
+            line,
+            found.start() + 1 if found else 1,
+            "invalid JSON: a \\uD800-\\uDFFF escape without its pair is not Unicode text; "
+            "remove it or give the whole pair",
+        )
+    return value
 
 
 def json_lines(text: str, display: str) -> Iterator[tuple[int, Any]]:

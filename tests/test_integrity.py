@@ -518,3 +518,56 @@ def test_prompt_scripts_get_the_environment_code_judges_get(
     )
     project.runpytest().assert_outcomes(passed=1)
     assert "for team-value-42" in fake_llm.requests[0].user
+
+
+@pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_lone_surrogates_from_targets_and_judges_lose_no_results(
+    project: pytest.Pytester, args: list[str]
+) -> None:
+    """A JSON ``"\\ud800"`` escape decodes to text that UTF-8 cannot hold: written as it came, it
+    crashed the results file (INTERNALERROR) and pytest-xdist's reports, losing cases."""
+    write(project, "answer.json", '{"text": "Refunds within 30 days \\ud800 ok"}\n')
+    verdict = r'{"score": 0.1, "misses": ["odd \udc00 text"], "details": {"k\ud800": 1}}'
+    write(project, "judge.py", f"print({verdict!r})\n")
+    write(
+        project,
+        ".agentv/targets.yaml",
+        "targets:\n  - {name: default, provider: cli, command_template: cat answer.json}\n",
+    )
+    write(
+        project,
+        "s.eval.yaml",
+        """
+        evalcases:
+          - id: target-wrote-it
+            input: q
+            evaluators:
+              - {name: kw, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
+          - id: judge-wrote-it
+            input: q
+            evaluators: [{name: odd, type: code_judge, script: [python, judge.py]}]
+          - id: after
+            input: q
+            evaluators:
+              - {name: kw, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
+        """,
+    )
+    result = project.runpytest("--agentv-results=out.jsonl", "--junitxml=junit.xml", *args)
+    result.assert_outcomes(passed=2, failed=1)
+    assert "INTERNALERROR" not in result.stdout.str()
+    found = rows(project)
+    assert found["target-wrote-it"]["candidate_answer"] == "Refunds within 30 days \ufffd ok"
+    assert found["judge-wrote-it"]["misses"] == ["odd \ufffd text"]
+
+
+def test_a_lone_surrogate_in_a_jsonl_dataset_is_refused_at_its_line(
+    project: pytest.Pytester,
+) -> None:
+    write(
+        project,
+        "d.eval.jsonl",
+        '{"id": "fine", "input": "q"}\n{"id": "c\\ud800", "input": "q"}\n',
+    )
+    result = project.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["d.eval.jsonl:2:*escape without its pair is not Unicode text*"])
