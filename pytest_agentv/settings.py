@@ -318,6 +318,10 @@ class Settings:
             values[option.name] = _resolve(config, option)
         if values["cache_dir"] is None:
             values["cache_dir"] = config.rootpath / ".agentv" / "cache"
+        elif values["cache_mode"] != "off":
+            _check_folder(
+                values["cache_dir"], "--agentv-cache-dir", write=values["cache_mode"] != "replay"
+            )
         if values["calibration"] is None:
             default = config.rootpath / ".agentv" / "calibration.yaml"
             values["calibration"] = default if default.is_file() else None
@@ -335,6 +339,23 @@ class Settings:
         return (
             f"agentv: judge={judge}, cache={self.cache_mode}, concurrency={self.concurrency}, "
             f"borderline={self.borderline}"
+        )
+
+
+def _check_folder(path: Path, flag: str, *, write: bool) -> None:
+    """A folder the run will write to, checked before anything is spent (a model call's reply
+    would otherwise be paid for and then fail to be stored). It is created only when needed."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    problem = None
+    if not existing.is_dir():
+        problem = f"{existing} is not a folder"
+    elif write and not os.access(existing, os.W_OK | os.X_OK):
+        problem = f"{existing} is not writable"
+    if problem is not None:
+        raise pytest.UsageError(
+            f"{flag}={path} cannot be used: {problem}; give a folder that exists or can be created"
         )
 
 

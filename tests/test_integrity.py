@@ -239,6 +239,21 @@ def test_an_unwritable_results_path_is_a_usage_error(project: pytest.Pytester, w
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.parametrize("where", ["a-file", "a-file/cache"])
+def test_an_unusable_cache_dir_is_a_usage_error_before_any_call(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI, where: str
+) -> None:
+    """Found only when the first reply was stored, it used to cost a model call per case."""
+    (judged.path / "a-file").write_text("not a folder")
+    write(judged, "r.eval.yaml", "evalcases: [{id: a, input: q, expected_outcome: x}]\n")
+    result = judged.runpytest(f"--agentv-cache-dir={where}", "--agentv-cache-mode=readwrite")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --agentv-cache-dir=*a-file* cannot be used: *a-file is not a folder*"]
+    )
+    assert fake_llm.requests == []
+
+
 ESCAPES = "chr(27) + '[2K' + chr(27) + ']0;owned' + chr(7) + chr(13)"
 
 
