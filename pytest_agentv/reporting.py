@@ -144,7 +144,9 @@ class AgentvReporter:
             from .paths import display_path
 
             shown = display_path(settings.baseline, rootdir) if rootdir else str(settings.baseline)
-            self.baseline = PreviousResults(settings.baseline, shown, "--agentv-baseline")
+            self.baseline = PreviousResults(
+                settings.baseline, shown, "--agentv-baseline", scored=True
+            )
             try:
                 self.baseline.rows()
             except ConfigError as exc:
