@@ -101,7 +101,8 @@ def _entries(evaluators: Entries | None, rubrics: Rubrics | None) -> tuple[Evalu
                 f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in exc.errors()
             )
             raise ValueError(f"evaluators[{index}] is invalid: {problems}") from None
-    return evaluator_entries(entries, rubric_items(rubrics or ()), "llm_judge")
+    items = [dict(item) if isinstance(item, Mapping) else item for item in rubrics or ()]
+    return evaluator_entries(entries, rubric_items(items), "llm_judge")
 
 
 def _trace(
@@ -110,9 +111,75 @@ def _trace(
     """The answer's own trace summary, with what the test passed as ``trace`` winning."""
     if given is None:
         return answered
-    if not isinstance(given, Mapping):
-        raise TypeError(f"trace must be a mapping like AgentV's trace_summary, not {given!r}")
     return {**(answered or {}), **given}
+
+
+#: What each text keyword is, for the message when it is given something else.
+_TEXT_OPTIONS = {
+    "question": "a string (the question the answer replies to)",
+    "expected_outcome": "a string (what a good answer does)",
+    "model": "a model string such as 'openai/gpt-4o-mini'",
+}
+
+
+def _check_options(caller: str, options: Mapping[str, object]) -> None:
+    """Refuse keywords of the wrong kind before anything runs, naming the keyword: a string
+    given as ``rubrics`` would otherwise be read letter by letter, one rubric item each."""
+    __tracebackhide__ = True
+
+    def kind(value: object) -> str:
+        return type(value).__name__
+
+    unknown = sorted(set(options) - set(JudgeOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
+    for name, wanted in _TEXT_OPTIONS.items():
+        value = options.get(name)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{caller}(): {name} must be {wanted}, not {kind(value)}")
+    reference = options.get("reference_answer")
+    if reference is not None and not isinstance(reference, (str, Mapping)):
+        raise TypeError(
+            f"{caller}(): reference_answer must be a string or a mapping (an object for "
+            f"field_accuracy), not {kind(reference)}"
+        )
+    trace = options.get("trace")
+    if trace is not None and not isinstance(trace, Mapping):
+        raise TypeError(
+            f"{caller}(): trace must be a mapping like AgentV's trace_summary, not {kind(trace)}"
+        )
+    rubrics = options.get("rubrics")
+    if rubrics is not None:
+        if isinstance(rubrics, (str, bytes)) or not isinstance(rubrics, Sequence):
+            raise TypeError(
+                f"{caller}(): rubrics must be a list of rubric items (strings or mappings), "
+                f"not {kind(rubrics)}"
+            )
+        from .models import RubricItem
+
+        for index, item in enumerate(rubrics):
+            if not isinstance(item, (str, Mapping, RubricItem)):
+                raise TypeError(
+                    f"{caller}(): rubrics[{index}] must be a string, a mapping or a RubricItem, "
+                    f"not {kind(item)}"
+                )
+    evaluators = options.get("evaluators")
+    if evaluators is not None:
+        if isinstance(evaluators, (str, bytes)) or not isinstance(evaluators, Sequence):
+            raise TypeError(
+                f"{caller}(): evaluators must be a list of mappings like the eval file's "
+                f"evaluators entries ([{{'name': 'speed', 'type': 'latency', 'threshold': "
+                f"2000}}]), not {kind(evaluators)}"
+            )
+        from .models import EvaluatorConfig
+
+        for index, entry in enumerate(evaluators):
+            if not isinstance(entry, (Mapping, EvaluatorConfig)):
+                raise TypeError(
+                    f"{caller}(): evaluators[{index}] must be a mapping like an eval file's "
+                    f"evaluators entry ({{'name': 'speed', 'type': 'latency', ...}}), "
+                    f"not {kind(entry)}"
+                )
 
 
 class AgentvJudge:
@@ -172,14 +239,12 @@ class AgentvJudge:
         )
 
     def _prepare(self, candidate: Any, options: JudgeOptions, attempt: int = 0) -> _Judgement:
-        """Everything before the grading, in the test's own thread: the options are checked
+        """Everything before the grading, in the test's own thread: the entries are validated
         (a mistake is raised in the test's frame), hooks asked for evaluator kinds, and the
-        needed judges looked for (``JudgeNotConfiguredError``)."""
+        needed judges looked for (``JudgeNotConfiguredError``). The entry points have already
+        checked the options' kinds (``_check_options``)."""
         from .targets import response_from
 
-        unknown = sorted(set(options) - set(JudgeOptions.__annotations__))
-        if unknown:
-            raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
         entries = _entries(options.get("evaluators"), options.get("rubrics"))
         response = response_from(candidate, "assert_judged candidate")
         context = self._context(
@@ -217,14 +282,18 @@ class AgentvJudge:
 
     def evaluate(self, candidate: Any, **options: Unpack[JudgeOptions]) -> CaseEvaluation:
         """Grade ``candidate`` without asserting; raises ``JudgeNotConfiguredError`` if no judge."""
+        __tracebackhide__ = True
         from .judge import Usage
 
+        _check_options("evaluate", options)
         return self.run.scheduler.run(self._grade(self._prepare(candidate, options), Usage()))
 
     async def aevaluate(self, candidate: Any, **options: Unpack[JudgeOptions]) -> CaseEvaluation:
         """The awaitable ``evaluate``; calls from ``asyncio.gather`` overlap."""
+        __tracebackhide__ = True
         from .judge import Usage
 
+        _check_options("aevaluate", options)
         judgement = self._prepare(candidate, options)
         future = self.run.scheduler.submit(self._grade(judgement, Usage()))
         return await asyncio.wrap_future(future)
@@ -237,6 +306,7 @@ class AgentvJudge:
         **options: Unpack[JudgeOptions],
     ) -> EvaluationScore:
         __tracebackhide__ = True
+        _check_options("assert_judged", options)
         if callable(candidate) or trials is not None:
             return self._assert_trials(candidate, trials, options)
         return self._assert_once(candidate, options)
@@ -249,6 +319,7 @@ class AgentvJudge:
         **options: Unpack[JudgeOptions],
     ) -> EvaluationScore:
         __tracebackhide__ = True
+        _check_options("assert_judged_async", options)
         if callable(candidate) or trials is not None:
             return await self._assert_trials_async(candidate, trials, options)
         return await self._assert_once_async(candidate, options)

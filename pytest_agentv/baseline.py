@@ -10,12 +10,14 @@ ones with that dataset and id). When a file has several rows for one case, the l
 The same reader serves ``--agentv-answers`` (the recorded answers of a previous run).
 
 A baseline score exists only for a row that was graded: not an error row, not a skip, not a
-later AgentV ``execution_error``. A delta exists only when both runs graded the case; under
-trials both are the case's aggregate score.
+later AgentV ``execution_error``. Such a row must carry a score from 0 to 1: one that does not
+would silently leave its case out of the regression gate, so the baseline is refused. A delta
+exists only when both runs graded the case; under trials both are the case's aggregate score.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -37,10 +39,13 @@ CaseKey = tuple[str, str, str]
 class PreviousResults:
     """The rows of a previous results file, by dataset and eval id; read on first use."""
 
-    def __init__(self, path: Path, display: str, option: str) -> None:
+    def __init__(self, path: Path, display: str, option: str, *, scored: bool = False) -> None:
+        """``scored``: a graded row without a usable score is an error (a baseline's rows are
+        compared by score; recorded answers are not)."""
         self.path = path
         self.display = display
         self.option = option
+        self.scored = scored
         self._lock = threading.Lock()
         self._rows: dict[Key, dict[str, Any]] | None = None
         #: The rows that name their eval file, and the files each case's rows name.
@@ -68,6 +73,13 @@ class PreviousResults:
                     raise ConfigError(
                         f"{self.option}: {self.display}:{line}: a results row needs a string "
                         "'eval_id' (or 'test_id')"
+                    )
+                if self.scored and not _not_graded(row) and _score(row) is None:
+                    has = f"score {json.dumps(row['score'])}" if "score" in row else "no 'score'"
+                    raise ConfigError(
+                        f"{self.option}: {self.display}:{line}: case '{case_id}' has {has}; a "
+                        "graded row needs a 'score' from 0 to 1 (a row that was not graded "
+                        "carries 'error', or status 'error' or 'skipped')"
                     )
                 dataset = row.get("dataset")
                 key = (dataset if isinstance(dataset, str) else None, case_id)
@@ -116,16 +128,26 @@ class PreviousResults:
         return found
 
 
-def graded_score(row: Mapping[str, Any] | None) -> float | None:
-    """A results row's score, if that run graded the case."""
-    if row is None or row.get("error") or row.get("status") in ("error", "skipped"):
-        return None
-    if row.get("execution_status") == "execution_error":
-        return None
+def _not_graded(row: Mapping[str, Any]) -> bool:
+    """An error row (ours or AgentV's), a skip, or a later AgentV ``execution_error``."""
+    return (
+        bool(row.get("error"))
+        or row.get("status") in ("error", "skipped")
+        or row.get("execution_status") == "execution_error"
+    )
+
+
+def _score(row: Mapping[str, Any]) -> float | None:
+    """The row's score, if it is a number from 0 to 1."""
     score = row.get("score")
     if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
         return None
     return float(score) if 0 <= score <= 1 else None
+
+
+def graded_score(row: Mapping[str, Any] | None) -> float | None:
+    """A results row's score, if that run graded the case."""
+    return None if row is None or _not_graded(row) else _score(row)
 
 
 def regressed_by(row: Mapping[str, Any], max_regression: float | None) -> float | None:

@@ -103,10 +103,13 @@ class LoadedTargets:
     ignored: dict[str, tuple[FileWarning, ...]] = field(default_factory=dict)
 
     def where(self, target: TargetConfig, key: str | None = None) -> str:
-        line, col = self.positions.get(
-            f"{target.name}.{key}" if key else target.name,
-            self.positions.get(target.name, (1, 1)),
-        )
+        """``file:line:col`` of a setting (``healthcheck.url`` inside a mapping), else of the
+        nearest enclosing setting the file has, else of the target."""
+        parts = key.split(".") if key else []
+        while parts and f"{target.name}.{'.'.join(parts)}" not in self.positions:
+            parts.pop()
+        name = ".".join([target.name, *parts])
+        line, col = self.positions.get(name, (1, 1))
         return f"{self.display}:{line}:{col}"
 
 
@@ -549,6 +552,10 @@ def load_targets_file(path: Path, display: str) -> LoadedTargets:
             if key_node is not None:
                 key = TARGET_SETTING_ALIASES.get(written, written)
                 positions[f"{target.name}.{key}"] = line_col(key_node)
+                if isinstance(key_node, yaml.MappingNode):  # healthcheck: {url: ...}
+                    for inner, value in key_node.value:
+                        if isinstance(inner, yaml.ScalarNode):
+                            positions[f"{target.name}.{key}.{inner.value}"] = line_col(value)
         notes: list[FileWarning] = []
         for written in target.model_extra or {}:
             if written in known:

@@ -270,6 +270,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     # A run that reached its budget fails, even when its ungraded cases were reported as skips.
     if reporter is not None and reporter.over_budget() and session.exitstatus in (0, 5):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if reporter is not None:
+        reporter.close()  # now, so that a failure to write the results file still counts
+        if reporter.results_error is not None and session.exitstatus in (0, 5):
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
     if _estimate_key in config.stash and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK
 

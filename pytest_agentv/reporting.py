@@ -7,6 +7,7 @@ own junitxml plugin: it writes the results file and the summary from the reports
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -144,7 +145,9 @@ class AgentvReporter:
             from .paths import display_path
 
             shown = display_path(settings.baseline, rootdir) if rootdir else str(settings.baseline)
-            self.baseline = PreviousResults(settings.baseline, shown, "--agentv-baseline")
+            self.baseline = PreviousResults(
+                settings.baseline, shown, "--agentv-baseline", scored=True
+            )
             try:
                 self.baseline.rows()
             except ConfigError as exc:
@@ -153,6 +156,8 @@ class AgentvReporter:
         #: Cases that ran several times, their trials, and a fixed count's equivalent.
         self.trials = {"cases": 0, "run": 0, "planned": 0}
         self._results: IO[str] | None = None
+        #: Why the results file could not be written to the end (see ``results_failed``).
+        self.results_error: str | None = None
         if settings.results is not None:
             path = Path(settings.results)
             try:
@@ -205,15 +210,23 @@ class AgentvReporter:
         if rows and self._results is not None:
             from .results import results_line
 
-            for row in rows:
-                self._results.write(_json(results_line(row)) + "\n")
-            self._results.flush()
+            try:
+                for row in rows:
+                    self._results.write(_json(results_line(row)) + "\n")
+                self._results.flush()
+            except OSError as exc:
+                self.results_failed(exc)
         # pytest keeps every report until the session ends: keep only what the summary needs,
         # not the prompts and answers (10,000 LLM-judged cases would hold hundreds of MB).
         report.agentv = {"summary": self.cases[-len(rows) :] if rows else []}  # type: ignore[attr-defined]
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        self._summary(terminalreporter)
+        if self.results_error is not None:
+            terminalreporter.write_line(f"ERROR: {self.results_error}", red=True, bold=True)
+
+    def _summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.cases and not (self.usage["calls"] or self.usage["reused"] or self.spend):
             return
         terminalreporter.section("agentv summary")
@@ -319,7 +332,27 @@ class AgentvReporter:
         spent, refused = self.spend()
         return spent >= self.settings.budget_usd or refused > 0
 
+    def results_failed(self, exc: OSError) -> None:
+        """The results file could not be written (a full disk, ``/dev/full``): it stops being
+        written, and the run goes on, so the JUnit XML, the summary and the other reports are
+        still written. As for an unwritable ``--agentv-results`` path found at start, a run
+        that would have passed then ends as a usage error (exit code 4; a run whose tests
+        failed keeps its 1, see ``plugin.pytest_sessionfinish``), and the summary's last line
+        names the option and the OS error, once, instead of pytest's INTERNALERROR."""
+        if self.results_error is None:
+            self.results_error = (
+                f"--agentv-results={self.settings.results} could not be written: {exc}; "
+                "the results file is incomplete"
+            )
+        results, self._results = self._results, None
+        if results is not None:
+            with contextlib.suppress(OSError):  # the same error, flushing what is left
+                results.close()
+
     def close(self) -> None:
         if self._results is not None:
-            self._results.close()
+            try:
+                self._results.close()
+            except OSError as exc:
+                self.results_failed(exc)
             self._results = None

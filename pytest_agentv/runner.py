@@ -149,7 +149,7 @@ class AgentvRun:
         )
         if baseline is None and settings.baseline is not None:
             shown = display_path(settings.baseline, config.rootpath)
-            baseline = PreviousResults(settings.baseline, shown, "--agentv-baseline")
+            baseline = PreviousResults(settings.baseline, shown, "--agentv-baseline", scored=True)
         self.baseline = baseline
         self.store = (
             ReplayStore(

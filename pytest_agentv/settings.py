@@ -378,7 +378,7 @@ def _parse(option: _Option, raw: str, source: str, base: Path) -> Any:
     parsers: dict[str, Callable[[], Any]] = {
         "str": lambda: text or None,
         "path": lambda: (base / os.path.expanduser(text)) if text else None,
-        "list": lambda: tuple(part for part in text.replace(",", " ").split() if part),
+        "list": lambda: _list(text, option, source),
         "int": lambda: _number(
             int,
             text,
@@ -429,6 +429,18 @@ def _number(
         noun = "an integer" if kind is int else "a number"
         raise pytest.UsageError(f"{source} is invalid: {option.flag} must be {noun} {bound}")
     return value
+
+
+def _list(text: str, option: _Option, source: str) -> tuple[str, ...]:
+    """Items split at commas and spaces. An empty list of eval patterns would collect nothing,
+    and say nothing about why: it is refused."""
+    items = tuple(text.replace(",", " ").split())
+    if not items and option.name == "eval_patterns":
+        raise pytest.UsageError(
+            f"{source} is invalid: {option.flag} needs at least one file name pattern; leave it "
+            f"unset for the default {','.join(DEFAULT_EVAL_PATTERNS)}"
+        )
+    return items
 
 
 def _boolean(text: str, source: str) -> bool:

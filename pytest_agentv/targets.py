@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
+from math import inf
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -225,20 +226,30 @@ def parse_output_text(text: str, what: str) -> TargetResponse:
     return response_from(text.rstrip("\n"), what)
 
 
+#: Where a target's setting is written (``healthcheck.url`` inside a mapping), as
+#: ``file:line:col``: settings errors point there.
+Where = Callable[[str], str]
+
+
 class MockTarget:
     """Answers every case with the same canned ``response`` after an optional delay."""
 
     timeout: float | None = None
 
     def __init__(
-        self, name: str, settings: dict[str, Any], judge_target: str | None = None
+        self, name: str, settings: dict[str, Any], where: Where, judge_target: str | None = None
     ) -> None:
         self.name = name
         self.judge_target = judge_target
         response = settings.get("response", DEFAULT_MOCK_RESPONSE)
         self.response = response if isinstance(response, (str, dict, list)) else str(response)
         delay = settings.get("delay_ms", 0)
-        self.delay = float(delay) / 1000 if isinstance(delay, (int, float)) else 0.0
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < inf:
+            raise ConfigError(
+                f"mock target '{name}' ({where('delay_ms')}): delay_ms must be a number of "
+                f"milliseconds >= 0, not {delay!r}"
+            )
+        self.delay = float(delay) / 1000
 
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
         if self.delay:
@@ -276,15 +287,15 @@ def files_argument(files: Iterable[str], files_format: str | None) -> str:
     return " ".join(rendered)
 
 
-def _positive(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"{what} must be a number > 0")
+def _positive(value: Any, what: str, key: str, where: Where) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < inf:
+        raise ConfigError(f"{what} ({where(key)}): {key.rpartition('.')[2]} must be a number > 0")
     return float(value)
 
 
-def _template(value: Any, what: str) -> str:
+def _template(value: Any, what: str, key: str, where: Where) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{what} needs a 'command_template' string")
+        raise ConfigError(f"{what} ({where(key)}) needs a 'command_template' string")
     return value
 
 
@@ -294,13 +305,21 @@ class Healthcheck:
     all of them are not graded if it fails."""
 
     def __init__(
-        self, target: str, spec: Any, folder: Path, rootdir: Path, default_timeout: float
+        self,
+        target: str,
+        spec: Any,
+        folder: Path,
+        rootdir: Path,
+        default_timeout: float,
+        where: Where,
     ) -> None:
-        self.what = f"healthcheck of cli target '{target}'"
+        self.what = what = f"healthcheck of cli target '{target}'"
         if isinstance(spec, str):
             spec = {"url": spec} if "://" in spec else {"command_template": spec}
         if not isinstance(spec, dict):
-            raise ConfigError(f"{self.what}: give {{url}} or {{command_template}}")
+            raise ConfigError(
+                f"{what} ({where('healthcheck')}): give {{url}} or {{command_template}}"
+            )
         kind = spec.get("type") or ("http" if "url" in spec else "command")
         self.url: str | None = None
         self.command: str | None = None
@@ -308,18 +327,26 @@ class Healthcheck:
         if kind == "http":
             url = spec.get("url")
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-                raise ConfigError(f"{self.what}: 'url' must be an http(s) URL")
+                raise ConfigError(
+                    f"{what} ({where('healthcheck.url')}): 'url' must be an http(s) URL"
+                )
             self.url = url
         elif kind == "command":
-            self.command = _template(spec.get("command_template"), self.what)
+            self.command = _template(
+                spec.get("command_template"), what, "healthcheck.command_template", where
+            )
             cwd = spec.get("cwd")
             if cwd is not None:
-                self.cwd = resolve_reference(str(cwd), start=folder, rootdir=rootdir, what="cwd")
+                at = f"{what} ({where('healthcheck.cwd')}): cwd"
+                self.cwd = resolve_reference(str(cwd), start=folder, rootdir=rootdir, what=at)
         else:
-            raise ConfigError(f"{self.what}: type must be 'http' or 'command', not {kind!r}")
+            raise ConfigError(
+                f"{what} ({where('healthcheck.type')}): type must be 'http' or 'command', "
+                f"not {kind!r}"
+            )
         timeout = spec.get("timeout_seconds")
         self.timeout = (
-            _positive(timeout, f"{self.what}: timeout_seconds")
+            _positive(timeout, what, "healthcheck.timeout_seconds", where)
             if timeout is not None
             else default_timeout
         )
@@ -363,6 +390,12 @@ class Healthcheck:
         return None if 200 <= status < 300 else f"GET {url} answered HTTP {status}"
 
 
+def cli_timeout(name: str, settings: dict[str, Any], where: Where) -> float:
+    """A CLI target's ``timeout_seconds`` (its healthcheck's default too)."""
+    timeout = settings.get("timeout_seconds", DEFAULT_CLI_TIMEOUT)
+    return _positive(timeout, f"cli target '{name}'", "timeout_seconds", where)
+
+
 def _values(
     prompt: str, guidelines: str, eval_id: str, attempt: int, files: str, output: str
 ) -> dict[str, str]:
@@ -390,26 +423,30 @@ class CliTarget:
         settings: dict[str, Any],
         folder: Path,
         rootdir: Path,
+        where: Where,
         judge_target: str | None = None,
         healthcheck: Healthcheck | None = None,
     ) -> None:
         self.name = name
         self.judge_target = judge_target
         self.rootdir = rootdir
-        self.what = f"cli target '{name}'"
-        self.template = _template(settings.get("command_template"), self.what)
+        self.what = what = f"cli target '{name}'"
+        self.template = _template(settings.get("command_template"), what, "command_template", where)
         cwd = settings.get("cwd")
         self.cwd = (
-            resolve_reference(str(cwd), start=folder, rootdir=rootdir, what="cwd")
+            resolve_reference(
+                str(cwd), start=folder, rootdir=rootdir, what=f"{what} ({where('cwd')}): cwd"
+            )
             if cwd is not None
             else folder
         )
-        self.timeout = _positive(
-            settings.get("timeout_seconds", DEFAULT_CLI_TIMEOUT), f"{self.what}: timeout_seconds"
-        )
+        self.timeout = cli_timeout(name, settings, where)
         files_format = settings.get("files_format")
         if files_format is not None and not isinstance(files_format, str):
-            raise ConfigError(f"{self.what}: files_format must be a string like '--file {{path}}'")
+            raise ConfigError(
+                f"{what} ({where('files_format')}): files_format must be a string like "
+                "'--file {path}'"
+            )
         self.files_format = files_format
         self.healthcheck = healthcheck
 
@@ -821,25 +858,27 @@ def build_target(
     """Build a target; a CLI target's healthcheck is shared through ``healthchecks`` (by targets
     file and name), so that it runs once per run whichever folder builds the target."""
     what = f"target '{target.name}' ({loaded.where(target)})"
+    where: Where = partial(loaded.where, target)
     provider = target.provider.lower()
     settings = interpolate(target, loaded)
     if provider == "mock":
-        return MockTarget(target.name, settings, target.judge_target)
+        return MockTarget(target.name, settings, where, target.judge_target)
     if provider == "cli":
         checks = {} if healthchecks is None else healthchecks
         check = checks.get((loaded.path, target.name))
         if check is None and settings.get("healthcheck") is not None:
-            timeout = _positive(
-                settings.get("timeout_seconds", DEFAULT_CLI_TIMEOUT), f"{what}: timeout_seconds"
-            )
+            timeout = cli_timeout(target.name, settings, where)
             check = checks[(loaded.path, target.name)] = Healthcheck(
-                target.name, settings["healthcheck"], folder, rootdir, timeout
+                target.name, settings["healthcheck"], folder, rootdir, timeout, where
             )
         batching = settings.get("provider_batching", False)
         if not isinstance(batching, bool):
-            raise ConfigError(f"{what}: provider_batching must be true or false")
+            raise ConfigError(
+                f"target '{target.name}' ({where('provider_batching')}): provider_batching "
+                "must be true or false"
+            )
         kind = BatchCliTarget if batching else CliTarget
-        return kind(target.name, settings, folder, rootdir, target.judge_target, check)
+        return kind(target.name, settings, folder, rootdir, where, target.judge_target, check)
     if provider in LLM_PROVIDERS:
         spec = model_spec(provider, settings, what)
         return LlmTarget(target.name, llm_client(spec), settings, target.judge_target)

@@ -261,3 +261,65 @@ def test_not_graded_assertion_says_so(judged: pytest.Pytester, fake_llm: FakeOpe
         ]
     )
     assert len(fake_llm.requests) == 3  # and no more: the retries are bounded
+
+
+def test_argument_mistakes_are_type_errors_naming_the_argument(project: pytest.Pytester) -> None:
+    # A string as rubrics was read letter by letter, one rubric item per character.
+    project.makepyfile(
+        test_args="""
+        import pytest
+        from pytest_agentv import assert_judged
+
+        @pytest.mark.parametrize("options", [
+            {"rubrics": "Mentions the refund window"},
+            {"rubrics": 5},
+            {"rubrics": ["ok", 5]},
+            {"evaluators": {"name": "l", "type": "latency"}},
+            {"evaluators": "latency"},
+            {"evaluators": ["latency"]},
+            {"model": 5},
+            {"question": 5},
+            {"expected_outcome": ["x"]},
+            {"reference_answer": 5},
+            {"trace": "fast"},
+        ])
+        def test_assert(options):
+            assert_judged("answer", **options)
+
+        def test_evaluate(agentv_judge):
+            agentv_judge.evaluate("answer", rubrics="Mentions the refund window")
+
+        def test_trials_do_not_call_the_agent(agentv_judge):
+            def agent():
+                raise AssertionError("not reached: the arguments are checked first")
+            assert_judged(agent, trials=2, model=5)
+        """
+    )
+    result = project.runpytest("--tb=line")
+    result.assert_outcomes(failed=13)
+    rubrics = "rubrics must be a list of rubric items (strings or mappings)"
+    evaluators = "evaluators must be a list of mappings like the eval file's evaluators entries"
+    model = "model must be a model string such as 'openai/gpt-4o-mini'"
+    result.stdout.fnmatch_lines(
+        [
+            f"*test_args.py:18: TypeError: assert_judged(): {rubrics}, not str",
+            f"*test_args.py:18: TypeError: assert_judged(): {rubrics}, not int",
+            "*test_args.py:18: TypeError: assert_judged(): rubrics[[]1] must be a string, "
+            "a mapping or a RubricItem, not int",
+            f"*test_args.py:18: TypeError: assert_judged(): {evaluators}*, not dict",
+            f"*test_args.py:18: TypeError: assert_judged(): {evaluators}*, not str",
+            "*test_args.py:18: TypeError: assert_judged(): evaluators[[]0] must be a mapping "
+            "like an eval file's evaluators entry*, not str",
+            f"*test_args.py:18: TypeError: assert_judged(): {model}, not int",
+            "*test_args.py:18: TypeError: assert_judged(): question must be a string*, not int",
+            "*test_args.py:18: TypeError: assert_judged(): expected_outcome must be a string*"
+            ", not list",
+            "*test_args.py:18: TypeError: assert_judged(): reference_answer must be a string "
+            "or a mapping*, not int",
+            "*test_args.py:18: TypeError: assert_judged(): trace must be a mapping like "
+            "AgentV's trace_summary, not str",
+            f"*test_args.py:21: TypeError: evaluate(): {rubrics}, not str",
+            f"*test_args.py:26: TypeError: assert_judged(): {model}*",
+        ]
+    )
+    assert "pytest_agentv/assertions.py" not in result.stdout.str()

@@ -261,6 +261,35 @@ def test_bad_baseline_options_are_usage_errors(project: pytest.Pytester) -> None
     result.stderr.fnmatch_lines(["*--agentv-max-regression must be a number >= 0 and <= 1*"])
 
 
+@pytest.mark.parametrize("score", ['"abc"', "7", "null", "-0.5", None])
+def test_a_graded_baseline_row_without_a_usable_score_is_a_usage_error(
+    project: pytest.Pytester, score: str | None
+) -> None:
+    # Such a row used to be "not compared": the gate was off for its case, silently.
+    write(project, "score.py", SCORE_JUDGE)
+    write(project, "a.eval.yaml", "evalcases:\n" + case("one", 0.9) + case("two", 0.9))
+    scored = "" if score is None else f', "score": {score}'
+    write(
+        project,
+        "base.jsonl",
+        '{"eval_id": "two", "dataset": "a", "score": 0, "error": "boom"}\n'
+        '{"eval_id": "two", "dataset": "a", "status": "skipped"}\n'
+        f'{{"eval_id": "one", "dataset": "a", "candidate_answer": "x"{scored}}}\n',
+    )
+    result = project.runpytest("--agentv-baseline=base.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    shown = "no 'score'" if score is None else f"score {score}"
+    result.stderr.fnmatch_lines(
+        [
+            f"*--agentv-baseline: base.jsonl:3: case 'one' has {shown}; a graded row "
+            "needs a 'score' from 0 to 1 (a row that was not graded carries 'error', or status "
+            "'error' or 'skipped')"
+        ]
+    )
+    # Recorded answers need no score.
+    project.runpytest("--agentv-answers=base.jsonl").assert_outcomes(passed=1, errors=1)
+
+
 def test_graded_scores_of_previous_rows() -> None:
     assert graded_score({"score": 0.7}) == 0.7
     assert graded_score({"score": 0, "error": "boom"}) is None

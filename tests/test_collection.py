@@ -62,6 +62,36 @@ def test_eval_patterns_ini_changes_what_is_collected(project: pytest.Pytester) -
     assert collected(project) == ["a.cases.yaml::refund-window", "a.cases.yaml::refund-method"]
 
 
+@pytest.mark.parametrize(
+    ("where", "source"),
+    [
+        ("cli", "--agentv-eval-patterns="),
+        ("env", "AGENTV_EVAL_PATTERNS=,,,"),
+        ("ini", "agentv_eval_patterns = , , (ini)"),
+    ],
+)
+def test_an_empty_eval_patterns_list_is_a_usage_error(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, where: str, source: str
+) -> None:
+    # It used to collect nothing, and exit 5 without saying why.
+    write(project, "support.eval.yaml", CASES)
+    args = ["--agentv-eval-patterns", ""] if where == "cli" else []
+    if where == "env":
+        monkeypatch.setenv("AGENTV_EVAL_PATTERNS", ",,,")
+    if where == "ini":
+        project.makeini(
+            "[pytest]\nasyncio_default_fixture_loop_scope = function\nagentv_eval_patterns = , ,\n"
+        )
+    result = project.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: {source} is invalid: --agentv-eval-patterns needs at least one file name "
+            "pattern; leave it unset for the default *.eval.yaml,*.eval.yml,*.eval.jsonl"
+        ]
+    )
+
+
 def test_marker_keyword_and_last_failed_selection(project: pytest.Pytester) -> None:
     write(project, "support.eval.yaml", CASES)
     write(project, "test_plain.py", "def test_plain():\n    pass\n")

@@ -254,6 +254,34 @@ def test_an_unusable_cache_dir_is_a_usage_error_before_any_call(
     assert fake_llm.requests == []
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_results_file_that_fails_mid_run_is_reported_once(
+    project: pytest.Pytester, run_args: list[str]
+) -> None:
+    write(
+        project,
+        "r.eval.yaml",
+        """
+        execution:
+          evaluators:
+            - {name: k, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
+        evalcases: [{id: a, input: q}, {id: b, input: q}]
+        """,
+    )
+    result = project.runpytest(*run_args, "--agentv-results=/dev/full", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output
+    message = (
+        "ERROR: --agentv-results=/dev/full could not be written: [Errno 28] No space left on "
+        "device; the results file is incomplete"
+    )
+    assert output.count(message) == 1
+    result.stdout.fnmatch_lines(["*2 evaluations: 2 pass*", message])
+    assert 'name="agentv.score"' in (project.path / "junit.xml").read_text()
+
+
 ESCAPES = "chr(27) + '[2K' + chr(27) + ']0;owned' + chr(7) + chr(13)"
 
 

@@ -47,6 +47,24 @@ def test_mock_target_delay(project: pytest.Pytester) -> None:
     assert 0.3 <= setup.duration < 30
 
 
+@pytest.mark.parametrize("delay", ["slow", "-100"])
+def test_mock_target_delay_must_be_milliseconds(project: pytest.Pytester, delay: str) -> None:
+    write(
+        project,
+        ".agentv/targets.yaml",
+        f"targets:\n  - name: default\n    provider: mock\n    delay_ms: {delay}\n",
+    )
+    write(project, "m.eval.yaml", "evalcases:" + expect_case("a", "x"))
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*mock target 'default' (.agentv/targets.yaml:4:15): delay_ms must be a number of "
+            f"milliseconds >= 0, not {delay if delay == '-100' else repr(delay)}*"
+        ]
+    )
+
+
 AGENT = """\
 import json, sys
 prompt, eval_id, attempt, out = sys.argv[1:5]
