@@ -42,6 +42,23 @@ _SUMMARY_FIELDS = (
 )
 
 
+def _holds_results(path: Path) -> bool:
+    """Whether a file is empty or starts like a results file (a JSON object per line): never
+    replace an eval file, a targets file or anything else given by mistake."""
+    limit = 64 * 1024
+    with path.open("rb") as stream:
+        head = stream.read(limit).lstrip()
+    first = head.split(b"\n", 1)[0].strip()
+    if not first:
+        return True
+    if not first.startswith(b"{"):
+        return False
+    try:
+        return isinstance(json.loads(first), dict)
+    except ValueError:
+        return b"\n" not in head and len(head) >= limit - 64  # a first row longer than read
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -156,18 +173,46 @@ class AgentvReporter:
         #: Cases that ran several times, their trials, and a fixed count's equivalent.
         self.trials = {"cases": 0, "run": 0, "planned": 0}
         self._results: IO[str] | None = None
+        #: Where the results are written until the run ends (see ``_open_results``).
+        self._partial: Path | None = None
         #: Why the results file could not be written to the end (see ``results_failed``).
         self.results_error: str | None = None
         if settings.results is not None:
             path = Path(settings.results)
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._results = path.open("w", encoding="utf-8")
+                self._results = self._open_results(path)
             except OSError as exc:
                 raise pytest.UsageError(
                     f"--agentv-results={path} cannot be written: {exc.strerror or exc}; "
                     "give the path of a file in a folder that exists or can be created"
                 ) from None
+
+    def _open_results(self, path: Path) -> IO[str]:
+        """The results are written to a file beside ``path`` that replaces it when the run ends:
+        the file being replaced may be what the run reads (``--agentv-answers`` and
+        ``--agentv-baseline`` given the same path: re-grading in place, comparing with the last
+        run), also in pytest-xdist workers that read it after the controller started. A run
+        that is killed leaves the previous results and the partial file ``.<name>.*.partial``.
+        A path that is not a regular file (``/dev/stdout``) is written directly."""
+        import os
+        import tempfile
+
+        if path.is_dir():
+            raise IsADirectoryError(21, "Is a directory")
+        if path.exists() and not path.is_file():
+            return path.open("w", encoding="utf-8")
+        if path.is_file() and not _holds_results(path):
+            raise pytest.UsageError(
+                f"--agentv-results={path} is a file that does not hold results (its first line "
+                "is not a JSON object) and would be replaced; give another path"
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as a file opened for writing would be, not 0600
+        self._partial = Path(partial)
+        return os.fdopen(fd, "w", encoding="utf-8")
 
     def _add_usage(self, usage: Mapping[str, Any]) -> None:
         for key in self.usage:
@@ -356,3 +401,11 @@ class AgentvReporter:
             except OSError as exc:
                 self.results_failed(exc)
             self._results = None
+        partial, self._partial = self._partial, None
+        if partial is not None:  # what was written, also when a write failed on the way
+            import os
+
+            try:
+                os.replace(partial, str(self.settings.results))
+            except OSError as exc:
+                self.results_failed(exc)

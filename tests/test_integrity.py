@@ -614,3 +614,40 @@ def test_a_lone_surrogate_in_a_jsonl_dataset_is_refused_at_its_line(
     result = project.runpytest("--co", "-q")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["d.eval.jsonl:2:*escape without its pair is not Unicode text*"])
+
+
+def test_results_replace_the_file_only_when_the_run_ends(
+    project: pytest.Pytester, run_args: list[str]
+) -> None:
+    """Re-grading in place (``--agentv-answers`` and ``--agentv-results`` the same file) and
+    comparing with the last run (``--agentv-baseline`` the same file) read the old results while
+    the run writes the new ones; under pytest-xdist the workers read them after the controller
+    started. The file used to be emptied at start."""
+    write(
+        project,
+        "r.eval.yaml",
+        """
+        execution:
+          evaluators:
+            - {name: k, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
+        evalcases: [{id: a, input: q}, {id: b, input: q}, {id: c, input: q}]
+        """,
+    )
+    project.runpytest(*run_args, "--agentv-results=out.jsonl").assert_outcomes(passed=3)
+    again = project.runpytest(*run_args, "--agentv-answers=out.jsonl", "--agentv-results=out.jsonl")
+    again.assert_outcomes(passed=3)
+    compared = project.runpytest(
+        *run_args, "--agentv-baseline=out.jsonl", "--agentv-results=out.jsonl"
+    )
+    compared.assert_outcomes(passed=3)
+    compared.stdout.fnmatch_lines(["*0 regressed, 3 unchanged*, 0 new, 0 gone"])
+    assert sorted(rows(project)) == ["a", "b", "c"]
+    assert [p.name for p in project.path.iterdir() if p.name.endswith(".partial")] == []
+
+
+def test_a_results_path_that_holds_something_else_is_refused(project: pytest.Pytester) -> None:
+    write(project, "r.eval.yaml", "evalcases: [{id: a, input: q}]\n")
+    result = project.runpytest("--agentv-results=r.eval.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--agentv-results=*r.eval.yaml is a file that does not hold*"])
+    assert (project.path / "r.eval.yaml").read_text() == "evalcases: [{id: a, input: q}]\n"
