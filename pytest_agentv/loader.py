@@ -23,6 +23,7 @@ from .models import (
     AGENTV_ONLY_TARGET_SETTINGS,
     KIND_ALIASES,
     KIND_SPECS,
+    SPELLED_TWICE,
     TARGET_SETTING_ALIASES,
     TARGET_SETTINGS,
     CalibrationFile,
@@ -149,6 +150,8 @@ def _validation_error(display: str, root: yaml.Node, exc: ValidationError) -> Ev
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         node, matched = locate(root, loc)
+        if err["type"] == SPELLED_TWICE and matched == len(loc):
+            node = key_at(locate(root, loc[:-1])[0], loc[-1]) or node
         shown = loc[:matched] + (loc[matched : matched + 1] if err["type"] == "missing" else ())
         message = problem_text(err)
         field_path = ".".join(map(str, shown)) or "(top level)"

@@ -4,17 +4,19 @@
 Legacy and later AgentV spellings are aliases of the classic names, never replacements
 (``outcome``, ``input``, ``expected_output``, ``description`` on rubric items, ``grader_target``;
 and from later AgentV versions ``tests``, ``criteria``, ``assertions``, ``command``, ``-grader``
-kinds, rubric ``outcome`` and ``min_score``). Unknown keys are kept (``extra="allow"``) so that the
-loader can warn about them with a line number instead of rejecting real-world files.
+kinds, rubric ``outcome`` and ``min_score``). A field written under two of its spellings is an
+error, as pydantic would read one and drop the other. Unknown keys are kept (``extra="allow"``) so
+that the loader can warn about them with a line number instead of rejecting real-world files.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     AliasChoices,
@@ -27,7 +29,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails, InitErrorDetails
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 from .errors import did_you_mean
 from .settings import MAX_TRIALS
@@ -130,10 +132,56 @@ LATER_EVALUATOR_GATES: dict[str, str] = {
 }
 
 
+#: The error type of a field written under two of its spellings; the loader points at the key.
+SPELLED_TWICE = "spelled_twice"
+
+
+@functools.cache
+def _field_spellings(model: type[BaseModel]) -> tuple[tuple[str, ...], ...]:
+    """Every group of keys a model reads as one field: its aliases and its own name."""
+    groups: list[tuple[str, ...]] = []
+    for name, info in model.model_fields.items():
+        alias = info.validation_alias
+        written = [str(c) for c in alias.choices] if isinstance(alias, AliasChoices) else []
+        written += [a for a in (alias, info.alias) if isinstance(a, str)]
+        spellings = tuple(dict.fromkeys([*written, name]))
+        if len(spellings) > 1:
+            groups.append(spellings)
+    return tuple(groups)
+
+
+def _one_spelling(
+    value: dict[str, Any], groups: Iterable[tuple[str, ...]], at: tuple[int, ...] = ()
+) -> None:
+    """Refuse a field given under two spellings (pydantic would read one and drop the other),
+    at the second one written."""
+    for group in groups:
+        written = [key for key in value if key in group]
+        if len(written) > 1:
+            first, second = written[:2]
+            problem = PydanticCustomError(
+                SPELLED_TWICE,
+                "give either '{first}' or '{second}', not both",
+                {"first": first, "second": second},
+            )
+            raise ValidationError.from_exception_data(
+                "spellings", [InitErrorDetails(type=problem, loc=(*at, second), input=value)]
+            )
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(
         extra="allow", frozen=True, populate_by_name=True, ser_json_inf_nan="null"
     )
+    #: Groups of keys read as one that are not fields (a target's camelCase settings).
+    _more_spellings: ClassVar[tuple[tuple[str, ...], ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spelled_once(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            _one_spelling(value, (*_field_spellings(cls), *cls._more_spellings))
+        return value
 
 
 def finite_number(value: Any) -> float | None:
@@ -300,6 +348,7 @@ def _score_ranges(raw: Any, rubric: str) -> list[dict[str, Any]]:
         where = f"score_range entry at index {index} for rubric '{rubric}'"
         if not isinstance(entry, dict):
             raise ValueError(f"Invalid {where}: expected object")
+        _one_spelling(entry, _field_spellings(ScoreRange), (index,))
         bounds = entry.get("score_range")
         if not (
             isinstance(bounds, (list, tuple))
@@ -1164,6 +1213,10 @@ class TargetConfig(_Model):
     provider: str
     judge_target: str | None = Field(
         None, validation_alias=AliasChoices("judge_target", "grader_target")
+    )
+    _more_spellings = tuple(
+        (key, *(alias for alias, name in TARGET_SETTING_ALIASES.items() if name == key))
+        for key in sorted(set(TARGET_SETTING_ALIASES.values()))
     )
 
     @property
