@@ -492,6 +492,37 @@ def _rubric_list(value: Any) -> Any:
     return items
 
 
+def _duplicate_rubric(items: Sequence[RubricItem]) -> tuple[int, str] | None:
+    """The first item whose id an earlier item has, and why that is refused: the judge returns
+    one check per id, so both items would get the first's grade."""
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        if item.id in seen:
+            generated = item.id.startswith("rubric-") and item.id[7:].isdigit()
+            hint = " (an item without an id is named rubric-<its position>)" if generated else ""
+            return index, f"rubric id '{item.id}' is used twice{hint}; ids must be unique"
+        seen.add(item.id)
+    return None
+
+
+def _rubric_ids_unique(value: list[RubricItem] | None) -> list[RubricItem] | None:
+    duplicate = _duplicate_rubric(value or ())
+    if duplicate is not None:
+        index, message = duplicate
+        raise ValidationError.from_exception_data(
+            "rubrics",
+            [
+                InitErrorDetails(
+                    type="value_error",
+                    loc=(index, "id"),
+                    input=message,
+                    ctx={"error": ValueError(message)},
+                )
+            ],
+        )
+    return value
+
+
 def problem_text(error: ErrorDetails) -> str:
     """A validation problem in the words eval-file errors use."""
     if error["type"] == "missing":
@@ -519,6 +550,9 @@ def rubric_items(items: Any) -> list[RubricItem]:
             first = exc.errors(include_url=False)[0]
             where = ".".join(map(str, ("rubrics", index, *first["loc"])))
             raise ValueError(f"{where}: {problem_text(first)}") from None
+    duplicate = _duplicate_rubric(found)
+    if duplicate is not None:
+        raise ValueError(f"rubrics.{duplicate[0]}.id: {duplicate[1]}")
     return found
 
 
@@ -577,6 +611,8 @@ class EvaluatorConfig(_Model):
     @classmethod
     def _rubrics(cls, value: Any) -> Any:
         return _rubric_list(value)
+
+    _unique_rubrics = field_validator("rubrics")(_rubric_ids_unique)
 
     @field_validator("script")
     @classmethod
@@ -1022,6 +1058,8 @@ class EvalCase(_Model):
     def _rubrics(cls, value: Any) -> Any:
         return _rubric_list(value)
 
+    _unique_rubrics = field_validator("rubrics")(_rubric_ids_unique)
+
     _unique = field_validator("evaluators")(_evaluator_names_unique)
 
 
@@ -1269,6 +1307,8 @@ class Canary(BaseModel):
     @classmethod
     def _rubrics(cls, value: Any) -> Any:
         return _rubric_list(value)
+
+    _unique_rubrics = field_validator("rubrics")(_rubric_ids_unique)
 
 
 class CalibrationFile(BaseModel):

@@ -319,6 +319,19 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
             "*evalcases.0.evaluators: evaluator name 'x' is used twice*",
         ),
         (
+            "evalcases:\n  - id: a\n    input: q\n    rubrics:\n"
+            "      - {id: r1, expected_outcome: Mentions apples}\n"
+            "      - {id: r1, expected_outcome: Mentions bananas, weight: 5}\n",
+            "bad.eval.yaml:6:14: evalcases.0.rubrics.1.id: rubric id 'r1' is used twice; "
+            "ids must be unique",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
+            "      - {name: j, type: llm_judge, rubrics: [{id: rubric-2, outcome: a}, b]}\n",
+            "bad.eval.yaml:5:*: evalcases.0.evaluators.0.rubrics.1: rubric id 'rubric-2' is used "
+            "twice (an item without an id is named rubric-<its position>); ids must be unique",
+        ),
+        (
             "evalcases:\n  - id: a\n    input: q\n    evaluators: [{name: x, type: llm_jugde}]\n",
             "bad.eval.yaml:4:34: evalcases.0.evaluators.0.type: unknown evaluator type "
             "'llm_jugde' (did you mean 'llm_judge'?); known: *",
@@ -350,6 +363,8 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
         "code-judge-no-script",
         "negative-weight",
         "duplicate-evaluator-name",
+        "duplicate-rubric-id",
+        "rubric-id-like-a-generated-one",
         "unknown-type",
         "yaml-in-flow",
         "duplicate-key",
