@@ -177,8 +177,14 @@ def test_unknown_evaluator_keys_become_config(tmp_path: Path) -> None:
 
 
 def test_yaml_timestamps_stay_strings(tmp_path: Path) -> None:
-    loaded = load(tmp_path, "dataset: 2025-01-01\nevalcases: [{id: a, input: q}]\n")
+    loaded = load(
+        tmp_path,
+        "dataset: 2025-01-01\nevalcases: [{id: a, input: q, "
+        "expected_output: {issued: 2025-03-02, at: 2025-03-02T10:00:00Z}}]\n",
+    )
     assert loaded.suite.dataset == "2025-01-01"
+    expected = loaded.suite.evalcases[0].expected_messages[0].content[0].value
+    assert expected == {"issued": "2025-03-02", "at": "2025-03-02T10:00:00Z"}
 
 
 def test_file_segments_resolve_from_folder_then_ancestors(tmp_path: Path) -> None:
@@ -345,6 +351,29 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
             "bad.eval.yaml:2:1: duplicate key 'a' (first defined at line 1)*",
         ),
         (
+            "evalcases:\n  - id: a\n    input: q\n    evaluators:\n      - {name: ok, "
+            "type: code_judge, script: [python, judges/ok.py], blob: !!binary aGVsbG8=}\n",
+            "bad.eval.yaml:5:*: evalcases.0.evaluators.0.blob: !!binary is not supported: values "
+            "must be JSON data (*); write this one as a string",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: {blob: !!binary aGVsbG8=}\n",
+            "bad.eval.yaml:3:19: evalcases.0.input.blob: !!binary is not supported*",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: q\n    expected_output: {tags: !!set {a, b}}\n",
+            "bad.eval.yaml:4:29: evalcases.0.expected_output.tags: !!set is not supported*"
+            "write this one as a list",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: [!!omap [role: user, content: hi]]\n",
+            "bad.eval.yaml:3:13: evalcases.0.input.0: !!omap is not supported*as a mapping",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: q\n    description: !!pairs [a: 1]\n",
+            "bad.eval.yaml:4:18: evalcases.0.description: !!pairs is not supported*",
+        ),
+        (
             "evaluator: code_judge\nevalcases: [{id: a, input: q}]\n",
             "bad.eval.yaml:1:12: evaluator: 'code_judge' as the default kind needs a script*",
         ),
@@ -368,6 +397,11 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
         "unknown-type",
         "yaml-in-flow",
         "duplicate-key",
+        "binary-in-evaluator",
+        "binary-in-content",
+        "set",
+        "omap",
+        "pairs",
         "code-judge-default-kind",
     ],
 )
