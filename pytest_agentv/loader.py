@@ -232,8 +232,9 @@ def _unknown_key_warnings(
 
 def _jsonl_document(
     path: Path, display: str
-) -> tuple[yaml.Node, dict[str, Any], list[FileWarning]]:
-    """A JSONL dataset as one eval-file document: the sidecar's keys, and one case per line.
+) -> tuple[yaml.Node, dict[str, Any], list[FileWarning], tuple[str, Path] | None]:
+    """A JSONL dataset as one eval-file document: the sidecar's keys, and one case per line;
+    and the sidecar as it is shown and its path, if there is one.
 
     The sidecar is validated on its own first, so that its problems name the sidecar; a case's
     problems name its line of the ``.jsonl`` file.
@@ -242,8 +243,10 @@ def _jsonl_document(
     pairs: list[tuple[yaml.Node, yaml.Node]] = []
     warnings: list[FileWarning] = []
     sidecar = sidecar_of(path)
+    side: tuple[str, Path] | None = None
     if sidecar is not None:
         shown = str(Path(display).with_name(sidecar.name))
+        side = (shown, sidecar)
         side_root, side_data = parse_yaml(sidecar, shown)
         model = _validate(JsonlSidecar, side_data, shown, side_root)
         for key in ("evalcases", "tests", "eval_cases"):
@@ -278,7 +281,7 @@ def _jsonl_document(
     sequence = yaml.SequenceNode("tag:yaml.org,2002:seq", cases, cases[0].start_mark)
     mark = yaml.Mark("", 0, 0, 0, None, 0)
     root = yaml.MappingNode("tag:yaml.org,2002:map", [*pairs, (cases_key, sequence)], mark, mark)
-    return root, data, warnings
+    return root, data, warnings, side
 
 
 #: Fields of later AgentV versions that mean something the classic format cannot express, and
@@ -382,25 +385,32 @@ def load_eval_file(
     ``check_kind`` is the evaluator registry's rule: the problem with a kind, or None.
     """
     warnings: list[FileWarning] = []
+    side: tuple[str, Path] | None = None
     if path.suffix == ".jsonl":
-        root, data, warnings = _jsonl_document(path, display)
+        root, data, warnings, side = _jsonl_document(path, display)
     else:
         root, data = parse_yaml(path, display)
     if isinstance(data, dict):
         _refuse_later_fields(data, root, display)
     suite = _validate(EvalSuite, data, display, root)
 
+    def written_in(loc: Loc) -> tuple[str, Path | None]:
+        """The file ``loc`` is written in: a JSONL dataset's file-level keys are its sidecar's."""
+        return side if side is not None and loc[:1] != ("evalcases",) else (display, None)
+
     def warn(loc: Loc, message: str, category: type[Warning] = AgentvWarning) -> None:
         node, _ = locate(root, loc)
         key = _key_at(locate(root, loc[:-1])[0], loc[-1]) if loc else None
         line = line_col(key or node)[0]
-        warnings.append(FileWarning(line, f"{display}:{line}: {message}", category))
+        shown, file = written_in(loc)
+        warnings.append(FileWarning(line, f"{shown}:{line}: {message}", category, file))
 
     def fail(loc: Loc, message: str, *, at_key: bool = False) -> None:
         node, _ = locate(root, loc)
         key = _key_at(locate(root, loc[:-1])[0], loc[-1]) if at_key and loc else None
         line, col = line_col(key or node)
-        raise EvalFileError(display, line, col, f"{'.'.join(map(str, loc))}: {message}")
+        shown, _ = written_in(loc)
+        raise EvalFileError(shown, line, col, f"{'.'.join(map(str, loc))}: {message}")
 
     warnings.extend(_unknown_key_warnings(suite, root, display))
     classic, later = _generations(data)

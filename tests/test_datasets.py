@@ -111,6 +111,11 @@ def test_jsonl_named_on_the_command_line_is_collected_when_its_rows_are_cases(
             "d.eval.yaml:3:3: execution.assertions: give either 'evaluators' or 'assertions', "
             "not both",
         ),
+        (
+            '{"id": "a", "input": "q"}\n{"id": "b", "input": "q"}\n',
+            "dataset: x\nexecution:\n  evaluators: [{name: j, type: llm_jugde}]\n",
+            "d.eval.yaml:3:*: execution.evaluators.0.type: unknown evaluator type 'llm_jugde'*",
+        ),
     ],
     ids=[
         "bad-json",
@@ -124,6 +129,7 @@ def test_jsonl_named_on_the_command_line_is_collected_when_its_rows_are_cases(
         "sidecar-with-cases",
         "two-names",
         "sidecar-two-names",
+        "sidecar-unknown-type",
     ],
 )
 def test_jsonl_errors_point_at_the_file_and_line(
