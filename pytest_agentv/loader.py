@@ -9,7 +9,7 @@ are checked against the registry the caller passes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,6 +32,7 @@ from .models import (
     EvalSuite,
     EvaluatorConfig,
     Execution,
+    FieldAccuracySpec,
     JsonlSidecar,
     ProjectConfig,
     PromptScript,
@@ -483,6 +484,12 @@ def load_eval_file(
         if isinstance(entry.spec, CompositeSpec) and entry.spec.aggregator.prompt:
             node, _ = locate(root, (*loc, "aggregator", "prompt"))
             positions[(*loc, "aggregator", "prompt")] = line_col(node)
+    for loc, what in _always_zero(suite).items():
+        warn(
+            loc,
+            f"{'.'.join(map(str, loc))}: every {what} has weight 0, so the score is always 0 "
+            f"(as in AgentV); give at least one {what} a weight > 0",
+        )
     for index, case in enumerate(suite.evalcases):
         default_kind = case.evaluator or case.grader or suite.evaluator or suite.grader
         if default_kind is None:
@@ -515,6 +522,43 @@ def load_eval_file(
         positions=positions,
         warnings=tuple(warnings),
     )
+
+
+def _always_zero(suite: EvalSuite) -> dict[Loc, str]:
+    """Weighted lists whose weights are all 0, by where they are written, with what they list.
+
+    A total weight of 0 scores 0 in AgentV, and pytest-agentv keeps AgentV's scores, so such a
+    list fails whatever its items earn: the file gets a warning instead of a silent fail.
+    """
+    found: dict[Loc, str] = {}
+
+    def check(loc: Loc, what: str, weights: Iterable[float]) -> None:
+        listed = list(weights)
+        if listed and not any(listed):
+            found.setdefault(loc, what)
+
+    for index, case in enumerate(suite.evalcases):
+        here: Loc = ("evalcases", index)
+        check((*here, "rubrics"), "item", (item.weight for item in case.rubrics or ()))
+        if case.rubrics:  # the inline rubric judge weighs 1 among the case's evaluators
+            continue
+        if case.execution and case.execution.evaluators:
+            used: Loc = (*here, "execution", "evaluators")
+        elif case.evaluators:
+            used = (*here, "evaluators")
+        else:
+            used = ("execution", "evaluators")
+        check(used, "evaluator", (entry.weight for entry in listed_evaluators(case, suite)))
+    for loc, entry in evaluator_locs(suite):
+        check((*loc, "rubrics"), "item", (item.weight for item in entry.rubrics or ()))
+        spec = entry.spec
+        if isinstance(spec, FieldAccuracySpec) and spec.aggregation == "weighted_average":
+            check((*loc, "fields"), "field", (one.weight for one in spec.fields))
+        if isinstance(spec, CompositeSpec) and spec.aggregator.type == "weighted_average":
+            weights = spec.aggregator.weights or {}
+            where: Loc = (*loc, "aggregator", "weights") if weights else (*loc, "evaluators")
+            check(where, "member", (weights.get(m.name, m.weight) for m in spec.evaluators))
+    return found
 
 
 def _with_members(loc: Loc, entry: EvaluatorConfig) -> Iterator[tuple[Loc, EvaluatorConfig]]:

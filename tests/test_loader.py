@@ -591,6 +591,55 @@ def test_unknown_keys_warn_with_a_suggestion(pytester: pytest.Pytester) -> None:
     result.assert_outcomes()
 
 
+def test_lists_whose_weights_are_all_zero_warn(pytester: pytest.Pytester) -> None:
+    """A total weight of 0 scores 0 (as in AgentV, whose scores we keep): such a list fails
+    whatever its items earn, so the file says so when it loads."""
+    write(
+        pytester,
+        "z.eval.yaml",
+        """
+        execution:
+          evaluators:
+            - {type: latency, threshold: 1000, weight: 0}
+        evalcases:
+          - id: rubrics
+            input: q
+            rubrics:
+              - {id: a, expected_outcome: x, weight: 0}
+              - {id: b, expected_outcome: y, weight: 0, required: false}
+          - id: suite-evaluators
+            input: q
+          - id: members
+            input: q
+            evaluators:
+              - name: fields
+                type: field_accuracy
+                fields: [{path: a, match: exact, weight: 0}]
+              - name: both
+                type: composite
+                evaluators: [{type: latency, threshold: 1}, {type: cost, budget: 1}]
+                aggregator: {type: weighted_average, weights: {latency: 0, cost: 0}}
+          - id: weighed
+            input: q
+            evaluators:
+              - {type: latency, threshold: 1000, weight: 0}
+              - {type: cost, budget: 1}
+        """,
+    )
+    result = pytester.runpytest("--co", "-q", "-W", "always")
+    tail = "has weight 0, so the score is always 0 (as in AgentV); give at least one"
+    result.stdout.fnmatch_lines_random(
+        [
+            f"*z.eval.yaml:3: execution.evaluators: every evaluator {tail} evaluator a weight > 0",
+            f"*z.eval.yaml:8: evalcases.0.rubrics: every item {tail} item a weight > 0",
+            f"*z.eval.yaml:18: evalcases.2.evaluators.0.fields: every field {tail} field a*",
+            f"*z.eval.yaml:22: evalcases.2.evaluators.1.aggregator.weights: every member {tail}*",
+        ]
+    )
+    assert result.stdout.str().count("has weight 0") == 4
+    result.assert_outcomes()
+
+
 def test_grader_is_deprecated_and_evaluator_wins(tmp_path: Path, pytester: pytest.Pytester) -> None:
     write(
         pytester,
