@@ -9,7 +9,7 @@ are checked against the registry the caller passes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +23,7 @@ from .models import (
     AGENTV_ONLY_TARGET_SETTINGS,
     KIND_ALIASES,
     KIND_SPECS,
+    SPELLED_TWICE,
     TARGET_SETTING_ALIASES,
     TARGET_SETTINGS,
     CalibrationFile,
@@ -31,6 +32,7 @@ from .models import (
     EvalSuite,
     EvaluatorConfig,
     Execution,
+    FieldAccuracySpec,
     JsonlSidecar,
     ProjectConfig,
     PromptScript,
@@ -152,6 +154,8 @@ def _validation_error(display: str, root: yaml.Node, exc: ValidationError) -> Ev
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         node, matched = locate(root, loc)
+        if err["type"] == SPELLED_TWICE and matched == len(loc):
+            node = key_at(locate(root, loc[:-1])[0], loc[-1]) or node
         shown = loc[:matched] + (loc[matched : matched + 1] if err["type"] == "missing" else ())
         message = problem_text(err)
         field_path = ".".join(map(str, shown)) or "(top level)"
@@ -232,8 +236,9 @@ def _unknown_key_warnings(
 
 def _jsonl_document(
     path: Path, display: str
-) -> tuple[yaml.Node, dict[str, Any], list[FileWarning]]:
-    """A JSONL dataset as one eval-file document: the sidecar's keys, and one case per line.
+) -> tuple[yaml.Node, dict[str, Any], list[FileWarning], tuple[str, Path] | None]:
+    """A JSONL dataset as one eval-file document: the sidecar's keys, and one case per line;
+    and the sidecar as it is shown and its path, if there is one.
 
     The sidecar is validated on its own first, so that its problems name the sidecar; a case's
     problems name its line of the ``.jsonl`` file.
@@ -242,8 +247,10 @@ def _jsonl_document(
     pairs: list[tuple[yaml.Node, yaml.Node]] = []
     warnings: list[FileWarning] = []
     sidecar = sidecar_of(path)
+    side: tuple[str, Path] | None = None
     if sidecar is not None:
         shown = str(Path(display).with_name(sidecar.name))
+        side = (shown, sidecar)
         side_root, side_data = parse_yaml(sidecar, shown)
         model = _validate(JsonlSidecar, side_data, shown, side_root)
         for key in ("evalcases", "tests", "eval_cases"):
@@ -278,7 +285,7 @@ def _jsonl_document(
     sequence = yaml.SequenceNode("tag:yaml.org,2002:seq", cases, cases[0].start_mark)
     mark = yaml.Mark("", 0, 0, 0, None, 0)
     root = yaml.MappingNode("tag:yaml.org,2002:map", [*pairs, (cases_key, sequence)], mark, mark)
-    return root, data, warnings
+    return root, data, warnings, side
 
 
 #: Fields of later AgentV versions that mean something the classic format cannot express, and
@@ -382,25 +389,32 @@ def load_eval_file(
     ``check_kind`` is the evaluator registry's rule: the problem with a kind, or None.
     """
     warnings: list[FileWarning] = []
+    side: tuple[str, Path] | None = None
     if path.suffix == ".jsonl":
-        root, data, warnings = _jsonl_document(path, display)
+        root, data, warnings, side = _jsonl_document(path, display)
     else:
         root, data = parse_yaml(path, display)
     if isinstance(data, dict):
         _refuse_later_fields(data, root, display)
     suite = _validate(EvalSuite, data, display, root)
 
+    def written_in(loc: Loc) -> tuple[str, Path | None]:
+        """The file ``loc`` is written in: a JSONL dataset's file-level keys are its sidecar's."""
+        return side if side is not None and loc[:1] != ("evalcases",) else (display, None)
+
     def warn(loc: Loc, message: str, category: type[Warning] = AgentvWarning) -> None:
         node, _ = locate(root, loc)
         key = _key_at(locate(root, loc[:-1])[0], loc[-1]) if loc else None
         line = line_col(key or node)[0]
-        warnings.append(FileWarning(line, f"{display}:{line}: {message}", category))
+        shown, file = written_in(loc)
+        warnings.append(FileWarning(line, f"{shown}:{line}: {message}", category, file))
 
     def fail(loc: Loc, message: str, *, at_key: bool = False) -> None:
         node, _ = locate(root, loc)
         key = _key_at(locate(root, loc[:-1])[0], loc[-1]) if at_key and loc else None
         line, col = line_col(key or node)
-        raise EvalFileError(display, line, col, f"{'.'.join(map(str, loc))}: {message}")
+        shown, _ = written_in(loc)
+        raise EvalFileError(shown, line, col, f"{'.'.join(map(str, loc))}: {message}")
 
     warnings.extend(_unknown_key_warnings(suite, root, display))
     classic, later = _generations(data)
@@ -473,6 +487,12 @@ def load_eval_file(
         if isinstance(entry.spec, CompositeSpec) and entry.spec.aggregator.prompt:
             node, _ = locate(root, (*loc, "aggregator", "prompt"))
             positions[(*loc, "aggregator", "prompt")] = line_col(node)
+    for loc, what in _always_zero(suite).items():
+        warn(
+            loc,
+            f"{'.'.join(map(str, loc))}: every {what} has weight 0, so the score is always 0 "
+            f"(as in AgentV); give at least one {what} a weight > 0",
+        )
     for index, case in enumerate(suite.evalcases):
         default_kind = case.evaluator or case.grader or suite.evaluator or suite.grader
         if default_kind is None:
@@ -505,6 +525,43 @@ def load_eval_file(
         positions=positions,
         warnings=tuple(warnings),
     )
+
+
+def _always_zero(suite: EvalSuite) -> dict[Loc, str]:
+    """Weighted lists whose weights are all 0, by where they are written, with what they list.
+
+    A total weight of 0 scores 0 in AgentV, and pytest-agentv keeps AgentV's scores, so such a
+    list fails whatever its items earn: the file gets a warning instead of a silent fail.
+    """
+    found: dict[Loc, str] = {}
+
+    def check(loc: Loc, what: str, weights: Iterable[float]) -> None:
+        listed = list(weights)
+        if listed and not any(listed):
+            found.setdefault(loc, what)
+
+    for index, case in enumerate(suite.evalcases):
+        here: Loc = ("evalcases", index)
+        check((*here, "rubrics"), "item", (item.weight for item in case.rubrics or ()))
+        if case.rubrics:  # the inline rubric judge weighs 1 among the case's evaluators
+            continue
+        if case.execution and case.execution.evaluators:
+            used: Loc = (*here, "execution", "evaluators")
+        elif case.evaluators:
+            used = (*here, "evaluators")
+        else:
+            used = ("execution", "evaluators")
+        check(used, "evaluator", (entry.weight for entry in listed_evaluators(case, suite)))
+    for loc, entry in evaluator_locs(suite):
+        check((*loc, "rubrics"), "item", (item.weight for item in entry.rubrics or ()))
+        spec = entry.spec
+        if isinstance(spec, FieldAccuracySpec) and spec.aggregation == "weighted_average":
+            check((*loc, "fields"), "field", (one.weight for one in spec.fields))
+        if isinstance(spec, CompositeSpec) and spec.aggregator.type == "weighted_average":
+            weights = spec.aggregator.weights or {}
+            where: Loc = (*loc, "aggregator", "weights") if weights else (*loc, "evaluators")
+            check(where, "member", (weights.get(m.name, m.weight) for m in spec.evaluators))
+    return found
 
 
 def _with_members(loc: Loc, entry: EvaluatorConfig) -> Iterator[tuple[Loc, EvaluatorConfig]]:

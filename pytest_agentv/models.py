@@ -4,17 +4,19 @@
 Legacy and later AgentV spellings are aliases of the classic names, never replacements
 (``outcome``, ``input``, ``expected_output``, ``description`` on rubric items, ``grader_target``;
 and from later AgentV versions ``tests``, ``criteria``, ``assertions``, ``command``, ``-grader``
-kinds, rubric ``outcome`` and ``min_score``). Unknown keys are kept (``extra="allow"``) so that the
-loader can warn about them with a line number instead of rejecting real-world files.
+kinds, rubric ``outcome`` and ``min_score``). A field written under two of its spellings is an
+error, as pydantic would read one and drop the other. Unknown keys are kept (``extra="allow"``) so
+that the loader can warn about them with a line number instead of rejecting real-world files.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     AliasChoices,
@@ -27,7 +29,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails, InitErrorDetails
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 from .errors import did_you_mean
 from .settings import MAX_TRIALS
@@ -130,10 +132,56 @@ LATER_EVALUATOR_GATES: dict[str, str] = {
 }
 
 
+#: The error type of a field written under two of its spellings; the loader points at the key.
+SPELLED_TWICE = "spelled_twice"
+
+
+@functools.cache
+def _field_spellings(model: type[BaseModel]) -> tuple[tuple[str, ...], ...]:
+    """Every group of keys a model reads as one field: its aliases and its own name."""
+    groups: list[tuple[str, ...]] = []
+    for name, info in model.model_fields.items():
+        alias = info.validation_alias
+        written = [str(c) for c in alias.choices] if isinstance(alias, AliasChoices) else []
+        written += [a for a in (alias, info.alias) if isinstance(a, str)]
+        spellings = tuple(dict.fromkeys([*written, name]))
+        if len(spellings) > 1:
+            groups.append(spellings)
+    return tuple(groups)
+
+
+def _one_spelling(
+    value: dict[str, Any], groups: Iterable[tuple[str, ...]], at: tuple[int, ...] = ()
+) -> None:
+    """Refuse a field given under two spellings (pydantic would read one and drop the other),
+    at the second one written."""
+    for group in groups:
+        written = [key for key in value if key in group]
+        if len(written) > 1:
+            first, second = written[:2]
+            problem = PydanticCustomError(
+                SPELLED_TWICE,
+                "give either '{first}' or '{second}', not both",
+                {"first": first, "second": second},
+            )
+            raise ValidationError.from_exception_data(
+                "spellings", [InitErrorDetails(type=problem, loc=(*at, second), input=value)]
+            )
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(
         extra="allow", frozen=True, populate_by_name=True, ser_json_inf_nan="null"
     )
+    #: Groups of keys read as one that are not fields (a target's camelCase settings).
+    _more_spellings: ClassVar[tuple[tuple[str, ...], ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spelled_once(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            _one_spelling(value, (*_field_spellings(cls), *cls._more_spellings))
+        return value
 
 
 def finite_number(value: Any) -> float | None:
@@ -300,6 +348,7 @@ def _score_ranges(raw: Any, rubric: str) -> list[dict[str, Any]]:
         where = f"score_range entry at index {index} for rubric '{rubric}'"
         if not isinstance(entry, dict):
             raise ValueError(f"Invalid {where}: expected object")
+        _one_spelling(entry, _field_spellings(ScoreRange), (index,))
         bounds = entry.get("score_range")
         if not (
             isinstance(bounds, (list, tuple))
@@ -443,6 +492,37 @@ def _rubric_list(value: Any) -> Any:
     return items
 
 
+def _duplicate_rubric(items: Sequence[RubricItem]) -> tuple[int, str] | None:
+    """The first item whose id an earlier item has, and why that is refused: the judge returns
+    one check per id, so both items would get the first's grade."""
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        if item.id in seen:
+            generated = item.id.startswith("rubric-") and item.id[7:].isdigit()
+            hint = " (an item without an id is named rubric-<its position>)" if generated else ""
+            return index, f"rubric id '{item.id}' is used twice{hint}; ids must be unique"
+        seen.add(item.id)
+    return None
+
+
+def _rubric_ids_unique(value: list[RubricItem] | None) -> list[RubricItem] | None:
+    duplicate = _duplicate_rubric(value or ())
+    if duplicate is not None:
+        index, message = duplicate
+        raise ValidationError.from_exception_data(
+            "rubrics",
+            [
+                InitErrorDetails(
+                    type="value_error",
+                    loc=(index, "id"),
+                    input=message,
+                    ctx={"error": ValueError(message)},
+                )
+            ],
+        )
+    return value
+
+
 def problem_text(error: ErrorDetails) -> str:
     """A validation problem in the words eval-file errors use."""
     if error["type"] == "missing":
@@ -470,6 +550,9 @@ def rubric_items(items: Any) -> list[RubricItem]:
             first = exc.errors(include_url=False)[0]
             where = ".".join(map(str, ("rubrics", index, *first["loc"])))
             raise ValueError(f"{where}: {problem_text(first)}") from None
+    duplicate = _duplicate_rubric(found)
+    if duplicate is not None:
+        raise ValueError(f"rubrics.{duplicate[0]}.id: {duplicate[1]}")
     return found
 
 
@@ -528,6 +611,8 @@ class EvaluatorConfig(_Model):
     @classmethod
     def _rubrics(cls, value: Any) -> Any:
         return _rubric_list(value)
+
+    _unique_rubrics = field_validator("rubrics")(_rubric_ids_unique)
 
     @field_validator("script")
     @classmethod
@@ -973,6 +1058,8 @@ class EvalCase(_Model):
     def _rubrics(cls, value: Any) -> Any:
         return _rubric_list(value)
 
+    _unique_rubrics = field_validator("rubrics")(_rubric_ids_unique)
+
     _unique = field_validator("evaluators")(_evaluator_names_unique)
 
 
@@ -1165,6 +1252,10 @@ class TargetConfig(_Model):
     judge_target: str | None = Field(
         None, validation_alias=AliasChoices("judge_target", "grader_target")
     )
+    _more_spellings = tuple(
+        (key, *(alias for alias, name in TARGET_SETTING_ALIASES.items() if name == key))
+        for key in sorted(set(TARGET_SETTING_ALIASES.values()))
+    )
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -1216,6 +1307,8 @@ class Canary(BaseModel):
     @classmethod
     def _rubrics(cls, value: Any) -> Any:
         return _rubric_list(value)
+
+    _unique_rubrics = field_validator("rubrics")(_rubric_ids_unique)
 
 
 class CalibrationFile(BaseModel):

@@ -5,9 +5,10 @@ Files larger than ``MAX_FILE_BYTES`` are refused before they are read. Nesting d
 ``MAX_DEPTH`` is refused from the parser's event stream (an iterative pass) before the node tree
 is composed, because composing is recursive: a 50 KB file nested 25,000 deep would overflow the
 C stack. The node tree (which keeps line marks) is then checked for what PyYAML lets through
-silently or turns into tracebacks — duplicate keys, recursive aliases, and aliases that expand
-to more than ``MAX_ALIAS_EXPANSION`` nodes or ``MAX_EXPANDED_BYTES`` of text — and only then
-constructed with a safe loader.
+silently or turns into tracebacks — duplicate keys, ``!!binary``/``!!set``/``!!omap``/``!!pairs``
+values (not JSON data), recursive aliases, and aliases that expand to more than
+``MAX_ALIAS_EXPANSION`` nodes or ``MAX_EXPANDED_BYTES`` of text — and only then constructed with
+a safe loader.
 
 A JSON line gets the same limits: its nesting depth is counted before ``json`` recurses into it,
 duplicate keys and ``NaN``/``Infinity`` are refused, and every problem names ``file:line:col``.
@@ -131,16 +132,50 @@ def _check_depth(text: str, display: str) -> None:
         events.dispose()
 
 
+#: Tags the safe loader turns into values JSON cannot hold (bytes, sets, lists of pairs), which
+#: would load and then fail when a judge or a report serialises them; and what to write instead.
+_NON_JSON_TAGS = {
+    "tag:yaml.org,2002:binary": "a string",
+    "tag:yaml.org,2002:set": "a list",
+    "tag:yaml.org,2002:omap": "a mapping",
+    "tag:yaml.org,2002:pairs": "a mapping",
+}
+
+
+def _check_tag(node: yaml.Node, loc: Loc, display: str) -> None:
+    instead = _NON_JSON_TAGS.get(node.tag)
+    if instead is not None:
+        name = node.tag.rsplit(":", 1)[-1]
+        where = f"{'.'.join(map(str, loc))}: " if loc else ""
+        _fail(
+            display,
+            node,
+            f"{where}!!{name} is not supported: values must be JSON data (strings, numbers, "
+            f"booleans, null, lists and mappings); write this one as {instead}",
+        )
+
+
 def _check_tree(root: yaml.Node, display: str, may_alias: bool) -> None:
-    """Reject duplicate keys (and, if the file has anchors, alias tricks)."""
+    """Reject duplicate keys, tags of non-JSON values (and, if the file has anchors, alias
+    tricks)."""
     if may_alias:
         _check_aliases(root, display)
-    stack: list[yaml.Node] = [root]
+    _check_tag(root, (), display)
+    stack: list[tuple[yaml.Node, Loc]] = [(root, ())]
     while stack:
-        node = stack.pop()
+        node, loc = stack.pop()
+        parts: list[tuple[yaml.Node, Loc]] = []
         if isinstance(node, yaml.MappingNode):
             _check_duplicate_keys(node, display)
-        stack.extend(part for part in _children(node) if not isinstance(part, yaml.ScalarNode))
+            for key, value in node.value:
+                here = (*loc, key.value if isinstance(key, yaml.ScalarNode) else "?")
+                parts += [(key, here), (value, here)]
+        elif isinstance(node, yaml.SequenceNode):
+            parts = [(item, (*loc, index)) for index, item in enumerate(node.value)]
+        for part, here in parts:
+            _check_tag(part, here, display)
+            if not isinstance(part, yaml.ScalarNode):
+                stack.append((part, here))
 
 
 def _check_aliases(root: yaml.Node, display: str) -> None:

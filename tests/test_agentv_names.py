@@ -212,6 +212,93 @@ def test_v4_rubric_items_and_rubrics_kind(project: pytest.Pytester, fake_llm) ->
     assert RubricItem.model_validate({"id": "x", "min_score": 0.8}).min_score == 8
 
 
+#: Files that give one field under two of its names, and the error each must get (pydantic
+#: would read one name and leave the other unread, or warn about it as an unknown key).
+TWICE = {
+    "suite": (
+        "evalcases:\n  - {id: c1, input: hi}\ntests:\n  - {id: t1, input: hi}\n",
+        "3:1: tests: give either 'evalcases' or 'tests', not both",
+    ),
+    "case": (
+        "tests:\n  - id: a\n    input: hi\n    input_messages: hello\n",
+        "4:5: tests.0.input_messages: give either 'input' or 'input_messages', not both",
+    ),
+    "outcome": (
+        "tests:\n  - id: a\n    input: hi\n    expected_outcome: x\n    criteria: y\n",
+        "5:5: tests.0.criteria: give either 'expected_outcome' or 'criteria', not both",
+    ),
+    "evaluators": (
+        "tests:\n  - id: a\n    input: hi\n    assertions: [{type: latency, threshold: 1}]\n"
+        "    evaluators: [{type: cost, budget: 1}]\n",
+        "5:5: tests.0.evaluators: give either 'assertions' or 'evaluators', not both",
+    ),
+    "execution": (
+        "execution:\n  evaluators: [{type: latency, threshold: 1}]\n"
+        "  assertions: [{type: cost, budget: 1}]\ntests: [{id: a, input: hi}]\n",
+        "3:3: execution.assertions: give either 'evaluators' or 'assertions', not both",
+    ),
+    "script": (
+        "tests:\n  - id: a\n    input: hi\n    evaluators:\n      - name: j\n"
+        "        type: code_judge\n        script: [python, a.py]\n"
+        "        command: [python, b.py]\n",
+        "8:9: tests.0.evaluators.0.command: give either 'script' or 'command', not both",
+    ),
+    "rubrics": (
+        "tests:\n  - id: a\n    input: hi\n    evaluators:\n"
+        "      - {name: j, type: llm_judge, rubrics: [a], criteria: [b]}\n",
+        "5:*: tests.0.evaluators.0.criteria: give either 'rubrics' or 'criteria', not both",
+    ),
+    "composite": (
+        "tests:\n  - id: a\n    input: hi\n    evaluators:\n      - name: c\n"
+        "        type: composite\n        evaluators: [{type: latency, threshold: 1}]\n"
+        "        assertions: [{type: cost, budget: 1}]\n"
+        "        aggregator: {type: weighted_average}\n",
+        "8:9: tests.0.evaluators.0.assertions: give either 'evaluators' or 'assertions', not both",
+    ),
+    "camel-case": (
+        "execution:\n  trials: {count: 2, costLimitUsd: 1, cost_limit_usd: 2}\n"
+        "tests: [{id: a, input: hi}]\n",
+        "2:*: execution.trials.cost_limit_usd: give either 'costLimitUsd' or 'cost_limit_usd', "
+        "not both",
+    ),
+    "score-range": (
+        "tests:\n  - id: a\n    input: hi\n    rubrics:\n      - id: r\n        score_ranges:\n"
+        "          - {score_range: [0, 10], outcome: good, description: fine}\n",
+        "7:*: tests.0.rubrics.0.score_ranges.0.description: give either 'outcome' or "
+        "'description', not both",
+    ),
+}
+
+
+def test_a_field_written_under_two_names_is_an_error(project: pytest.Pytester) -> None:
+    for name, (content, _) in TWICE.items():
+        write(project, f"{name}.eval.yaml", content)
+    result = project.runpytest("--co", "-q")
+    result.assert_outcomes(errors=len(TWICE))
+    result.stdout.fnmatch_lines_random(
+        [f"{name}.eval.yaml:{expected}" for name, (_, expected) in TWICE.items()]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_target_setting_written_under_two_names_is_an_error(project: pytest.Pytester) -> None:
+    write(
+        project,
+        ".agentv/targets.yaml",
+        "targets:\n  - name: default\n    provider: cli\n    command_template: echo a\n"
+        "    commandTemplate: echo b\n",
+    )
+    write(project, "a.eval.yaml", "tests: [{id: a, input: hi}]\n")
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*.agentv/targets.yaml:5:5: targets.0.commandTemplate: give either "
+            "'command_template' or 'commandTemplate', not both*"
+        ]
+    )
+
+
 # -- JSON Schema ----------------------------------------------------------------------------
 
 

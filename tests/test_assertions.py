@@ -125,6 +125,23 @@ def test_code_judges_and_rubric_forms(judged: pytest.Pytester, fake_llm: FakeOpe
     assert "- [tone] (REQUIRED) (weight: 1): Polite" in fake_llm.requests[0].user
 
 
+def test_duplicate_rubric_ids_are_refused(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    """One check per id comes back from the judge: a second item would get the first's grade."""
+    judged.makepyfile(
+        test_dup="""
+        import pytest
+        from pytest_agentv import assert_judged
+
+        def test_dup():
+            with pytest.raises(ValueError, match="rubrics.1.id: rubric id 'r1' is used twice"):
+                assert_judged("x", rubrics=[{"id": "r1", "expected_outcome": "apples"},
+                                            {"id": "r1", "expected_outcome": "bananas"}])
+        """
+    )
+    judged.runpytest().assert_outcomes(passed=1)
+    assert not fake_llm.requests
+
+
 def test_junit_properties_on_the_calling_test(
     judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:

@@ -98,6 +98,24 @@ def test_jsonl_named_on_the_command_line_is_collected_when_its_rows_are_cases(
             "evalcases: [{id: b, input: q}]\n",
             "d.eval.yaml:1:1: evalcases: a JSONL sidecar holds file-level defaults only*",
         ),
+        (
+            '{"id": "a", "input": "q"}\n{"id": "b", "input": "q", "input_messages": "r"}\n',
+            None,
+            "d.eval.jsonl:2:1: evalcases.1.input_messages: give either 'input' or "
+            "'input_messages', not both",
+        ),
+        (
+            '{"id": "a", "input": "q"}\n',
+            "execution:\n  evaluators: [{type: latency, threshold: 1}]\n"
+            "  assertions: [{type: cost, budget: 1}]\n",
+            "d.eval.yaml:3:3: execution.assertions: give either 'evaluators' or 'assertions', "
+            "not both",
+        ),
+        (
+            '{"id": "a", "input": "q"}\n{"id": "b", "input": "q"}\n',
+            "dataset: x\nexecution:\n  evaluators: [{name: j, type: llm_jugde}]\n",
+            "d.eval.yaml:3:*: execution.evaluators.0.type: unknown evaluator type 'llm_jugde'*",
+        ),
     ],
     ids=[
         "bad-json",
@@ -109,6 +127,9 @@ def test_jsonl_named_on_the_command_line_is_collected_when_its_rows_are_cases(
         "duplicate-id",
         "sidecar-error",
         "sidecar-with-cases",
+        "two-names",
+        "sidecar-two-names",
+        "sidecar-unknown-type",
     ],
 )
 def test_jsonl_errors_point_at_the_file_and_line(

@@ -177,8 +177,14 @@ def test_unknown_evaluator_keys_become_config(tmp_path: Path) -> None:
 
 
 def test_yaml_timestamps_stay_strings(tmp_path: Path) -> None:
-    loaded = load(tmp_path, "dataset: 2025-01-01\nevalcases: [{id: a, input: q}]\n")
+    loaded = load(
+        tmp_path,
+        "dataset: 2025-01-01\nevalcases: [{id: a, input: q, "
+        "expected_output: {issued: 2025-03-02, at: 2025-03-02T10:00:00Z}}]\n",
+    )
     assert loaded.suite.dataset == "2025-01-01"
+    expected = loaded.suite.evalcases[0].expected_messages[0].content[0].value
+    assert expected == {"issued": "2025-03-02", "at": "2025-03-02T10:00:00Z"}
 
 
 def test_file_segments_resolve_from_folder_then_ancestors(tmp_path: Path) -> None:
@@ -319,6 +325,19 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
             "*evalcases.0.evaluators: evaluator name 'x' is used twice*",
         ),
         (
+            "evalcases:\n  - id: a\n    input: q\n    rubrics:\n"
+            "      - {id: r1, expected_outcome: Mentions apples}\n"
+            "      - {id: r1, expected_outcome: Mentions bananas, weight: 5}\n",
+            "bad.eval.yaml:6:14: evalcases.0.rubrics.1.id: rubric id 'r1' is used twice; "
+            "ids must be unique",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
+            "      - {name: j, type: llm_judge, rubrics: [{id: rubric-2, outcome: a}, b]}\n",
+            "bad.eval.yaml:5:*: evalcases.0.evaluators.0.rubrics.1: rubric id 'rubric-2' is used "
+            "twice (an item without an id is named rubric-<its position>); ids must be unique",
+        ),
+        (
             "evalcases:\n  - id: a\n    input: q\n    evaluators: [{name: x, type: llm_jugde}]\n",
             "bad.eval.yaml:4:34: evalcases.0.evaluators.0.type: unknown evaluator type "
             "'llm_jugde' (did you mean 'llm_judge'?); known: *",
@@ -330,6 +349,29 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
         (
             "a: 1\na: 2\nevalcases: [{id: x, input: q}]\n",
             "bad.eval.yaml:2:1: duplicate key 'a' (first defined at line 1)*",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: q\n    evaluators:\n      - {name: ok, "
+            "type: code_judge, script: [python, judges/ok.py], blob: !!binary aGVsbG8=}\n",
+            "bad.eval.yaml:5:*: evalcases.0.evaluators.0.blob: !!binary is not supported: values "
+            "must be JSON data (*); write this one as a string",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: {blob: !!binary aGVsbG8=}\n",
+            "bad.eval.yaml:3:19: evalcases.0.input.blob: !!binary is not supported*",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: q\n    expected_output: {tags: !!set {a, b}}\n",
+            "bad.eval.yaml:4:29: evalcases.0.expected_output.tags: !!set is not supported*"
+            "write this one as a list",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: [!!omap [role: user, content: hi]]\n",
+            "bad.eval.yaml:3:13: evalcases.0.input.0: !!omap is not supported*as a mapping",
+        ),
+        (
+            "evalcases:\n  - id: a\n    input: q\n    description: !!pairs [a: 1]\n",
+            "bad.eval.yaml:4:18: evalcases.0.description: !!pairs is not supported*",
         ),
         (
             "evaluator: code_judge\nevalcases: [{id: a, input: q}]\n",
@@ -350,9 +392,16 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
         "code-judge-no-script",
         "negative-weight",
         "duplicate-evaluator-name",
+        "duplicate-rubric-id",
+        "rubric-id-like-a-generated-one",
         "unknown-type",
         "yaml-in-flow",
         "duplicate-key",
+        "binary-in-evaluator",
+        "binary-in-content",
+        "set",
+        "omap",
+        "pairs",
         "code-judge-default-kind",
     ],
 )
@@ -539,6 +588,55 @@ def test_unknown_keys_warn_with_a_suggestion(pytester: pytest.Pytester) -> None:
             "*w.eval.yaml:6: AgentvWarning: *unknown key 'reference_answer'*",
         ]
     )
+    result.assert_outcomes()
+
+
+def test_lists_whose_weights_are_all_zero_warn(pytester: pytest.Pytester) -> None:
+    """A total weight of 0 scores 0 (as in AgentV, whose scores we keep): such a list fails
+    whatever its items earn, so the file says so when it loads."""
+    write(
+        pytester,
+        "z.eval.yaml",
+        """
+        execution:
+          evaluators:
+            - {type: latency, threshold: 1000, weight: 0}
+        evalcases:
+          - id: rubrics
+            input: q
+            rubrics:
+              - {id: a, expected_outcome: x, weight: 0}
+              - {id: b, expected_outcome: y, weight: 0, required: false}
+          - id: suite-evaluators
+            input: q
+          - id: members
+            input: q
+            evaluators:
+              - name: fields
+                type: field_accuracy
+                fields: [{path: a, match: exact, weight: 0}]
+              - name: both
+                type: composite
+                evaluators: [{type: latency, threshold: 1}, {type: cost, budget: 1}]
+                aggregator: {type: weighted_average, weights: {latency: 0, cost: 0}}
+          - id: weighed
+            input: q
+            evaluators:
+              - {type: latency, threshold: 1000, weight: 0}
+              - {type: cost, budget: 1}
+        """,
+    )
+    result = pytester.runpytest("--co", "-q", "-W", "always")
+    tail = "has weight 0, so the score is always 0 (as in AgentV); give at least one"
+    result.stdout.fnmatch_lines_random(
+        [
+            f"*z.eval.yaml:3: execution.evaluators: every evaluator {tail} evaluator a weight > 0",
+            f"*z.eval.yaml:8: evalcases.0.rubrics: every item {tail} item a weight > 0",
+            f"*z.eval.yaml:18: evalcases.2.evaluators.0.fields: every field {tail} field a*",
+            f"*z.eval.yaml:22: evalcases.2.evaluators.1.aggregator.weights: every member {tail}*",
+        ]
+    )
+    assert result.stdout.str().count("has weight 0") == 4
     result.assert_outcomes()
 
 
