@@ -633,14 +633,15 @@ def test_results_replace_the_file_only_when_the_run_ends(
         evalcases: [{id: a, input: q}, {id: b, input: q}, {id: c, input: q}]
         """,
     )
-    project.runpytest(*run_args, "--agentv-results=out.jsonl").assert_outcomes(passed=3)
-    again = project.runpytest(*run_args, "--agentv-answers=out.jsonl", "--agentv-results=out.jsonl")
-    again.assert_outcomes(passed=3)
-    compared = project.runpytest(
-        *run_args, "--agentv-baseline=out.jsonl", "--agentv-results=out.jsonl"
+    project.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=3)
+    result = project.runpytest(
+        *run_args,
+        "--agentv-answers=out.jsonl",
+        "--agentv-baseline=out.jsonl",
+        "--agentv-results=out.jsonl",
     )
-    compared.assert_outcomes(passed=3)
-    compared.stdout.fnmatch_lines(["*0 regressed, 3 unchanged*, 0 new, 0 gone"])
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*0 regressed, 3 unchanged*, 0 new, 0 gone"])
     assert sorted(rows(project)) == ["a", "b", "c"]
     assert [p.name for p in project.path.iterdir() if p.name.endswith(".partial")] == []
 
