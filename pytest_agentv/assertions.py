@@ -148,38 +148,41 @@ def _check_options(caller: str, options: Mapping[str, object]) -> None:
         raise TypeError(
             f"{caller}(): trace must be a mapping like AgentV's trace_summary, not {kind(trace)}"
         )
-    rubrics = options.get("rubrics")
-    if rubrics is not None:
-        if isinstance(rubrics, (str, bytes)) or not isinstance(rubrics, Sequence):
-            raise TypeError(
-                f"{caller}(): rubrics must be a list of rubric items (strings or mappings), "
-                f"not {kind(rubrics)}"
-            )
-        from .models import RubricItem
+    from .models import EvaluatorConfig, RubricItem
 
-        for index, item in enumerate(rubrics):
-            if not isinstance(item, (str, Mapping, RubricItem)):
-                raise TypeError(
-                    f"{caller}(): rubrics[{index}] must be a string, a mapping or a RubricItem, "
-                    f"not {kind(item)}"
-                )
-    evaluators = options.get("evaluators")
-    if evaluators is not None:
-        if isinstance(evaluators, (str, bytes)) or not isinstance(evaluators, Sequence):
-            raise TypeError(
-                f"{caller}(): evaluators must be a list of mappings like the eval file's "
-                f"evaluators entries ([{{'name': 'speed', 'type': 'latency', 'threshold': "
-                f"2000}}]), not {kind(evaluators)}"
-            )
-        from .models import EvaluatorConfig
+    _check_list(
+        caller,
+        "rubrics",
+        options.get("rubrics"),
+        (str, Mapping, RubricItem),
+        "a list of rubric items (strings or mappings)",
+        "a string, a mapping or a RubricItem",
+    )
+    _check_list(
+        caller,
+        "evaluators",
+        options.get("evaluators"),
+        (Mapping, EvaluatorConfig),
+        "a list of mappings like the eval file's evaluators entries ([{'name': 'speed', "
+        "'type': 'latency', 'threshold': 2000}])",
+        "a mapping like an eval file's evaluators entry ({'name': 'speed', 'type': 'latency', "
+        "...})",
+    )
 
-        for index, entry in enumerate(evaluators):
-            if not isinstance(entry, (Mapping, EvaluatorConfig)):
-                raise TypeError(
-                    f"{caller}(): evaluators[{index}] must be a mapping like an eval file's "
-                    f"evaluators entry ({{'name': 'speed', 'type': 'latency', ...}}), "
-                    f"not {kind(entry)}"
-                )
+
+def _check_list(
+    caller: str, name: str, value: object, items: tuple[type, ...], whole: str, each: str
+) -> None:
+    __tracebackhide__ = True
+    if value is None:
+        return
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"{caller}(): {name} must be {whole}, not {type(value).__name__}")
+    for index, item in enumerate(value):
+        if not isinstance(item, items):
+            raise TypeError(
+                f"{caller}(): {name}[{index}] must be {each}, not {type(item).__name__}"
+            )
 
 
 class AgentvJudge:
