@@ -116,6 +116,8 @@ def test_numeric_tolerance_absolute_and_relative(agentv_judge: AgentvJudge) -> N
         # ... and what it does not.
         ("January 15th, 2025", None, 0.0),
         ("15.01.2025", None, 0.0),
+        # Longer than any date: not read at all (an agent's huge answer never meets the regexes).
+        ("January 15, 2025" + " " * 70 + "10:00 AM", None, 0.0),
     ],
 )
 def test_dates_compare_year_month_day(

@@ -36,6 +36,8 @@ _ISO = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$",
     re.IGNORECASE,
 )
+#: Longer than any date the patterns read ("Wednesday, September 30, 2025 12:00:00.000 PM GMT").
+_LONGEST_DATE = 80
 _YMD = re.compile(r"^(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})$")
 _DAY_MONTH_YEAR = re.compile(r"^(\d{1,2})[- ]([A-Za-z]{3,9})\.?,?[- ](\d{4})$")
 _MONTH_DAY_YEAR = re.compile(r"^([A-Za-z]{3,9})\.?[- ](\d{1,2}),?[- ](\d{4})$")
@@ -137,6 +139,8 @@ def parse_date(text: str, formats: list[str]) -> date | None:
     """The calendar day a date string names; a time of day and a zone are ignored, so the day is
     the one written (not shifted into the machine's time zone)."""
     value = text.strip()
+    if len(value) > _LONGEST_DATE:  # not a date; and the patterns need not see a huge answer
+        return None
     if found := _ISO.match(value):
         return _ymd(int(found.group(1)), int(found.group(2)), int(found.group(3)))
     value = _TIME_OF_DAY.sub("", _WEEKDAY.sub("", value))
