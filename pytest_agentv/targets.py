@@ -85,7 +85,7 @@ def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
             if isinstance(args, str):
                 try:
                     args = json.loads(args)
-                except ValueError:
+                except (ValueError, RecursionError):
                     pass
             found.append(
                 ToolCall(
@@ -217,9 +217,10 @@ def parse_output_text(text: str, what: str) -> TargetResponse:
     """CLI output: JSON ``{text}`` / ``{output_messages, ...}``, or plain text."""
     stripped = text.strip()
     if stripped.startswith("{"):
+        # What cannot be parsed (nested too deep included) is plain text, as in AgentV.
         try:
             data = json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):
             data = None
         if isinstance(data, dict) and ("text" in data or data.get("output_messages")):
             return response_from(data, what)

@@ -240,3 +240,12 @@ def test_an_empty_expected_object_is_expected_data(agentv_judge: AgentvJudge) ->
     no expected value, which passes, rather than the case not being graded."""
     score = grade(agentv_judge, {"amount": 5}, field("amount"), expected={})
     assert (score.score, score.hits) == (1.0, ("amount: no expected value",))
+
+
+def test_hostile_json_in_an_answer(agentv_judge: AgentvJudge) -> None:
+    """Nested deeper than the decoder goes is not JSON (it raised RecursionError and left the
+    case not graded); braces in front of the object are skipped without trying each one."""
+    deep = grade(agentv_judge, '{"a":' * 50_000, field("invoice_number"))
+    assert (deep.score, deep.misses) == (0.0, ("Failed to parse candidate answer as JSON",))
+    braces = "{" * 200_000 + json.dumps({"invoice_number": "INV-001"})
+    assert grade(agentv_judge, braces, field("invoice_number")).score == 1.0

@@ -371,19 +371,28 @@ def deep_equal(a: Any, b: Any) -> bool:
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
+#: Where a JSON object can start: ``{`` then a key or ``}``.
+_OBJECT_START = re.compile(r'\{\s*["}]')
+#: Failed starts tried before giving up: each failure costs time in the text's length (the
+#: decoder's error counts lines), so an answer of braces would otherwise take quadratic time.
+MAX_FAILED_STARTS = 1000
+
+
 def json_objects(text: str) -> Iterator[Any]:
-    """Every outermost JSON value that starts with ``{`` in a text, in order: the whole text,
-    a fenced block, or objects inside prose."""
+    """Every outermost JSON object in a text, in order: the whole text, a fenced block, or
+    objects inside prose."""
     decoder = json.JSONDecoder()
-    start = text.find("{")
-    while start != -1:
+    failed = 0
+    found = _OBJECT_START.search(text)
+    while found is not None and failed < MAX_FAILED_STARTS:
         try:
-            value, end = decoder.raw_decode(text, start)
-        except ValueError:
-            start = text.find("{", start + 1)
+            value, end = decoder.raw_decode(text, found.start())
+        except (ValueError, RecursionError):  # nested too deep is not JSON we can read either
+            failed += 1
+            found = _OBJECT_START.search(text, found.start() + 1)
             continue
         yield value
-        start = text.find("{", end)
+        found = _OBJECT_START.search(text, end)
 
 
 def first_json_object(text: str) -> dict[str, Any]:
@@ -393,7 +402,7 @@ def first_json_object(text: str) -> dict[str, Any]:
     for candidate in (text.strip(), *fenced):
         try:
             value = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
             return value
