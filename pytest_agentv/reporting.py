@@ -43,20 +43,32 @@ _SUMMARY_FIELDS = (
 
 
 def _holds_results(path: Path) -> bool:
-    """Whether a file is empty or starts like a results file (a JSON object per line): never
-    replace an eval file, a targets file or anything else given by mistake."""
+    """Whether a file is empty or starts like a results file (rows with an ``eval_id``, or a
+    later AgentV's ``test_id``): never empty an eval file (JSONL rows have an ``id``), a targets
+    file or anything else given by mistake. A file that cannot be read is left to ``open``."""
     limit = 64 * 1024
-    with path.open("rb") as stream:
-        head = stream.read(limit).lstrip()
+    try:
+        with path.open("rb") as stream:
+            head = stream.read(limit).lstrip()
+    except OSError:
+        return True
     first = head.split(b"\n", 1)[0].strip()
     if not first:
         return True
     if not first.startswith(b"{"):
         return False
     try:
-        return isinstance(json.loads(first), dict)
-    except ValueError:
-        return b"\n" not in head and len(head) >= limit - 64  # a first row longer than read
+        row = json.loads(first)
+    except ValueError:  # a first row longer than what was read
+        return b'"eval_id"' in first or b'"test_id"' in first
+    return isinstance(row, dict) and ("eval_id" in row or "test_id" in row)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
 
 
 def _json(value: Any) -> str:
@@ -173,8 +185,6 @@ class AgentvReporter:
         #: Cases that ran several times, their trials, and a fixed count's equivalent.
         self.trials = {"cases": 0, "run": 0, "planned": 0}
         self._results: IO[str] | None = None
-        #: Where the results are written until the run ends (see ``_open_results``).
-        self._partial: Path | None = None
         #: Why the results file could not be written to the end (see ``results_failed``).
         self.results_error: str | None = None
         if settings.results is not None:
@@ -188,31 +198,26 @@ class AgentvReporter:
                 ) from None
 
     def _open_results(self, path: Path) -> IO[str]:
-        """The results are written to a file beside ``path`` that replaces it when the run ends:
-        the file being replaced may be what the run reads (``--agentv-answers`` and
-        ``--agentv-baseline`` given the same path: re-grading in place, comparing with the last
-        run), also in pytest-xdist workers that read it after the controller started. A run
-        that is killed leaves the previous results and the partial file ``.<name>.*.partial``.
-        A path that is not a regular file (``/dev/stdout``) is written directly."""
-        import os
-        import tempfile
-
-        if path.is_dir():
-            raise IsADirectoryError(21, "Is a directory")
-        if path.exists() and not path.is_file():
-            return path.open("w", encoding="utf-8")
+        """Opening the results file empties it, so it must not be a file this run reads (the
+        answers or baseline: pytest-xdist workers read them after the controller opened this
+        file) nor anything else a mistyped path can name (an eval file, a targets file)."""
+        for flag, given in (
+            ("--agentv-answers", self.settings.answers),
+            ("--agentv-baseline", self.settings.baseline),
+        ):
+            if given is not None and _same_file(path, given):
+                raise pytest.UsageError(
+                    f"--agentv-results={path} is also the {flag} file, which the run reads while "
+                    "it writes its results; write them to another path (and replace the old file "
+                    "with it afterwards)"
+                )
         if path.is_file() and not _holds_results(path):
             raise pytest.UsageError(
                 f"--agentv-results={path} is a file that does not hold results (its first line "
-                "is not a JSON object) and would be replaced; give another path"
+                "is not a results row with an eval_id) and would be emptied; give another path"
             )
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # as a file opened for writing would be, not 0600
-        self._partial = Path(partial)
-        return os.fdopen(fd, "w", encoding="utf-8")
+        return path.open("w", encoding="utf-8")
 
     def _add_usage(self, usage: Mapping[str, Any]) -> None:
         for key in self.usage:
@@ -401,11 +406,3 @@ class AgentvReporter:
             except OSError as exc:
                 self.results_failed(exc)
             self._results = None
-        partial, self._partial = self._partial, None
-        if partial is not None:  # what was written, also when a write failed on the way
-            import os
-
-            try:
-                os.replace(partial, str(self.settings.results))
-            except OSError as exc:
-                self.results_failed(exc)

@@ -616,13 +616,12 @@ def test_a_lone_surrogate_in_a_jsonl_dataset_is_refused_at_its_line(
     result.stdout.fnmatch_lines(["d.eval.jsonl:2:*escape without its pair is not Unicode text*"])
 
 
-def test_results_replace_the_file_only_when_the_run_ends(
-    project: pytest.Pytester, run_args: list[str]
+@pytest.mark.parametrize("reads", ["--agentv-answers", "--agentv-baseline"])
+def test_the_results_path_cannot_be_a_file_the_run_reads(
+    project: pytest.Pytester, reads: str
 ) -> None:
-    """Re-grading in place (``--agentv-answers`` and ``--agentv-results`` the same file) and
-    comparing with the last run (``--agentv-baseline`` the same file) read the old results while
-    the run writes the new ones; under pytest-xdist the workers read them after the controller
-    started. The file used to be emptied at start."""
+    """Opening the results file empties it: as the run's answers or baseline (pytest-xdist
+    workers read them after the controller opened it) it lost what the run was to read."""
     write(
         project,
         "r.eval.yaml",
@@ -630,25 +629,29 @@ def test_results_replace_the_file_only_when_the_run_ends(
         execution:
           evaluators:
             - {name: k, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
-        evalcases: [{id: a, input: q}, {id: b, input: q}, {id: c, input: q}]
+        evalcases: [{id: a, input: q}, {id: b, input: q}]
         """,
     )
-    project.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=3)
-    result = project.runpytest(
-        *run_args,
-        "--agentv-answers=out.jsonl",
-        "--agentv-baseline=out.jsonl",
-        "--agentv-results=out.jsonl",
-    )
-    result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*0 regressed, 3 unchanged*, 0 new, 0 gone"])
-    assert sorted(rows(project)) == ["a", "b", "c"]
-    assert [p.name for p in project.path.iterdir() if p.name.endswith(".partial")] == []
-
-
-def test_a_results_path_that_holds_something_else_is_refused(project: pytest.Pytester) -> None:
-    write(project, "r.eval.yaml", "evalcases: [{id: a, input: q}]\n")
-    result = project.runpytest("--agentv-results=r.eval.yaml")
+    project.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=2)
+    before = (project.path / "out.jsonl").read_text()
+    result = project.runpytest(f"{reads}=out.jsonl", f"--agentv-results={project.path}/out.jsonl")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--agentv-results=*r.eval.yaml is a file that does not hold*"])
-    assert (project.path / "r.eval.yaml").read_text() == "evalcases: [{id: a, input: q}]\n"
+    result.stderr.fnmatch_lines([f"ERROR: --agentv-results=*out.jsonl is also the {reads} file*"])
+    assert (project.path / "out.jsonl").read_text() == before
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("r.eval.yaml", "evalcases: [{id: a, input: q}]\n"),
+        ("d.eval.jsonl", '{"id": "a", "input": "q"}\n'),
+    ],
+)
+def test_a_results_path_that_holds_something_else_is_refused(
+    project: pytest.Pytester, name: str, content: str
+) -> None:
+    write(project, name, content)
+    result = project.runpytest(f"--agentv-results={name}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--agentv-results=*{name} is a file that does not hold*"])
+    assert (project.path / name).read_text() == content
