@@ -39,13 +39,23 @@ CaseKey = tuple[str, str, str]
 class PreviousResults:
     """The rows of a previous results file, by dataset and eval id; read on first use."""
 
-    def __init__(self, path: Path, display: str, option: str, *, scored: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        display: str,
+        option: str,
+        *,
+        scored: bool = False,
+        rootdir: Path | None = None,
+    ) -> None:
         """``scored``: a graded row without a usable score is an error (a baseline's rows are
-        compared by score; recorded answers are not)."""
+        compared by score; recorded answers are not). ``rootdir``: where the eval files that
+        rows name are (see ``find``)."""
         self.path = path
         self.display = display
         self.option = option
         self.scored = scored
+        self.rootdir = rootdir
         self._lock = threading.Lock()
         self._rows: dict[Key, dict[str, Any]] | None = None
         #: The rows that name their eval file, and the files each case's rows name.
@@ -93,15 +103,24 @@ class PreviousResults:
         return rows
 
     def find(self, dataset: str, case_id: str, file: str | None = None) -> dict[str, Any] | None:
-        """The row of a case (of eval file ``file``, as results rows name it, when known)."""
+        """The row of a case (of eval file ``file``, as results rows name it, when known).
+
+        Rows that name other files are another file's cases, unless none of those files is
+        there any more (a file that was renamed keeps its baseline)."""
         rows = self.rows()
         if file is not None:
             own = self._filed.get((file, dataset, case_id))
             if own is not None:
                 return own
-            if len(self._files.get((dataset, case_id), ())) > 1:
-                return None  # rows of other files with the same dataset and id
+            named = self._files.get((dataset, case_id), set())
+            if len(named) > 1 or any(self._exists(other) for other in named):
+                return None
         return rows.get((dataset, case_id)) or rows.get((None, case_id))
+
+    def _exists(self, file: str) -> bool:
+        if self.rootdir is None:
+            return False
+        return (self.rootdir / file).is_file()
 
     def gone(self, collected: Collection[CaseKey]) -> list[str]:
         """Rows whose case this run did not collect although it collected where they were: the

@@ -175,7 +175,7 @@ class AgentvReporter:
 
             shown = display_path(settings.baseline, rootdir) if rootdir else str(settings.baseline)
             self.baseline = PreviousResults(
-                settings.baseline, shown, "--agentv-baseline", scored=True
+                settings.baseline, shown, "--agentv-baseline", scored=True, rootdir=rootdir
             )
             try:
                 self.baseline.rows()

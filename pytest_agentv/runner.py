@@ -149,7 +149,9 @@ class AgentvRun:
         )
         if baseline is None and settings.baseline is not None:
             shown = display_path(settings.baseline, config.rootpath)
-            baseline = PreviousResults(settings.baseline, shown, "--agentv-baseline", scored=True)
+            baseline = PreviousResults(
+                settings.baseline, shown, "--agentv-baseline", scored=True, rootdir=config.rootpath
+            )
         self.baseline = baseline
         self.store = (
             ReplayStore(
@@ -175,7 +177,9 @@ class AgentvRun:
             budget=self.budget,
         )
         answers = (
-            RecordedTarget(settings.answers, display_path(settings.answers, config.rootpath))
+            RecordedTarget(
+                settings.answers, display_path(settings.answers, config.rootpath), config.rootpath
+            )
             if settings.answers is not None
             else None
         )

@@ -767,11 +767,11 @@ class RecordedTarget:
     judge_target: str | None = None
     timeout: float | None = None
 
-    def __init__(self, path: Path, display: str) -> None:
+    def __init__(self, path: Path, display: str, rootdir: Path | None = None) -> None:
         self.path = path
         self.display = display
         self.name = f"recorded:{path.name}"
-        self.results = PreviousResults(path, display, "--agentv-answers")
+        self.results = PreviousResults(path, display, "--agentv-answers", rootdir=rootdir)
 
     def find(self, case: PreparedCase) -> dict[str, Any] | None:
         file = display_path(case.eval_file, case.rootdir) if case.eval_file else None

@@ -354,3 +354,24 @@ def test_files_with_the_same_dataset_and_ids_are_compared_file_by_file(
     result.stdout.fnmatch_lines(
         ["*2 unchanged*, 0 new, 1 gone*", "*gone:", "*billing/evals/dataset.eval.yaml::old"]
     )
+
+
+def test_a_row_of_another_file_is_used_only_when_that_file_is_gone(
+    project: pytest.Pytester,
+) -> None:
+    """A renamed file keeps its baseline; a file that is still there keeps its rows to itself
+    (the other file's case with the same dataset and id is new)."""
+    write(project, "score.py", SCORE_JUDGE)
+    suite = "dataset: support\nevalcases:" + case("x", 0.9)
+    write(project, "a/cases.eval.yaml", suite)
+    write(project, "a/score.py", SCORE_JUDGE)
+    project.runpytest("a", "--agentv-results=base.jsonl").assert_outcomes(passed=1)
+
+    write(project, "b/cases.eval.yaml", suite)
+    write(project, "b/score.py", SCORE_JUDGE)
+    result = project.runpytest("--agentv-baseline=base.jsonl")
+    result.stdout.fnmatch_lines(["*0 regressed, 1 unchanged*, 1 new, 0 gone*"])
+
+    (project.path / "a" / "cases.eval.yaml").unlink()
+    result = project.runpytest("--agentv-baseline=base.jsonl")
+    result.stdout.fnmatch_lines(["*0 regressed, 1 unchanged*, 0 new, 0 gone*"])
