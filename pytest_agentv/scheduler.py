@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import threading
 import time
@@ -178,7 +179,10 @@ class Scheduler:
         if tasks:
             await asyncio.wait(tasks, timeout=10)
         if cleanup is not None:
-            await asyncio.wait_for(cleanup(), timeout=10)
+            # The run is over: a cleanup that fails or hangs must not turn its end into an
+            # INTERNALERROR (what it stops is a descendant, which the reaper kills anyway).
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(cleanup(), timeout=10)
 
     def _pump(self, required: int = -1) -> None:
         """Start work in order while the limit allows; work up to ``required`` starts regardless."""

@@ -346,13 +346,16 @@ def _check_folder(path: Path, flag: str, *, write: bool) -> None:
     """A folder the run will write to, checked before anything is spent (a model call's reply
     would otherwise be paid for and then fail to be stored). It is created only when needed."""
     existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
     problem = None
-    if not existing.is_dir():
-        problem = f"{existing} is not a folder"
-    elif write and not os.access(existing, os.W_OK | os.X_OK):
-        problem = f"{existing} is not writable"
+    try:
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            problem = f"{existing} is not a folder"
+        elif write and not os.access(existing, os.W_OK | os.X_OK):
+            problem = f"{existing} is not writable"
+    except OSError as exc:  # a folder on the way that cannot be looked into
+        problem = f"{exc.filename or existing}: {exc.strerror or exc}"
     if problem is not None:
         raise pytest.UsageError(
             f"{flag}={path} cannot be used: {problem}; give a folder that exists or can be created"

@@ -282,6 +282,29 @@ def test_a_results_file_that_fails_mid_run_is_reported_once(
     assert 'name="agentv.score"' in (project.path / "junit.xml").read_text()
 
 
+def test_a_cache_dir_behind_a_folder_that_cannot_be_read_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder on the way that the user may not look into (as root the tests cannot make
+    one, so looking into it is made to fail): a usage error, not an INTERNALERROR."""
+    from pytest_agentv import settings
+
+    real = Path.exists
+
+    def exists(self: Path, **kwargs: object) -> bool:
+        if self.name == "secret":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(settings.Path, "exists", exists)
+    with pytest.raises(pytest.UsageError) as excinfo:
+        settings._check_folder(tmp_path / "secret" / "cache", "--agentv-cache-dir", write=True)
+    assert str(excinfo.value) == (
+        f"--agentv-cache-dir={tmp_path}/secret/cache cannot be used: {tmp_path}/secret: "
+        "Permission denied; give a folder that exists or can be created"
+    )
+
+
 ESCAPES = "chr(27) + '[2K' + chr(27) + ']0;owned' + chr(7) + chr(13)"
 
 
