@@ -77,7 +77,7 @@ class PreviousResults:
         rows: dict[Key, dict[str, Any]] = {}
         try:
             text = read_text(self.path, self.display, MAX_RESULTS_BYTES)
-            for line, row in json_lines(text, self.display):
+            for line, row in json_lines(text, self.display, repair=True):
                 case_id = row.get("eval_id", row.get("test_id")) if isinstance(row, dict) else None
                 if not isinstance(case_id, str):
                     raise ConfigError(

@@ -599,7 +599,7 @@ class BatchCliTarget(CliTarget):
         shown = f"batch output of {self.what}"
         records: dict[str, dict[str, Any]] = {}
         try:
-            for line, value in json_lines(text, shown):
+            for line, value in json_lines(text, shown, repair=True):
                 record_id = value.get("id") if isinstance(value, dict) else None
                 if not isinstance(record_id, str) or not record_id:
                     raise NotGradedError(

@@ -28,7 +28,7 @@ import yaml
 
 from .errors import EvalFileError
 from .paths import MAX_FILE_BYTES
-from .redaction import has_surrogate
+from .redaction import has_surrogate, valid_data
 
 MAX_DEPTH = 100
 #: How many nodes aliases may add on top of the nodes actually written in the file.
@@ -321,9 +321,11 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def parse_json_line(text: str, display: str, line: int) -> Any:
+def parse_json_line(text: str, display: str, line: int, *, repair: bool = False) -> Any:
     """One JSON value from one line, bounded like YAML: depth counted before ``json`` recurses,
-    no duplicate keys, no ``NaN``; errors name ``display:line:col``."""
+    no duplicate keys, no ``NaN``; errors name ``display:line:col``. A lone surrogate escape is
+    refused in what people write (eval files), or, with ``repair``, replaced in what programs
+    wrote (results files, a batch's output: JavaScript writes one as ``\\ud800``)."""
     depth = deepest = 0
     for match in _JSON_BRACKET.finditer(_JSON_STRING.sub('""', text)):
         depth += 1 if match.group() in "[{" else -1
@@ -340,6 +342,8 @@ def parse_json_line(text: str, display: str, line: int) -> Any:
     except (ValueError, RecursionError) as exc:
         raise EvalFileError(display, line, 1, f"invalid JSON: {exc}") from None
     if "\\u" in text and has_surrogate(value):
+        if repair:
+            return valid_data(value)
         found = _LONE_SURROGATE_ESCAPE.search(text)
         raise EvalFileError(
             display,
@@ -351,11 +355,11 @@ def parse_json_line(text: str, display: str, line: int) -> Any:
     return value
 
 
-def json_lines(text: str, display: str) -> Iterator[tuple[int, Any]]:
+def json_lines(text: str, display: str, *, repair: bool = False) -> Iterator[tuple[int, Any]]:
     """``(1-based line, value)`` for every non-blank line of a JSON Lines text."""
     for index, raw in enumerate(text.split("\n")):
         if raw.strip():
-            yield index + 1, parse_json_line(raw, display, index + 1)
+            yield index + 1, parse_json_line(raw, display, index + 1, repair=repair)
 
 
 def json_node(value: Any, line: int) -> yaml.Node:

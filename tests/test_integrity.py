@@ -678,3 +678,30 @@ def test_a_results_path_that_holds_something_else_is_refused(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--agentv-results=*{name} is a file that does not hold*"])
     assert (project.path / name).read_text() == content
+
+
+def test_a_lone_surrogate_in_recorded_results_is_replaced_not_refused(
+    project: pytest.Pytester,
+) -> None:
+    """JavaScript writes a lone surrogate as ``\\ud800``: AgentV's results files may hold one,
+    and a whole baseline or answers file must not be refused for it."""
+    write(
+        project,
+        "r.eval.yaml",
+        """
+        evalcases:
+          - id: a
+            input: q
+            evaluators:
+              - {name: k, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
+        """,
+    )
+    row = '{"eval_id": "a", "dataset": "r", "score": 1, "candidate_answer": "30 days \\ud800"}\n'
+    write(project, "agentv.jsonl", row)
+    result = project.runpytest(
+        "--agentv-answers=agentv.jsonl",
+        "--agentv-baseline=agentv.jsonl",
+        "--agentv-results=o.jsonl",
+    )
+    result.assert_outcomes(passed=1)
+    assert rows(project, "o.jsonl")["a"]["candidate_answer"] == "30 days \ufffd"
