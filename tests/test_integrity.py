@@ -254,20 +254,19 @@ def test_an_unusable_cache_dir_is_a_usage_error_before_any_call(
     assert fake_llm.requests == []
 
 
+TWO_KEYWORD_CASES = """
+execution:
+  evaluators:
+    - {name: k, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
+evalcases: [{id: a, input: q}, {id: b, input: q}]
+"""
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_a_results_file_that_fails_mid_run_is_reported_once(
     project: pytest.Pytester, run_args: list[str]
 ) -> None:
-    write(
-        project,
-        "r.eval.yaml",
-        """
-        execution:
-          evaluators:
-            - {name: k, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
-        evalcases: [{id: a, input: q}, {id: b, input: q}]
-        """,
-    )
+    write(project, "r.eval.yaml", TWO_KEYWORD_CASES)
     result = project.runpytest(*run_args, "--agentv-results=/dev/full", "--junitxml=junit.xml")
     result.assert_outcomes(passed=2)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -645,16 +644,7 @@ def test_the_results_path_cannot_be_a_file_the_run_reads(
 ) -> None:
     """Opening the results file empties it: as the run's answers or baseline (pytest-xdist
     workers read them after the controller opened it) it lost what the run was to read."""
-    write(
-        project,
-        "r.eval.yaml",
-        """
-        execution:
-          evaluators:
-            - {name: k, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
-        evalcases: [{id: a, input: q}, {id: b, input: q}]
-        """,
-    )
+    write(project, "r.eval.yaml", TWO_KEYWORD_CASES)
     project.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=2)
     before = (project.path / "out.jsonl").read_text()
     result = project.runpytest(f"{reads}=out.jsonl", f"--agentv-results={project.path}/out.jsonl")
