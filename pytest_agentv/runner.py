@@ -36,7 +36,7 @@ from .judge import LlmClient, ModelClients, ModelSpec, RetryPolicy, Usage, curre
 from .loader import LoadedFile, ProjectConfigs, evaluator_locs, load_eval_file
 from .models import CompositeSpec, EvaluatorConfig, walk_entries
 from .paths import display_path
-from .redaction import redact, refresh_secrets
+from .redaction import redact, refresh_secrets, shown
 from .replay import ReplayStore
 from .results import CaseResult, Grade, Status
 from .scheduler import Scheduler
@@ -464,6 +464,7 @@ class AgentvRun:
         count."""
         by_file: dict[str, Estimate] = {}
         skipped = failing = early = 0
+        first_failure = ""
         judged_any = False
         for spec, evaluators, fixture in work:
             estimate = by_file.setdefault(spec.loaded.display, Estimate())
@@ -472,8 +473,10 @@ class AgentvRun:
             except JudgeNotConfiguredError:
                 skipped += 1
                 continue
-            except AgentvError:
+            except AgentvError as exc:
                 failing += 1
+                where = f"{spec.loaded.display}:{spec.line + 1}"
+                first_failure = first_failure or shown(f"{where}: {exc}")
                 continue
             estimate.add(calls)
             judged_any = judged_any or judged
@@ -491,12 +494,15 @@ class AgentvRun:
         if skipped:
             notes.append(f"{skipped} case(s) need a judge that is not configured: they would skip")
         if failing:
-            notes.append(f"{failing} case(s) could not be prepared: they would not be graded")
+            notes.append(
+                f"{failing} case(s) could not be prepared: they would not be graded (the first: "
+                f"{first_failure})"
+            )
         if judged_any and self.calibration is not None:
             try:
                 canaries = await self.calibration.planned_calls()
             except AgentvError as exc:
-                notes.append(f"calibration: {exc}")
+                notes.append(shown(f"calibration: {exc}"))
             else:
                 by_file.setdefault(self.calibration.display, Estimate()).add(canaries)
         return by_file, notes

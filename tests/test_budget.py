@@ -312,7 +312,8 @@ def test_the_estimate_notes_what_it_cannot_count(
             "more.eval.yaml  *  5  *",
             "budget: $0.000001 (--agentv-budget-usd): the estimate is over it",
             "2 case(s) with trials that may stop early (*, or at cost_limit_usd) are counted at *",
-            "1 case(s) could not be prepared: they would not be graded",
+            "1 case(s) could not be prepared: they would not be graded (the first: "
+            "more.eval.yaml:*: *nowhere*)",
         ]
     )
 
