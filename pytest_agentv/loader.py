@@ -21,6 +21,7 @@ from . import yamlfile
 from .errors import AgentvDeprecationWarning, AgentvWarning, EvalFileError, did_you_mean
 from .models import (
     AGENTV_ONLY_TARGET_SETTINGS,
+    EVAL_FILE_MODELS,
     KIND_ALIASES,
     KIND_SPECS,
     SPELLED_TWICE,
@@ -31,17 +32,13 @@ from .models import (
     EvalCase,
     EvalSuite,
     EvaluatorConfig,
-    Execution,
     FieldAccuracySpec,
     JsonlSidecar,
     ProjectConfig,
-    PromptScript,
-    RubricItem,
-    ScoreRange,
     TargetConfig,
     TargetsFile,
-    TrialsConfig,
     canonical_kind,
+    field_spellings,
     listed_evaluators,
     problem_text,
 )
@@ -115,28 +112,12 @@ class LoadedTargets:
         return f"{self.display}:{line}:{col}"
 
 
-def _spellings() -> dict[str, tuple[str, ...]]:
-    models: tuple[type[BaseModel], ...] = (
-        EvalSuite,
-        EvalCase,
-        Execution,
-        TrialsConfig,
-        EvaluatorConfig,
-        PromptScript,
-        RubricItem,
-        ScoreRange,
-    )
-    found: dict[str, tuple[str, ...]] = {}
-    for model in models:
-        for name, info in model.model_fields.items():
-            choices = tuple(str(c) for c in getattr(info.validation_alias, "choices", ()))
-            if len(choices) > 1:
-                found[name] = choices
-    return found
-
-
 #: Every spelling of a field that has several (``evalcases``: ``tests``, ``eval_cases``...).
-_SPELLINGS = _spellings()
+_SPELLINGS = {
+    name: spellings
+    for model in EVAL_FILE_MODELS
+    for name, spellings in field_spellings(model).items()
+}
 
 
 def locate(root: yaml.Node, loc: Loc) -> tuple[yaml.Node, int]:

@@ -137,17 +137,22 @@ SPELLED_TWICE = "spelled_twice"
 
 
 @functools.cache
-def _field_spellings(model: type[BaseModel]) -> tuple[tuple[str, ...], ...]:
-    """Every group of keys a model reads as one field: its aliases and its own name."""
-    groups: list[tuple[str, ...]] = []
+def field_spellings(model: type[BaseModel]) -> dict[str, tuple[str, ...]]:
+    """The fields a model reads under several keys, by name: their aliases and their name."""
+    found: dict[str, tuple[str, ...]] = {}
     for name, info in model.model_fields.items():
         alias = info.validation_alias
         written = [str(c) for c in alias.choices] if isinstance(alias, AliasChoices) else []
         written += [a for a in (alias, info.alias) if isinstance(a, str)]
         spellings = tuple(dict.fromkeys([*written, name]))
         if len(spellings) > 1:
-            groups.append(spellings)
-    return tuple(groups)
+            found[name] = spellings
+    return found
+
+
+def _field_spellings(model: type[BaseModel]) -> tuple[tuple[str, ...], ...]:
+    """Every group of keys a model reads as one field."""
+    return tuple(field_spellings(model).values())
 
 
 def _one_spelling(
@@ -1339,7 +1344,8 @@ def render_content(value: Any) -> str:
 #: Models whose unknown keys are meaningful (an evaluator entry's become its ``config``); every
 #: other object in the JSON Schema is closed, so editors flag a typo'd key as the loader does.
 _OPEN_MODELS = (EvaluatorConfig,)
-_SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
+#: The models of an eval file's keys (messages aside).
+EVAL_FILE_MODELS: tuple[type[BaseModel], ...] = (
     EvalSuite,
     EvalCase,
     Execution,
@@ -1348,6 +1354,9 @@ _SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
     PromptScript,
     RubricItem,
     ScoreRange,
+)
+_SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
+    *EVAL_FILE_MODELS,
     Message,
     ContentSegment,
     TargetsFile,
