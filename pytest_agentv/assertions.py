@@ -87,7 +87,7 @@ class JudgedAssertionError(AssertionError):
 def _entries(evaluators: Entries | None, rubrics: Rubrics | None) -> tuple[EvaluatorConfig, ...]:
     from pydantic import ValidationError
 
-    from .models import EvaluatorConfig, evaluator_entries, rubric_items
+    from .models import EvaluatorConfig, evaluator_entries, problem_text, rubric_items
 
     entries: list[EvaluatorConfig] = []
     for index, entry in enumerate(evaluators or ()):
@@ -98,7 +98,8 @@ def _entries(evaluators: Entries | None, rubrics: Rubrics | None) -> tuple[Evalu
             entries.append(EvaluatorConfig.model_validate(dict(entry)))
         except ValidationError as exc:
             problems = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in exc.errors()
+                f"{'.'.join(map(str, e['loc'])) or 'entry'}: {problem_text(e)}"
+                for e in exc.errors(include_url=False)
             )
             raise ValueError(f"evaluators[{index}] is invalid: {problems}") from None
     items = [dict(item) if isinstance(item, Mapping) else item for item in rubrics or ()]

@@ -528,14 +528,53 @@ def _rubric_ids_unique(value: list[RubricItem] | None) -> list[RubricItem] | Non
     return value
 
 
+#: Our words for pydantic's error types (its ``type`` codes are its stable API, its messages
+#: are not): what a field must be, with the bound or choices pydantic puts in ``ctx``.
+_PROBLEMS = {
+    "missing": "required field is missing",
+    "extra_forbidden": "is not a known field",
+    "literal_error": "must be {expected}",
+    "enum": "must be {expected}",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than": "must be less than {lt}",
+    "less_than_equal": "must be at most {le}",
+    "too_short": "must have at least {min_length} item(s)",
+    "too_long": "must have at most {max_length} item(s)",
+    "string_too_short": "must be at least {min_length} character(s) long",
+    "string_too_long": "must be at most {max_length} character(s) long",
+}
+
+
 def problem_text(error: ErrorDetails) -> str:
     """A validation problem in the words eval-file errors use."""
-    if error["type"] == "missing":
-        return "required field is missing"
     message = str(error["msg"])
-    if message.startswith(("Value error, ", "Assertion failed, ")):
-        return message.split(", ", 1)[1]
-    return message
+    if error["type"] in ("value_error", "assertion_error"):
+        return message.split(", ", 1)[1] if ", " in message else message
+    wording = _PROBLEMS.get(error["type"])
+    if (
+        error["type"] in ("too_short", "string_too_short")
+        and error.get("ctx", {}).get("min_length") == 1
+    ):
+        return "must not be empty"
+    if wording is None:
+        return message
+    try:
+        return wording.format(**error.get("ctx", {}))
+    except (KeyError, IndexError):
+        return message
 
 
 def rubric_items(items: Any) -> list[RubricItem]:

@@ -2,9 +2,11 @@
 runs.
 
 Files larger than ``MAX_FILE_BYTES`` are refused before they are read. Nesting deeper than
-``MAX_DEPTH`` is refused from the parser's event stream (an iterative pass) before the node tree
-is composed, because composing is recursive: a 50 KB file nested 25,000 deep would overflow the
-C stack. The node tree (which keeps line marks) is then checked for what PyYAML lets through
+``MAX_DEPTH`` is refused before PyYAML sees the text (flow brackets, counted by a lexical scan;
+libyaml's scanner reads flow collections far ahead and has a nesting limit of its own) and then
+from the parser's event stream (block nesting, an iterative pass) before the node tree is
+composed, because composing is recursive: a 50 KB file nested 25,000 deep would overflow the C
+stack. The node tree (which keeps line marks) is then checked for what PyYAML lets through
 silently or turns into tracebacks — duplicate keys, ``!!binary``/``!!set``/``!!omap``/``!!pairs``
 values (not JSON data), recursive aliases, and aliases that expand to more than
 ``MAX_ALIAS_EXPANSION`` nodes or ``MAX_EXPANDED_BYTES`` of text — and only then constructed with
@@ -76,6 +78,7 @@ def read_text(path: Path, display: str, limit: int = MAX_FILE_BYTES) -> str:
 def parse_yaml(path: Path, display: str) -> tuple[yaml.Node, Any]:
     """Parse a YAML file safely into ``(node tree, data)`` or raise ``EvalFileError``."""
     text = read_text(path, display)
+    _check_flow_depth(text, display)
     loader = _Loader(text)
     try:
         _check_depth(text, display)
@@ -108,6 +111,52 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
     return []
+
+
+#: Flow brackets, and what can hide them: a quoted scalar (where a node can start) or a comment.
+_FLOW_SCAN = re.compile(
+    r"""(?:^|(?<=[\s\[{,:?-]))(?:"(?:[^"\\]|\\.)*"?|'(?:[^']|'')*'?)"""
+    r"|(?:^|(?<=[ \t]))#[^\n]*|[\[\]{}]",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def _check_flow_depth(text: str, display: str) -> None:
+    """Refuse flow collections nested deeper than ``MAX_DEPTH`` before libyaml reads the text.
+
+    A lexical scan at C speed finds files that may be too deep; only those are confirmed with
+    PyYAML's pure-Python scanner, which is exact, iterative and has no limit of its own, so a
+    bracket in a block scalar never refuses a file that is fine."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return
+    depth = 0
+    for match in _FLOW_SCAN.finditer(text):
+        bracket = match.group()
+        if bracket in ("[", "{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                break
+        elif bracket in ("]", "}"):
+            depth = max(depth - 1, 0)
+    else:
+        return
+    depth = 0
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(token, (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    at = token.start_mark
+                    raise EvalFileError(
+                        display,
+                        at.line + 1,
+                        at.column + 1,
+                        f"YAML is nested deeper than {MAX_DEPTH} levels",
+                    )
+            elif isinstance(token, (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken)):
+                depth -= 1
+    except yaml.YAMLError:
+        return
 
 
 def _check_depth(text: str, display: str) -> None:

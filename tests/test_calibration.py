@@ -193,14 +193,14 @@ def test_the_calibration_file_from_every_source(
         (
             "canaries:\n  - id: a\n    input: q\n    answer: x\n    expected_outcome: y\n"
             "    verdict: borderline\n",
-            "canaries.0.verdict: Input should be 'pass' or 'fail'",
+            "canaries.0.verdict: must be 'pass' or 'fail'",
         ),
         (
             "canaries:\n  - id: a\n    input: q\n    anwser: x\n    expected_outcome: y\n"
             "    verdict: pass\n",
             "canaries.0.answer: required field is missing (+1 more)",
         ),
-        ("canaries: []\n", "canaries: List should have at least 1 item*"),
+        ("canaries: []\n", "canaries: must not be empty*"),
     ],
 )
 def test_a_bad_calibration_file_names_its_line(

@@ -248,7 +248,7 @@ def test_invalid_config_file_is_a_clear_collection_error(project: pytest.Pyteste
     write(project, "evals/g.eval.yaml", "evalcases: [{id: a, input: q}]\n")
     result = project.runpytest("--co", "-q")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([".agentv/config.yaml:1:21: guideline_patterns: *valid list*"])
+    result.stdout.fnmatch_lines([".agentv/config.yaml:1:21: guideline_patterns: must be a list*"])
 
 
 def test_guideline_globs_follow_micromatch() -> None:

@@ -310,11 +310,47 @@ def test_deep_nesting_is_refused_before_anything_recursive(project: pytest.Pytes
     result.assert_outcomes(passed=1, errors=2, skipped=1)
     result.stdout.fnmatch_lines(
         [
-            "*deep.eval.yaml:1:*: YAML is nested deeper than 100 levels*",
-            "*deep-targets/.agentv/targets.yaml:1:*: YAML is nested deeper than 100 levels*",
+            "*deep.eval.yaml:1:126: YAML is nested deeper than 100 levels*",
+            "*deep-targets/.agentv/targets.yaml:1:110: YAML is nested deeper than 100 levels*",
         ]
     )
     assert (project.path / "junit.xml").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "at"),
+    [
+        # Closers inside quoted strings do not close anything.
+        ("evalcases: " + '[ "]", ' * 150 + "x" + "]" * 150 + "\n", "1:712"),
+        # Spaced out, so that libyaml's own look-ahead would not reach its limit first.
+        ("evalcases:\n  - id: a\n    input: " + "[ " * 150 + "]" * 150 + "\n", "3:212"),
+        # A comment holding closers on each line.
+        ("evalcases:\n- [ # ]]]\n" + "[" * 120, "3:100"),
+    ],
+    ids=["quoted-closers", "spaced", "commented-closers"],
+)
+def test_flow_nesting_is_measured_before_libyaml_reads(tmp_path: Path, text: str, at: str) -> None:
+    """Our depth check runs on the text before PyYAML's parser (libyaml looks far ahead in flow
+    collections and refuses deep ones with its own words, at its own limit)."""
+    path = tmp_path / "deep.eval.yaml"
+    path.write_text(text)
+    message = check(path, tmp_path)
+    assert message == f"deep.eval.yaml:{at}: YAML is nested deeper than 100 levels"
+
+
+def test_brackets_in_text_are_not_nesting(tmp_path: Path) -> None:
+    """Brackets inside block scalars, quoted strings and comments are text: a prompt full of
+    them loads (the lexical scan only picks which files the exact scan reads)."""
+    brackets = "[" * 300 + "{" * 300
+    path = tmp_path / "text.eval.yaml"
+    path.write_text(
+        "evalcases:\n"
+        "  - id: a\n"
+        "    input: |\n"
+        f"      {brackets}\n"
+        f"    expected_outcome: '{brackets}'  # {brackets}\n"
+    )
+    assert check(path, tmp_path) is None
 
 
 def test_an_alias_byte_bomb_is_one_clear_error(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
         ),
         (
             "      - {name: f, type: field_accuracy, fields: []}\n",
-            "*evalcases.0.evaluators.0.fields: List should have at least 1 item*",
+            "*evalcases.0.evaluators.0.fields: must not be empty*",
         ),
         (
             "      - {name: f, type: field_accuracy, fields: [{path: a, match: fuzzy}]}\n",
@@ -119,7 +119,7 @@ HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
         (
             "      - name: c\n        type: composite\n        evaluators: []\n"
             "        aggregator: {type: weighted_average}\n",
-            "*evalcases.0.evaluators.0.evaluators: List should have at least 1 item*",
+            "*evalcases.0.evaluators.0.evaluators: must not be empty*",
         ),
         (
             "      - name: c\n        type: composite\n        evaluators:\n"

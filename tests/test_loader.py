@@ -285,7 +285,7 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
         ("", "bad.eval.yaml:1:1: file is empty*"),
         ("- a\n- b\n", "bad.eval.yaml:1:1: expected a mapping at the top level, got a list"),
         ("description: x\n", "bad.eval.yaml:1:1: evalcases: required field is missing"),
-        ("evalcases: []\n", "bad.eval.yaml:1:12: evalcases: List should have at least 1 item*"),
+        ("evalcases: []\n", "bad.eval.yaml:1:12: evalcases: must not be empty*"),
         (
             "evalcases:\n  - input: q\n",
             "bad.eval.yaml:2:5: evalcases.0.id: required field is missing",
@@ -304,7 +304,7 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
         ),
         (
             "evalcases:\n  - id: a\n    input: [{role: robot, content: hi}]\n",
-            "bad.eval.yaml:3:20: evalcases.0.input.0.role: Input should be 'system', 'user',*",
+            "bad.eval.yaml:3:20: evalcases.0.input.0.role: must be 'system', 'user',*",
         ),
         (
             "evalcases:\n  - id: a\n    input: q\n    evaluators: [{weight: 1}]\n",

@@ -231,9 +231,7 @@ def test_assert_judged_checks_tool_calls() -> None:
 
 
 def test_assert_judged_rejects_bad_settings() -> None:
-    with pytest.raises(
-        ValueError, match=r"evaluators\[0\] is invalid: mode: Value error, unknown mode"
-    ):
+    with pytest.raises(ValueError, match=r"evaluators\[0\] is invalid: mode: unknown mode"):
         assert_judged("x", evaluators=[{"name": "t", "type": "tool_trajectory", "mode": "sorted"}])
 
 

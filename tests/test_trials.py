@@ -230,9 +230,9 @@ def test_assert_judged_trials_argument() -> None:
     assert policy_from_argument(1) is None
     with pytest.raises(ValueError, match="trials must be a count or a mapping"):
         policy_from_argument(True)
-    with pytest.raises(ValueError, match=r"trials\.count: Input should be greater than or equal"):
+    with pytest.raises(ValueError, match=r"trials\.count: must be at least 1"):
         policy_from_argument(0)
-    with pytest.raises(ValueError, match=r"trials\.strategy: Input should be 'pass_at_k'"):
+    with pytest.raises(ValueError, match=r"trials\.strategy: must be 'pass_at_k'"):
         policy_from_argument({"count": 2, "strategy": "best"})
     with pytest.raises(ValueError, match="trials: strategy 'adaptive' can never settle"):
         policy_from_argument({"strategy": "adaptive", "threshold": 0.9})

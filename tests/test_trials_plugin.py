@@ -468,7 +468,7 @@ def test_the_trials_option_and_its_twins(
             "{count: 3, strategy: best}",
             [],
             "best",
-            "evalcases.0.execution.trials.strategy: Input should be 'pass_at_k', 'pass_any', "
+            "evalcases.0.execution.trials.strategy: must be 'pass_at_k', 'pass_any', "
             "'pass_all', 'mean', 'confidence_interval' or 'adaptive'",
         ),
         (
@@ -489,7 +489,7 @@ def test_the_trials_option_and_its_twins(
             "{count: true}",
             [],
             "true",
-            "evalcases.0.execution.trials.count: Input should be a valid integer",
+            "evalcases.0.execution.trials.count: must be a whole number",
         ),
         (
             "{count: 2, cost_limit_usd: .nan}",

@@ -23,7 +23,7 @@ from ..budget import PlannedCall
 from ..cases import PreparedCase
 from ..errors import AgentvError, ConfigError
 from ..judge import JudgeClient
-from ..models import EvaluatorConfig, canonical_kind, finite_number
+from ..models import EvaluatorConfig, canonical_kind, finite_number, problem_text
 from ..paths import resolve_reference
 from ..processes import run_process, scrubbed_env
 from ..results import EvaluatorRow, Grade, Verdict
@@ -349,7 +349,7 @@ def entry_settings(context: EvaluationContext, model: type[S]) -> S:
         return model.model_validate(entry.options)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg'].removeprefix('Value error, ')}"
+            f"{'.'.join(map(str, e['loc'])) or 'entry'}: {problem_text(e)}"
             for e in exc.errors(include_url=False)
         )
         raise ConfigError(f"evaluator '{entry.name}' ({entry.type}): {problems}") from None
