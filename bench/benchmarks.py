@@ -654,7 +654,10 @@ def transports() -> list[str]:
         [
             sys.executable,
             "-c",
-            "from pytest_agentv.settings import OPTIONS\n"
+            "try:\n"
+            "    from pytest_agentv.options import OPTIONS\n"
+            "except ImportError:  # a plugin from before the option table had its module\n"
+            "    from pytest_agentv.settings import OPTIONS\n"
             "found = [o.choices for o in OPTIONS if o.name == 'judge_transport']\n"
             "print(' '.join(found[0] if found else ()))",
         ],

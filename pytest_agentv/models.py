@@ -32,7 +32,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 from .errors import did_you_mean
-from .settings import MAX_TRIALS
+from .options import MAX_TRIALS
 
 Role = Literal["system", "user", "assistant", "tool"]
 

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .options import add_options
 from .paths import is_sidecar
 from .redaction import shown
 from .reporting import AgentvReporter, attach
-from .settings import Settings, add_options, settings_key
+from .settings import Settings, settings_key
 
 if TYPE_CHECKING:
     from .assertions import AgentvJudge

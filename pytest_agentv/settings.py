@@ -1,7 +1,5 @@
-"""Every option, declared once: ``--agentv-x`` on the command line, ``agentv_x`` in ini,
-``AGENTV_X`` in the environment. The command line wins over ini, ini over the environment.
-
-Resolved once per process into a frozen ``Settings``; bad values are a ``pytest.UsageError``
+"""The options of ``options.py`` resolved once per process into a frozen ``Settings``: the
+command line wins over ini, ini over the environment. Bad values are a ``pytest.UsageError``
 naming the option, where it came from and what would be valid.
 """
 
@@ -12,224 +10,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
-BorderlineMode = Literal["xfail", "fail", "pass"]
-
-DEFAULT_EVAL_PATTERNS = ("*.eval.yaml", "*.eval.yml", "*.eval.jsonl")
-#: The most trials one case may run (``--agentv-trials``, ``execution.trials``).
-MAX_TRIALS = 1000
-
-
-@dataclass(frozen=True)
-class _Option:
-    name: str
-    help: str
-    kind: Literal["str", "int", "float", "bool", "choice", "list", "path"]
-    default: Any = None
-    choices: tuple[str, ...] = ()
-    metavar: str | None = None
-
-    @property
-    def flag(self) -> str:
-        return "--agentv-" + self.name.replace("_", "-")
-
-    @property
-    def ini(self) -> str:
-        return "agentv_" + self.name
-
-    @property
-    def env(self) -> str:
-        return "AGENTV_" + self.name.upper()
-
-
-OPTIONS: tuple[_Option, ...] = (
-    _Option(
-        "target",
-        "Target to run every case against, overriding the eval files",
-        "str",
-        metavar="NAME",
-    ),
-    _Option(
-        "targets",
-        "Targets file to use instead of the nearest .agentv/targets.yaml",
-        "path",
-        metavar="PATH",
-    ),
-    _Option(
-        "borderline",
-        "Outcome of a borderline verdict (score 0.6-0.8)",
-        "choice",
-        "xfail",
-        ("xfail", "fail", "pass"),
-    ),
-    _Option(
-        "results",
-        "Write one JSON line per eval case (AgentV result fields) to PATH",
-        "path",
-        metavar="PATH",
-    ),
-    _Option(
-        "eval_patterns",
-        "File name patterns collected as eval files",
-        "list",
-        DEFAULT_EVAL_PATTERNS,
-        metavar="GLOB,...",
-    ),
-    _Option(
-        "code_judge_timeout",
-        "Default code judge timeout in seconds",
-        "float",
-        60.0,
-        metavar="SECONDS",
-    ),
-    _Option(
-        "code_judge_env",
-        "Extra environment variables passed to code judges",
-        "list",
-        (),
-        metavar="NAME,...",
-    ),
-    _Option(
-        "judge_model",
-        "litellm model string of the LLM judge, e.g. openai/gpt-4o-mini",
-        "str",
-        metavar="MODEL",
-    ),
-    _Option(
-        "judge_api_base", "Base URL of an OpenAI-compatible judge server", "str", metavar="URL"
-    ),
-    _Option(
-        "judge_transport",
-        "How model calls are sent: auto (openai/ and azure/ models on a lean HTTP client, the "
-        "rest through litellm) or litellm (every model through litellm)",
-        "choice",
-        "auto",
-        ("auto", "litellm"),
-    ),
-    _Option(
-        "judge_timeout",
-        "Deadline in seconds for one judge call, retries included",
-        "float",
-        120.0,
-        metavar="SECONDS",
-    ),
-    _Option(
-        "judge_attempt_timeout",
-        "Seconds one judge request may take before it is abandoned and retried",
-        "float",
-        60.0,
-        metavar="SECONDS",
-    ),
-    _Option(
-        "judge_retries",
-        "Retries of a judge or LLM target call after a transient error",
-        "int",
-        4,
-        metavar="N",
-    ),
-    _Option(
-        "judge_backoff",
-        "Base delay in seconds of the judge retry backoff (doubles per retry)",
-        "float",
-        0.5,
-        metavar="SECONDS",
-    ),
-    _Option(
-        "target_timeout",
-        "Seconds a target may take to answer a case before the case is not graded (a CLI "
-        "target's own timeout_seconds wins for it)",
-        "float",
-        300.0,
-        metavar="SECONDS",
-    ),
-    _Option(
-        "require_judge",
-        "Error instead of skip when a case needs an unconfigured judge",
-        "bool",
-        False,
-    ),
-    _Option(
-        "cache_mode",
-        "Judge record/replay store mode",
-        "choice",
-        "readwrite",
-        ("readwrite", "replay", "refresh", "off"),
-    ),
-    _Option("cache_dir", "Folder of the judge record/replay store", "path", metavar="PATH"),
-    _Option(
-        "concurrency",
-        "Eval cases whose target and judge work may run at once",
-        "int",
-        8,
-        metavar="N",
-    ),
-    _Option(
-        "fail_on_error",
-        "Report cases that could not be graded as errors (no: as skips)",
-        "bool",
-        True,
-    ),
-    _Option(
-        "trials",
-        "Run every eval case N times: the count of execution.trials (an adaptive case's max); "
-        "cases without a trials block use pass_at_k; 1 runs every case once",
-        "int",
-        metavar="N",
-    ),
-    _Option(
-        "answers",
-        "Answer every case from this previous results file (ours or AgentV's) instead of "
-        "calling its target: re-grade recorded answers",
-        "path",
-        metavar="PATH",
-    ),
-    _Option(
-        "baseline",
-        "Compare every case's score with a previous results file (ours or AgentV's): "
-        "baseline_score and delta per case, and a comparison block in the summary",
-        "path",
-        metavar="PATH",
-    ),
-    _Option(
-        "max_regression",
-        "Fail a case whose score dropped by more than D from --agentv-baseline, even if it "
-        "still passes",
-        "float",
-        metavar="D",
-    ),
-    _Option(
-        "budget_usd",
-        "Start no more model calls once the run has spent this many US dollars; the cases "
-        "left are not graded and the run fails",
-        "float",
-        metavar="USD",
-    ),
-    _Option(
-        "estimate",
-        "Print the model calls, tokens and cost the selected cases would need, then stop "
-        "without running them (no model is called)",
-        "bool",
-        False,
-    ),
-    _Option(
-        "calibration",
-        "Canary cases the judge must grade as expected before its verdicts are trusted "
-        "(default: .agentv/calibration.yaml in the rootdir, when present)",
-        "path",
-        metavar="PATH",
-    ),
-    _Option(
-        "calibration_mode",
-        "What a failed canary does: enforce (LLM-judged cases are not graded), warn (graded, "
-        "with a warning) or off",
-        "choice",
-        "enforce",
-        ("enforce", "warn", "off"),
-    ),
-)
+from .options import DEFAULT_EVAL_PATTERNS, MAX_TRIALS, OPTIONS, BorderlineMode, Option
 
 
 def environment() -> dict[str, str]:
@@ -245,34 +30,6 @@ def environment() -> dict[str, str]:
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
-
-
-def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("agentv", "AgentV eval files (pytest-agentv)")
-    for option in OPTIONS:
-        default = option.default
-        if isinstance(default, tuple):
-            default = ",".join(default) or "none"
-        described = f"{option.help} (ini: {option.ini}, env: {option.env}, default: {default})"
-        if option.kind == "bool":
-            group.addoption(
-                option.flag,
-                dest=option.ini,
-                nargs="?",
-                const="true",
-                default=None,
-                metavar="yes|no",
-                help=described,
-            )
-        else:
-            group.addoption(
-                option.flag,
-                dest=option.ini,
-                default=None,
-                metavar=option.metavar or "|".join(option.choices),
-                help=described,
-            )
-        parser.addini(option.ini, described, type="string", default="")
 
 
 @dataclass(frozen=True)
@@ -362,7 +119,7 @@ def _check_folder(path: Path, flag: str, *, write: bool) -> None:
         )
 
 
-def _resolve(config: pytest.Config, option: _Option) -> Any:
+def _resolve(config: pytest.Config, option: Option) -> Any:
     cli = config.getoption(option.ini)
     if cli is not None:
         return _parse(option, str(cli), f"{option.flag}={cli}", config.invocation_params.dir)
@@ -376,7 +133,7 @@ def _resolve(config: pytest.Config, option: _Option) -> Any:
     return option.default
 
 
-def _parse(option: _Option, raw: str, source: str, base: Path) -> Any:
+def _parse(option: Option, raw: str, source: str, base: Path) -> Any:
     text = raw.strip()
     parsers: dict[str, Callable[[], Any]] = {
         "str": lambda: text or None,
@@ -408,7 +165,7 @@ def _parse(option: _Option, raw: str, source: str, base: Path) -> Any:
 def _number(
     kind: Callable[[str], float | int],
     text: str,
-    option: _Option,
+    option: Option,
     source: str,
     *,
     minimum: float,
@@ -434,7 +191,7 @@ def _number(
     return value
 
 
-def _list(text: str, option: _Option, source: str) -> tuple[str, ...]:
+def _list(text: str, option: Option, source: str) -> tuple[str, ...]:
     """Items split at commas and spaces. An empty list of eval patterns would collect nothing,
     and say nothing about why: it is refused."""
     items = tuple(text.replace(",", " ").split())
@@ -457,7 +214,7 @@ def _boolean(text: str, source: str) -> bool:
     raise pytest.UsageError(f"{source} is invalid; use yes or no{hint}")
 
 
-def _choice(text: str, option: _Option, source: str) -> str:
+def _choice(text: str, option: Option, source: str) -> str:
     if text not in option.choices:
         raise pytest.UsageError(f"{source} is invalid; choose one of: {', '.join(option.choices)}")
     return text

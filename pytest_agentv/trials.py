@@ -25,8 +25,8 @@ from pydantic import ValidationError
 
 from .errors import ConfigError
 from .models import TrialsConfig, problem_text
+from .options import MAX_TRIALS
 from .results import AggregationRow, Grade, TrialRow, Verdict
-from .settings import MAX_TRIALS
 from .verdicts import score_to_verdict
 
 Strategy = Literal["pass_at_k", "pass_all", "mean", "confidence_interval", "adaptive"]

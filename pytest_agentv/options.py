@@ -1,0 +1,252 @@
+"""Every option, declared once: ``--agentv-x`` on the command line, ``agentv_x`` in ini,
+``AGENTV_X`` in the environment. The table is what the command line, the ini file, the help text
+and the docs' option reference are made from; ``settings.py`` resolves it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pytest
+
+BorderlineMode = Literal["xfail", "fail", "pass"]
+
+DEFAULT_EVAL_PATTERNS = ("*.eval.yaml", "*.eval.yml", "*.eval.jsonl")
+#: The most trials one case may run (``--agentv-trials``, ``execution.trials``).
+MAX_TRIALS = 1000
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    help: str
+    kind: Literal["str", "int", "float", "bool", "choice", "list", "path"]
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--agentv-" + self.name.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        return "agentv_" + self.name
+
+    @property
+    def env(self) -> str:
+        return "AGENTV_" + self.name.upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "target",
+        "Target to run every case against, overriding the eval files",
+        "str",
+        metavar="NAME",
+    ),
+    Option(
+        "targets",
+        "Targets file to use instead of the nearest .agentv/targets.yaml",
+        "path",
+        metavar="PATH",
+    ),
+    Option(
+        "borderline",
+        "Outcome of a borderline verdict (score 0.6-0.8)",
+        "choice",
+        "xfail",
+        ("xfail", "fail", "pass"),
+    ),
+    Option(
+        "results",
+        "Write one JSON line per eval case (AgentV result fields) to PATH",
+        "path",
+        metavar="PATH",
+    ),
+    Option(
+        "eval_patterns",
+        "File name patterns collected as eval files",
+        "list",
+        DEFAULT_EVAL_PATTERNS,
+        metavar="GLOB,...",
+    ),
+    Option(
+        "code_judge_timeout",
+        "Default code judge timeout in seconds",
+        "float",
+        60.0,
+        metavar="SECONDS",
+    ),
+    Option(
+        "code_judge_env",
+        "Extra environment variables passed to code judges",
+        "list",
+        (),
+        metavar="NAME,...",
+    ),
+    Option(
+        "judge_model",
+        "litellm model string of the LLM judge, e.g. openai/gpt-4o-mini",
+        "str",
+        metavar="MODEL",
+    ),
+    Option("judge_api_base", "Base URL of an OpenAI-compatible judge server", "str", metavar="URL"),
+    Option(
+        "judge_transport",
+        "How model calls are sent: auto (openai/ and azure/ models on a lean HTTP client, the "
+        "rest through litellm) or litellm (every model through litellm)",
+        "choice",
+        "auto",
+        ("auto", "litellm"),
+    ),
+    Option(
+        "judge_timeout",
+        "Deadline in seconds for one judge call, retries included",
+        "float",
+        120.0,
+        metavar="SECONDS",
+    ),
+    Option(
+        "judge_attempt_timeout",
+        "Seconds one judge request may take before it is abandoned and retried",
+        "float",
+        60.0,
+        metavar="SECONDS",
+    ),
+    Option(
+        "judge_retries",
+        "Retries of a judge or LLM target call after a transient error",
+        "int",
+        4,
+        metavar="N",
+    ),
+    Option(
+        "judge_backoff",
+        "Base delay in seconds of the judge retry backoff (doubles per retry)",
+        "float",
+        0.5,
+        metavar="SECONDS",
+    ),
+    Option(
+        "target_timeout",
+        "Seconds a target may take to answer a case before the case is not graded (a CLI "
+        "target's own timeout_seconds wins for it)",
+        "float",
+        300.0,
+        metavar="SECONDS",
+    ),
+    Option(
+        "require_judge",
+        "Error instead of skip when a case needs an unconfigured judge",
+        "bool",
+        False,
+    ),
+    Option(
+        "cache_mode",
+        "Judge record/replay store mode",
+        "choice",
+        "readwrite",
+        ("readwrite", "replay", "refresh", "off"),
+    ),
+    Option("cache_dir", "Folder of the judge record/replay store", "path", metavar="PATH"),
+    Option(
+        "concurrency",
+        "Eval cases whose target and judge work may run at once",
+        "int",
+        8,
+        metavar="N",
+    ),
+    Option(
+        "fail_on_error",
+        "Report cases that could not be graded as errors (no: as skips)",
+        "bool",
+        True,
+    ),
+    Option(
+        "trials",
+        "Run every eval case N times: the count of execution.trials (an adaptive case's max); "
+        "cases without a trials block use pass_at_k; 1 runs every case once",
+        "int",
+        metavar="N",
+    ),
+    Option(
+        "answers",
+        "Answer every case from this previous results file (ours or AgentV's) instead of "
+        "calling its target: re-grade recorded answers",
+        "path",
+        metavar="PATH",
+    ),
+    Option(
+        "baseline",
+        "Compare every case's score with a previous results file (ours or AgentV's): "
+        "baseline_score and delta per case, and a comparison block in the summary",
+        "path",
+        metavar="PATH",
+    ),
+    Option(
+        "max_regression",
+        "Fail a case whose score dropped by more than D from --agentv-baseline, even if it "
+        "still passes",
+        "float",
+        metavar="D",
+    ),
+    Option(
+        "budget_usd",
+        "Start no more model calls once the run has spent this many US dollars; the cases "
+        "left are not graded and the run fails",
+        "float",
+        metavar="USD",
+    ),
+    Option(
+        "estimate",
+        "Print the model calls, tokens and cost the selected cases would need, then stop "
+        "without running them (no model is called)",
+        "bool",
+        False,
+    ),
+    Option(
+        "calibration",
+        "Canary cases the judge must grade as expected before its verdicts are trusted "
+        "(default: .agentv/calibration.yaml in the rootdir, when present)",
+        "path",
+        metavar="PATH",
+    ),
+    Option(
+        "calibration_mode",
+        "What a failed canary does: enforce (LLM-judged cases are not graded), warn (graded, "
+        "with a warning) or off",
+        "choice",
+        "enforce",
+        ("enforce", "warn", "off"),
+    ),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agentv", "AgentV eval files (pytest-agentv)")
+    for option in OPTIONS:
+        default = option.default
+        if isinstance(default, tuple):
+            default = ",".join(default) or "none"
+        described = f"{option.help} (ini: {option.ini}, env: {option.env}, default: {default})"
+        if option.kind == "bool":
+            group.addoption(
+                option.flag,
+                dest=option.ini,
+                nargs="?",
+                const="true",
+                default=None,
+                metavar="yes|no",
+                help=described,
+            )
+        else:
+            group.addoption(
+                option.flag,
+                dest=option.ini,
+                default=None,
+                metavar=option.metavar or "|".join(option.choices),
+                help=described,
+            )
+        parser.addini(option.ini, described, type="string", default="")
