@@ -136,7 +136,10 @@ import json
 import sys
 import time
 
-from pytest_agentv.judge import litellm_module
+try:
+    from pytest_agentv.llm.transports import litellm_module
+except ImportError:  # a plugin from before the llm package
+    from pytest_agentv.judge import litellm_module
 
 API_BASE, CONCURRENCY = sys.argv[1], int(sys.argv[2])
 with open(sys.argv[3], encoding="utf-8") as stream:

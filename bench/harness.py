@@ -99,7 +99,10 @@ def pytest_sessionfinish(session, exitstatus):
 #: a plugin that has no lean transport).
 EAGER_IMPORTS = {
     "litellm": """\
-from pytest_agentv.judge import litellm_module
+try:
+    from pytest_agentv.llm.transports import litellm_module
+except ImportError:  # a plugin from before the llm package
+    from pytest_agentv.judge import litellm_module
 
 litellm_module()
 try:
@@ -111,7 +114,10 @@ except ImportError:
 try:
     import httpx  # noqa: F401
 
-    from pytest_agentv.prices import price_for
+    try:
+        from pytest_agentv.llm.prices import price_for
+    except ImportError:  # a plugin from before the llm package
+        from pytest_agentv.prices import price_for
 except ImportError:
     pass
 else:

@@ -33,8 +33,10 @@ if TYPE_CHECKING:
     )
     from .evaluators.code_judge import CodeEvaluator
     from .evaluators.llm_judge import LlmJudgeEvaluator
-    from .judge import JudgeClient
-    from .models import EvalCase, EvalSuite, EvaluatorConfig, RubricItem
+    from .llm.client import JudgeClient
+    from .schema.evalfile import EvalCase, EvalSuite
+    from .schema.evaluators import EvaluatorConfig
+    from .schema.rubrics import RubricItem
     from .verdicts import score_to_verdict
 
 _EXPORTS = {
@@ -62,11 +64,11 @@ _EXPORTS = {
     "run_evaluators_for_case": "evaluators.base",
     "CodeEvaluator": "evaluators.code_judge",
     "LlmJudgeEvaluator": "evaluators.llm_judge",
-    "JudgeClient": "judge",
-    "EvalCase": "models",
-    "EvalSuite": "models",
-    "EvaluatorConfig": "models",
-    "RubricItem": "models",
+    "JudgeClient": "llm.client",
+    "EvalCase": "schema.evalfile",
+    "EvalSuite": "schema.evalfile",
+    "EvaluatorConfig": "schema.evaluators",
+    "RubricItem": "schema.rubrics",
     "score_to_verdict": "verdicts",
 }
 

@@ -19,7 +19,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     schema.add_argument("kind", choices=("eval", "targets"))
     args = parser.parse_args(argv)
-    from .models import json_schema
+    from .schema.jsonschema import json_schema
 
     json.dump(json_schema(args.kind), sys.stdout, indent=2, ensure_ascii=False)
     sys.stdout.write("\n")

@@ -12,27 +12,30 @@ what grading needs (pydantic, the evaluators) is imported when a judgement is fi
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 
-from .errors import AgentvError, JudgeNotConfiguredError, NotGradedError
+from .errors import AgentvError
+from .scheduler import run_sync
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .evaluators.base import CaseEvaluation, EvaluationContext, EvaluationScore, Evaluator
-    from .judge import Usage
-    from .models import EvaluatorConfig, RubricItem
-    from .results import CaseResult, Grade, ResultRow
+    from .answers import TargetResponse
+    from .evaluators.base import CaseEvaluation, EvaluationContext, EvaluationScore
+    from .grading import Judgement, OnLoop, ResultOf
+    from .results import CaseResult, ResultRow
     from .runner import AgentvRun
-    from .targets import TargetResponse
+    from .schema.evaluators import EvaluatorConfig
+    from .schema.rubrics import RubricItem
+    from .trials import TrialPolicy
 
     Rubrics = Sequence[str | Mapping[str, Any] | RubricItem]
     Entries = Sequence[Mapping[str, Any] | EvaluatorConfig]
@@ -64,18 +67,6 @@ class JudgeOptions(TypedDict, total=False):
     trace: Mapping[str, Any] | None
 
 
-@dataclass(frozen=True)
-class _Judgement:
-    """An answer ready to be graded: what grades it, against what, and whether the session's
-    judge grades it (which then waits for calibration)."""
-
-    entries: tuple[EvaluatorConfig, ...]
-    evaluators: Mapping[str, Evaluator]
-    context: EvaluationContext
-    response: TargetResponse
-    judged: bool
-
-
 class JudgedAssertionError(AssertionError):
     """``assert_judged`` failed: the message is the evaluator and rubric table."""
 
@@ -87,7 +78,9 @@ class JudgedAssertionError(AssertionError):
 def _entries(evaluators: Entries | None, rubrics: Rubrics | None) -> tuple[EvaluatorConfig, ...]:
     from pydantic import ValidationError
 
-    from .models import EvaluatorConfig, evaluator_entries, problem_text, rubric_items
+    from .schema.base import problem_text
+    from .schema.evaluators import EvaluatorConfig, evaluator_entries
+    from .schema.rubrics import rubric_items
 
     entries: list[EvaluatorConfig] = []
     for index, entry in enumerate(evaluators or ()):
@@ -149,7 +142,8 @@ def _check_options(caller: str, options: Mapping[str, object]) -> None:
         raise TypeError(
             f"{caller}(): trace must be a mapping like AgentV's trace_summary, not {kind(trace)}"
         )
-    from .models import EvaluatorConfig, RubricItem
+    from .schema.evaluators import EvaluatorConfig
+    from .schema.rubrics import RubricItem
 
     _check_list(
         caller,
@@ -191,7 +185,9 @@ class AgentvJudge:
 
     ``evaluate`` grades without asserting and returns the aggregate and per-evaluator results;
     ``assert_judged`` turns the verdict into a pytest outcome. Model calls go through the same
-    retry policy and record/replay store as eval files.
+    retry policy and record/replay store as eval files. Each entry point is a thin wrapper over
+    one async core: the sync ones call the agent in the test's thread and wait for the plugin's
+    loop; the async ones await the agent in the test's own loop.
     """
 
     def __init__(self, run: AgentvRun, item: pytest.Item | None = None) -> None:
@@ -202,105 +198,22 @@ class AgentvJudge:
     def model(self) -> str | None:
         return self.run.settings.judge_model
 
-    def _context(
-        self,
-        response: TargetResponse,
-        question: str | None,
-        expected_outcome: str | None,
-        reference_answer: str | Mapping[str, Any] | None,
-        model: str | None,
-        trace: Mapping[str, Any] | None,
-        attempt: int,
-    ) -> EvaluationContext:
-        from .cases import PreparedCase
-        from .evaluators.base import EvaluationContext
-        from .models import render_content
-
-        folder = self.item.path.parent if self.item is not None else Path.cwd()
-        given = reference_answer is not None and reference_answer != ""  # {} is an answer
-        case = PreparedCase(
-            id=self.item.name if self.item is not None else "assert_judged",
-            question=question or "",
-            input_messages=({"role": "user", "content": question or ""},),
-            expected_outcome=expected_outcome or "",
-            reference_answer=render_content(reference_answer) if given else "",
-            expected_messages=({"role": "assistant", "content": reference_answer},)
-            if given
-            else (),
-            authored_input=({"role": "user", "content": question or ""},),
-            folder=folder,
-            rootdir=self.run.rootdir,
-            attempt=attempt,
-        )
-        return EvaluationContext(
-            eval_case=case,
-            candidate=response.text,
-            target="assert_judged",
-            attempt=attempt,
-            output_messages=response.output_messages,
-            judge_model=model,
-            trace_summary=_trace(response.trace_summary(), trace),
-        )
-
-    def _prepare(self, candidate: Any, options: JudgeOptions, attempt: int = 0) -> _Judgement:
-        """Everything before the grading, in the test's own thread: the entries are validated
-        (a mistake is raised in the test's frame), hooks asked for evaluator kinds, and the
-        needed judges looked for (``JudgeNotConfiguredError``). The entry points have already
-        checked the options' kinds (``_check_options``)."""
-        from .targets import response_from
-
-        entries = _entries(options.get("evaluators"), options.get("rubrics"))
-        response = response_from(candidate, "assert_judged candidate")
-        context = self._context(
-            response,
-            options.get("question"),
-            options.get("expected_outcome"),
-            options.get("reference_answer"),
-            options.get("model"),
-            options.get("trace"),
-            attempt,
-        )
-        hook = self.item.ihook if self.item is not None else self.run.config.hook
-        registry = self.run.registry.scoped(
-            lambda kind: hook.pytest_agentv_make_evaluator(config=self.run.config, kind=kind)
-        )
-        evaluators = registry.evaluators_for(entries)
-        judged = self.run.check_judges(entries, evaluators, context)
-        return _Judgement(entries, evaluators, context, response, judged)
-
-    async def _grade(self, judgement: _Judgement, usage: Usage) -> CaseEvaluation:
-        """The grading, on the plugin's loop (after calibration, when the session's judge
-        grades)."""
-        from .evaluators.base import run_evaluators_for_case
-        from .judge import current_usage
-
-        if judgement.judged:
-            await self.run.trusted()
-        token = current_usage.set(usage)
-        try:
-            return await run_evaluators_for_case(
-                judgement.context, judgement.entries, judgement.evaluators
-            )
-        finally:
-            current_usage.reset(token)
+    @property
+    def eval_id(self) -> str:
+        return self.item.nodeid if self.item is not None else "assert_judged"
 
     def evaluate(self, candidate: Any, **options: Unpack[JudgeOptions]) -> CaseEvaluation:
         """Grade ``candidate`` without asserting; raises ``JudgeNotConfiguredError`` if no judge."""
         __tracebackhide__ = True
-        from .judge import Usage
-
         _check_options("evaluate", options)
-        return self.run.scheduler.run(self._grade(self._prepare(candidate, options), Usage()))
+        scheduler = self.run.scheduler
+        return run_sync(self._evaluate(_given(candidate), options, scheduler.blocking))
 
     async def aevaluate(self, candidate: Any, **options: Unpack[JudgeOptions]) -> CaseEvaluation:
         """The awaitable ``evaluate``; calls from ``asyncio.gather`` overlap."""
         __tracebackhide__ = True
-        from .judge import Usage
-
         _check_options("aevaluate", options)
-        judgement = self._prepare(candidate, options)
-        future = self.run.scheduler.submit(self._grade(judgement, Usage()))
-        return await asyncio.wrap_future(future)
+        return await self._evaluate(_given(candidate), options, self.run.scheduler.waiting)
 
     def assert_judged(
         self,
@@ -311,9 +224,8 @@ class AgentvJudge:
     ) -> EvaluationScore:
         __tracebackhide__ = True
         _check_options("assert_judged", options)
-        if callable(candidate) or trials is not None:
-            return self._assert_trials(candidate, trials, options)
-        return self._assert_once(candidate, options)
+        answer = partial(self._answer_here, candidate)
+        return run_sync(self._assert(answer, trials, options, self.run.scheduler.blocking))
 
     async def assert_judged_async(
         self,
@@ -324,104 +236,119 @@ class AgentvJudge:
     ) -> EvaluationScore:
         __tracebackhide__ = True
         _check_options("assert_judged_async", options)
-        if callable(candidate) or trials is not None:
-            return await self._assert_trials_async(candidate, trials, options)
-        return await self._assert_once_async(candidate, options)
+        answer = partial(_answer_of, candidate)
+        return await self._assert(answer, trials, options, self.run.scheduler.waiting)
 
-    def _assert_once(self, candidate: Any, options: JudgeOptions) -> EvaluationScore:
-        __tracebackhide__ = True
-        from .judge import Usage
-
-        usage = Usage()
-        listed = bool(options.get("evaluators") or options.get("rubrics"))
-        try:
-            judgement = self._prepare(candidate, options)
-            evaluation = self.run.scheduler.run(self._grade(judgement, usage))
-        except AgentvError as exc:
-            return self._conclude(None, usage, exc, listed)
-        return self._conclude(evaluation, usage, None, listed)
-
-    async def _assert_once_async(self, candidate: Any, options: JudgeOptions) -> EvaluationScore:
-        __tracebackhide__ = True
-        from .judge import Usage
-
-        usage = Usage()
-        listed = bool(options.get("evaluators") or options.get("rubrics"))
-        try:
-            judgement = self._prepare(candidate, options)
-            future = self.run.scheduler.submit(self._grade(judgement, usage))
-            evaluation = await asyncio.wrap_future(future)
-        except AgentvError as exc:
-            return self._conclude(None, usage, exc, listed)
-        return self._conclude(evaluation, usage, None, listed)
-
-    def _answer(self, candidate: Any) -> Any:
+    async def _answer_here(self, candidate: Any) -> Any:
         """A callable's answer, called in the test's thread (an async one is awaited on the
-        plugin's loop); anything else is the answer itself."""
+        plugin's loop); anything else is the answer itself. Never suspends (``run_sync``)."""
         answer = candidate() if callable(candidate) else candidate
         if inspect.isawaitable(answer):
             answer = self.run.scheduler.run(_awaited(answer))
         return answer
 
-    def _assert_trials(
-        self, candidate: Any, trials: object, options: JudgeOptions
-    ) -> EvaluationScore:
-        """One answer per trial, each graded on the plugin's loop, one trial after another."""
-        __tracebackhide__ = True
-        state = _JudgedTrials(self, trials, options)
-        if state.run is None:
-            return self._assert_once(self._answer(candidate), options)
-        while (attempt := state.run.next_attempt()) is not None and state.error is None:
-            judgement = state.prepare(self._answer(candidate), attempt)
-            if judgement is not None:
-                self.run.scheduler.run(state.grade(judgement))
-        return state.conclude()
+    def _judgement(self, options: JudgeOptions, policy: TrialPolicy | None) -> Judgement:
+        """What grades the answers, prepared in the test's own thread: the entries are
+        validated (a mistake is raised in the test's frame), hooks asked for evaluator kinds,
+        and the needed judges looked for (``JudgeNotConfiguredError``)."""
+        from .answers import TargetResponse
+        from .cases import PreparedCase
+        from .evaluators.base import EvaluationContext
+        from .grading import Judgement
+        from .schema.messages import render_content
 
-    async def _assert_trials_async(
-        self, candidate: Any, trials: object, options: JudgeOptions
-    ) -> EvaluationScore:
-        """The agent is called (and awaited) in the test's own event loop, where its resources
-        live; grading runs on the plugin's loop."""
-        __tracebackhide__ = True
-        state = _JudgedTrials(self, trials, options)
-        if state.run is None:
-            return await self._assert_once_async(await _answer_of(candidate), options)
-        while (attempt := state.run.next_attempt()) is not None and state.error is None:
-            judgement = state.prepare(await _answer_of(candidate), attempt)
-            if judgement is not None:
-                await asyncio.wrap_future(self.run.scheduler.submit(state.grade(judgement)))
-        return state.conclude()
+        entries = _entries(options.get("evaluators"), options.get("rubrics"))
+        hook = self.item.ihook if self.item is not None else self.run.config.hook
+        registry = self.run.registry.scoped(
+            lambda kind: hook.pytest_agentv_make_evaluator(config=self.run.config, kind=kind)
+        )
+        evaluators = registry.evaluators_for(entries)
+        question = options.get("question") or ""
+        reference = options.get("reference_answer")
+        given = reference is not None and reference != ""  # {} is an answer
+        case = PreparedCase(
+            id=self.item.name if self.item is not None else "assert_judged",
+            question=question,
+            input_messages=({"role": "user", "content": question},),
+            expected_outcome=options.get("expected_outcome") or "",
+            reference_answer=render_content(reference) if given else "",
+            expected_messages=({"role": "assistant", "content": reference},) if given else (),
+            authored_input=({"role": "user", "content": question},),
+            folder=self.item.path.parent if self.item is not None else Path.cwd(),
+            rootdir=self.run.rootdir,
+        )
 
-    def _conclude(
+        def context(response: TargetResponse, attempt: int) -> EvaluationContext:
+            return EvaluationContext(
+                eval_case=replace(case, attempt=attempt),
+                candidate=response.text,
+                target="assert_judged",
+                attempt=attempt,
+                output_messages=response.output_messages,
+                judge_model=options.get("model"),
+                trace_summary=_trace(response.trace_summary(), options.get("trace")),
+            )
+
+        judged = self.run.check_judges(entries, evaluators, context(TargetResponse(""), 0))
+        return Judgement(
+            entries=entries,
+            evaluators=evaluators,
+            context=context,
+            result=self._result(options),
+            policy=policy,
+            gate=self.run.trusted if judged else None,
+            catches=(AgentvError,),
+        )
+
+    async def _evaluate(
+        self, answer: Callable[[], Awaitable[Any]], options: JudgeOptions, on_loop: OnLoop[Any]
+    ) -> CaseEvaluation:
+        __tracebackhide__ = True
+        from .answers import response_from
+        from .grading import Grading
+
+        grading = Grading(self._judgement(options, None))
+        if grading.judgement.gate is not None:
+            await on_loop(grading.judgement.gate())
+        response = response_from(await answer(), "assert_judged candidate")
+        evaluation: CaseEvaluation = await on_loop(grading.evaluate(response, 0))
+        return evaluation
+
+    async def _assert(
         self,
-        evaluation: CaseEvaluation | None,
-        usage: Usage,
-        error: AgentvError | None,
-        listed: bool,
+        answer: Callable[[], Awaitable[Any]],
+        trials: object,
+        options: JudgeOptions,
+        on_loop: OnLoop[None],
     ) -> EvaluationScore:
-        """Record the result on the calling test, then pass, xfail, skip or fail."""
+        """The one core: the answers graded on the plugin's loop, the result recorded on the
+        test, then pass (the score), xfail, skip or fail."""
         __tracebackhide__ = True
+        from .answers import response_from
+        from .grading import Grading, grade_answers, not_graded
+        from .trials import policy_from_argument
+
+        async def answer_at(attempt: int) -> TargetResponse:
+            return response_from(await answer(), "assert_judged candidate")
+
+        policy = policy_from_argument(trials) if trials is not None else None
+        grading: Grading | None = None
+        try:
+            grading = Grading(self._judgement(options, policy))
+        except AgentvError as exc:
+            result = not_graded(self._result(options), exc)
+        else:
+            result = await grade_answers(grading, answer_at, on_loop)
+        self.settle(result)  # a result that was not graded ends the test here
+        assert grading is not None
+        return grading.score()
+
+    def _result(self, options: JudgeOptions) -> ResultOf:
+        """A ``CaseResult`` of this test's judgement."""
         from .results import CaseResult
 
-        grade = evaluation.grade() if evaluation is not None else None
-        message = str(error) if error is not None else (grade.error if grade else None)
-        result = CaseResult(
-            status="graded" if message is None else "error",
-            eval_id=self.eval_id,
-            grade=grade,
-            evaluators_listed=listed,
-            error=message,
-            usage=usage.row(),
-        )
-        if isinstance(error, JudgeNotConfiguredError):
-            result.status = "skipped"
-        self.settle(result)
-        assert evaluation is not None
-        return evaluation.score
-
-    @property
-    def eval_id(self) -> str:
-        return self.item.nodeid if self.item is not None else "assert_judged"
+        listed = bool(options.get("evaluators") or options.get("rubrics"))
+        return partial(CaseResult, eval_id=self.eval_id, evaluators_listed=listed)
 
     def settle(self, result: CaseResult) -> None:
         """Put the result on the calling test, then return (pass), xfail, skip or fail."""
@@ -460,95 +387,13 @@ async def _answer_of(candidate: Any) -> Any:
     return await answer if inspect.isawaitable(answer) else answer
 
 
-class _JudgedTrials:
-    """An ``assert_judged`` call's trials: the policy from ``trials=``, the usage they share,
-    and the first trial that could not be graded (the call is then not graded)."""
+def _given(candidate: Any) -> Callable[[], Awaitable[Any]]:
+    """An answer already in hand, as the core asks for answers."""
 
-    def __init__(self, judge: AgentvJudge, trials: object, options: JudgeOptions) -> None:
-        from .judge import Usage
-        from .trials import TrialRun, policy_from_argument
+    async def answer() -> Any:
+        return candidate
 
-        policy = policy_from_argument(trials) if trials is not None else None
-        self.judge = judge
-        self.options = options
-        self.listed = bool(options.get("evaluators") or options.get("rubrics"))
-        self.usage = Usage()
-        self.run = TrialRun(policy) if policy is not None else None
-        self.error: AgentvError | None = None
-        self.failed: Grade | None = None
-
-    def prepare(self, answer: Any, attempt: int) -> _Judgement | None:
-        """A trial's answer ready to grade (in the test's thread); None when it cannot be."""
-        try:
-            return self.judge._prepare(answer, self.options, attempt)
-        except AgentvError as exc:
-            self.error = exc
-            return None
-
-    async def grade(self, judgement: _Judgement) -> None:
-        from .trials import TrialResult
-
-        usage = self.usage
-        spent = usage.spent_usd
-        try:
-            evaluation = await self.judge._grade(judgement, usage)
-        except AgentvError as exc:
-            self.error = exc
-            return
-        grade = evaluation.grade()
-        if grade.error:
-            self.error, self.failed = NotGradedError(grade.error), grade
-            return
-        context, response = judgement.context, judgement.response
-        cost = usage.spent_usd - spent + (response.cost_usd or 0.0)
-        assert self.run is not None
-        self.run.add(
-            TrialResult(context.attempt, grade, cost, response.text, context.trace_summary)
-        )
-
-    def conclude(self) -> EvaluationScore:
-        """Record the result on the test and assert on it; return the aggregate score."""
-        __tracebackhide__ = True
-        from .evaluators.base import EvaluationScore
-        from .results import CaseResult
-
-        run = self.run
-        assert run is not None
-        rows = tuple(result.row() for result in run.results)
-        if self.error is not None:
-            skipped = isinstance(self.error, JudgeNotConfiguredError)
-            result = CaseResult(
-                status="skipped" if skipped else "error",
-                eval_id=self.judge.eval_id,
-                grade=self.failed,
-                evaluators_listed=self.listed,
-                error=str(self.error) if skipped else f"attempt {len(run.results)}: {self.error}",
-                usage=self.usage.row(),
-                trials=rows,
-            )
-            self.judge.settle(result)  # ends the test: an error, or a skip
-        outcome = run.conclude()
-        self.judge.settle(
-            CaseResult(
-                status="graded",
-                eval_id=self.judge.eval_id,
-                grade=outcome.grade,
-                evaluators_listed=self.listed,
-                usage=self.usage.row(),
-                trials=outcome.trials,
-                aggregation=outcome.aggregation,
-            )
-        )
-        grade = outcome.grade
-        return EvaluationScore(
-            grade.score,
-            hits=grade.hits,
-            misses=grade.misses,
-            reasoning=grade.reasoning,
-            verdict=grade.verdict,
-            gate_failed=grade.gate_failed,
-            details={"trials": list(outcome.trials), "aggregation": dict(outcome.aggregation)},
-        )
+    return answer
 
 
 def _judge() -> AgentvJudge:

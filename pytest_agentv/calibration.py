@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .budget import PlannedCall
 from .cases import PreparedCase
 from .errors import AgentvError, NotGradedError
 from .evaluators.base import EvaluationContext
 from .evaluators.llm_judge import LlmJudgeEvaluator
-from .judge import LlmClient, Usage, current_usage
-from .models import Canary, EvaluatorConfig
+from .llm.client import LlmClient
+from .llm.usage import PlannedCall, Usage, current_usage
+from .schema.evaluators import EvaluatorConfig
+from .schema.project import Canary
 from .verdicts import fmt, score_to_verdict
 
 Submit = Callable[[Coroutine[Any, Any, Any]], "concurrent.futures.Future[Any]"]
@@ -88,7 +89,7 @@ class Calibration:
 
     def canaries(self) -> list[Canary]:
         """Raises ``EvalFileError`` (``path:line:col: field: problem``) for a bad file."""
-        from .loader import load_calibration_file
+        from .projectfiles import load_calibration_file
 
         return load_calibration_file(self.path, self.display).canaries
 

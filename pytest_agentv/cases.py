@@ -10,17 +10,11 @@ from typing import Any
 
 from .errors import ConfigError
 from .loader import LoadedFile
-from .models import (
-    EvalCase,
-    EvalSuite,
-    EvaluatorConfig,
-    Message,
-    TrialsConfig,
-    evaluator_entries,
-    listed_evaluators,
-    render_content,
-)
 from .paths import glob_match, read_reference, resolve_reference
+from .schema.evalfile import EvalCase, EvalSuite, listed_evaluators
+from .schema.evaluators import EvaluatorConfig, evaluator_entries
+from .schema.messages import Message, render_content
+from .schema.trials import TrialsConfig
 
 _DATASET_SUFFIXES = (".eval.yaml", ".eval.yml", ".eval.jsonl", ".yaml", ".yml", ".jsonl")
 #: The header under which AgentV puts guideline files in a model's system message.

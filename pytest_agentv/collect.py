@@ -1,4 +1,4 @@
-"""Eval files as pytest collectors, eval cases as pytest items.
+"""Eval files as pytest collectors, eval cases as pytest items, and the collection-time load.
 
 ``EvalItem`` is a ``pytest.Function`` so that fixtures (autouse ones, conftest overrides, the
 ``agentv_target`` fixture) apply to eval cases exactly as to Python tests. The case runs during
@@ -12,20 +12,27 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .cases import CaseSpec
-from .errors import AgentvError
+from .errors import AgentvError, ConfigError
+from .evaluators import ScopedRegistry
 from .evaluators.base import Evaluator
+from .loader import LoadedFile, load_eval_file
+from .paths import display_path
+from .projectfiles import ProjectConfigs
 from .redaction import shown
 from .reporting import record_properties, result_key
 from .results import ResultRow
 from .runner import AgentvRun, CaseWork
-from .targets import FixtureTarget
+from .targets.python import FixtureTarget
+from .trials import policy_for
 from .verdicts import apply_verdict, settle_ungraded
+from .yamlfile import Loc
 
 
 @pytest.fixture
@@ -110,6 +117,52 @@ def test_names(ids: Sequence[str]) -> list[str]:
     return names
 
 
+def load_specs(
+    path: Path,
+    display: str,
+    rootdir: Path,
+    registry: ScopedRegistry,
+    configs: ProjectConfigs | None = None,
+    trials: int | None = None,
+) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
+    """Everything collection does with an eval file, without pytest: raises ``AgentvError``.
+
+    The nearest ``.agentv/config.yaml`` (from ``configs``) gives the file its guideline
+    patterns; its warnings come with the first eval file that uses it. ``trials`` is
+    ``--agentv-trials``, with which every case's trials must still be able to settle.
+    """
+    loaded = load_eval_file(path, display, registry, rootdir)
+    if configs is not None and (config := configs.for_folder(path.parent)) is not None:
+        loaded = replace(
+            loaded,
+            guideline_patterns=tuple(config.model.guideline_patterns),
+            warnings=(*configs.new_warnings(config), *loaded.warnings),
+        )
+    specs = CaseSpec.all_of(loaded)
+    _check_trials(loaded, specs, trials)
+    return loaded, [(spec, registry.evaluators_for(spec.evaluators)) for spec in specs]
+
+
+def _check_trials(loaded: LoadedFile, specs: Sequence[CaseSpec], override: int | None) -> None:
+    """An adaptive trials block whose verdict could never settle is a load error, at the block
+    (checked once per block, as every case of the file shares the file's)."""
+    checked: set[Loc] = set()
+    for spec in specs:
+        execution = spec.case.execution
+        own = execution is not None and execution.trials is not None
+        loc: Loc = (
+            ("evalcases", spec.index, "execution", "trials") if own else ("execution", "trials")
+        )
+        if loc in checked:
+            continue
+        checked.add(loc)
+        try:
+            policy_for(spec.trials, override)
+        except ConfigError as exc:
+            note = f" (max is --agentv-trials {override})" if override else ""
+            raise loaded.error_at(loc, f"{exc}{note}", spec.index) from None
+
+
 class EvalFile(pytest.File):
     def __init__(self, *, run: AgentvRun, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -122,7 +175,14 @@ class EvalFile(pytest.File):
             lambda kind: hook.pytest_agentv_make_evaluator(config=self.config, kind=kind)
         )
         try:
-            loaded, cases = run.load(self.path, registry)
+            loaded, cases = load_specs(
+                self.path,
+                display_path(self.path, run.rootdir),
+                run.rootdir,
+                registry,
+                run.configs,
+                run.settings.trials,
+            )
         except AgentvError as exc:
             raise self.CollectError(shown(str(exc))) from None
         for warning in loaded.warnings:
@@ -222,31 +282,6 @@ def early_work(items: Sequence[pytest.Item]) -> list[CaseWork]:
         if isinstance(item, EvalItem)
         and ("agentv_target" not in item.fixturenames or item.run.settings.answers is not None)
     ]
-
-
-def estimate_lines(run: AgentvRun, items: Sequence[pytest.Item]) -> list[str]:
-    """``--agentv-estimate``: the model calls, tokens and cost of the selected eval items, per
-    eval file and in total (Python tests calling ``assert_judged`` are not counted)."""
-    from .budget import estimate_lines as lines_of
-
-    work = [
-        (
-            item.spec,
-            item.evaluators,
-            "agentv_target" in item.fixturenames and item.run.settings.answers is None,
-        )
-        for item in items
-        if isinstance(item, EvalItem)
-    ]
-    by_file, notes = run.scheduler.run(run.estimate(work))
-    others = len(items) - len(work)
-    if others:
-        notes = [
-            *notes,
-            f"{others} other test(s) not counted: their assert_judged calls are known only when "
-            "they run",
-        ]
-    return lines_of(by_file, notes, run.settings.budget_usd)
 
 
 def place_skip(item: pytest.Item, report: pytest.TestReport) -> None:

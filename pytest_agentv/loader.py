@@ -1,5 +1,4 @@
-"""Eval files (YAML, or JSONL with its YAML sidecar), targets files, ``.agentv/config.yaml`` and
-calibration files into models, by AgentV's rules.
+"""Eval files (YAML, or JSONL with its YAML sidecar) into models, by AgentV's rules.
 
 Errors read ``path:line:col: field.path: problem``: pydantic's error locations are walked down
 the YAML node tree (``yamlfile``) to the place the file says it; a JSONL case's node tree is
@@ -9,50 +8,22 @@ are checked against the registry the caller passes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from . import yamlfile
 from .errors import AgentvDeprecationWarning, AgentvWarning, EvalFileError, did_you_mean
-from .models import (
-    AGENTV_ONLY_TARGET_SETTINGS,
-    EVAL_FILE_MODELS,
-    KIND_ALIASES,
-    KIND_SPECS,
-    SPELLED_TWICE,
-    TARGET_SETTING_ALIASES,
-    TARGET_SETTINGS,
-    CalibrationFile,
-    CompositeSpec,
-    EvalCase,
-    EvalSuite,
-    EvaluatorConfig,
-    FieldAccuracySpec,
-    JsonlSidecar,
-    ProjectConfig,
-    TargetConfig,
-    TargetsFile,
-    canonical_kind,
-    field_spellings,
-    listed_evaluators,
-    problem_text,
-)
-from .paths import display_path, nearest_file, sidecar_of
-from .yamlfile import (
-    Loc,
-    child_at,
-    json_lines,
-    json_node,
-    key_at,
-    line_col,
-    parse_yaml,
-    read_text,
-)
+from .paths import sidecar_of
+from .schema.base import problem_text
+from .schema.evalfile import EvalCase, EvalSuite, JsonlSidecar, listed_evaluators
+from .schema.evaluators import KIND_SPECS, EvaluatorConfig
+from .schema.targets import TargetConfig
+from .spellings import LATER_FIELDS, SPELLED_TWICE, canonical_kind, generations, key_at, locate
+from .yamlfile import Loc, child_at, json_lines, json_node, line_col, parse_yaml, read_text
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -64,6 +35,27 @@ class FileWarning:
     category: type[Warning] = AgentvWarning
     #: The file the warning is about, when it is not the eval file (a sidecar, a config file).
     path: Path | None = None
+
+
+@dataclass(frozen=True)
+class EntryProblem:
+    """What an evaluator kind finds wrong with one of its entries when the file loads: an error
+    (the file does not load) or a warning, at ``loc`` inside the entry."""
+
+    loc: Loc
+    message: str
+    warning: bool = False
+
+
+class KindRules(Protocol):
+    """The evaluator registry as the loader asks it: whether a kind can be used, and what each
+    kind checks in its entries when the file loads (a prompt file, weights...)."""
+
+    def problem(self, kind: str) -> str | None: ...
+
+    def check_entry(
+        self, entry: EvaluatorConfig, folder: Path, rootdir: Path
+    ) -> Iterable[EntryProblem]: ...
 
 
 @dataclass(frozen=True)
@@ -90,44 +82,6 @@ class LoadedFile:
         """``path:line:col: field.path: problem`` for something found after loading."""
         line, col = self.position(loc, case_index)
         return EvalFileError(self.display, line, col, f"{'.'.join(map(str, loc))}: {problem}")
-
-
-@dataclass(frozen=True)
-class LoadedTargets:
-    path: Path
-    display: str
-    model: TargetsFile
-    positions: dict[str, tuple[int, int]] = field(default_factory=dict)
-    #: Per target: settings pytest-agentv ignores (AgentV-only or unknown), each with its line.
-    ignored: dict[str, tuple[FileWarning, ...]] = field(default_factory=dict)
-
-    def where(self, target: TargetConfig, key: str | None = None) -> str:
-        """``file:line:col`` of a setting (``healthcheck.url`` inside a mapping), else of the
-        nearest enclosing setting the file has, else of the target."""
-        parts = key.split(".") if key else []
-        while parts and f"{target.name}.{'.'.join(parts)}" not in self.positions:
-            parts.pop()
-        name = ".".join([target.name, *parts])
-        line, col = self.positions.get(name, (1, 1))
-        return f"{self.display}:{line}:{col}"
-
-
-#: Every spelling of a field that has several (``evalcases``: ``tests``, ``eval_cases``...).
-_SPELLINGS = {
-    name: spellings
-    for model in EVAL_FILE_MODELS
-    for name, spellings in field_spellings(model).items()
-}
-
-
-def locate(root: yaml.Node, loc: Loc) -> tuple[yaml.Node, int]:
-    """Where a model location is in the file, under whichever spelling the file used (``tests``
-    for ``evalcases``, ``assertions`` for ``evaluators``...)."""
-    return yamlfile.locate(root, loc, _SPELLINGS)
-
-
-def _key_at(node: yaml.Node, part: int | str) -> yaml.Node | None:
-    return key_at(node, part, _SPELLINGS)
 
 
 def _validation_error(display: str, root: yaml.Node, exc: ValidationError) -> EvalFileError:
@@ -182,7 +136,7 @@ def _unknown_keys(
                     yield from _unknown_keys(item, (*loc, part, index), skip)
 
 
-def _validate(model: type[M], data: Any, display: str, root: yaml.Node) -> M:
+def validate(model: type[M], data: Any, display: str, root: yaml.Node) -> M:
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else type(data).__name__
         line, col = line_col(root)
@@ -202,12 +156,12 @@ def _used_key(case_node: yaml.Node, field_name: str) -> str:
     return field_name
 
 
-def _unknown_key_warnings(
+def unknown_key_warnings(
     model: BaseModel, root: yaml.Node, display: str, path: Path | None = None
 ) -> Iterator[FileWarning]:
     for loc, key, known in _unknown_keys(model, (), (EvaluatorConfig, TargetConfig)):
         node, _ = locate(root, loc)
-        key_node = _key_at(locate(root, loc[:-1])[0], loc[-1])
+        key_node = key_at(locate(root, loc[:-1])[0], loc[-1])
         line = line_col(key_node or node)[0]
         message = (
             f"{'.'.join(map(str, loc))}: unknown key '{key}' is ignored{did_you_mean(key, known)}"
@@ -233,10 +187,10 @@ def _jsonl_document(
         shown = str(Path(display).with_name(sidecar.name))
         side = (shown, sidecar)
         side_root, side_data = parse_yaml(sidecar, shown)
-        model = _validate(JsonlSidecar, side_data, shown, side_root)
+        model = validate(JsonlSidecar, side_data, shown, side_root)
         for key in ("evalcases", "tests", "eval_cases"):
             if key in side_data:
-                line, col = line_col(_key_at(side_root, key) or side_root)
+                line, col = line_col(key_at(side_root, key) or side_root)
                 raise EvalFileError(
                     shown,
                     line,
@@ -244,7 +198,7 @@ def _jsonl_document(
                     f"{key}: a JSONL sidecar holds file-level defaults only; the cases are the "
                     f"lines of {path.name}",
                 )
-        warnings.extend(_unknown_key_warnings(model, side_root, shown, sidecar))
+        warnings.extend(unknown_key_warnings(model, side_root, shown, sidecar))
         for key_node, value_node in side_root.value:
             if key_node.value in JsonlSidecar.model_fields or key_node.value == "$schema":
                 data[key_node.value] = side_data[key_node.value]
@@ -269,19 +223,6 @@ def _jsonl_document(
     return root, data, warnings, side
 
 
-#: Fields of later AgentV versions that mean something the classic format cannot express, and
-#: the version that introduced each: refused with that version, never quietly ignored.
-_LATER_FIELDS: dict[tuple[str, str], str] = {
-    ("suite", "assertions"): (
-        "v3.1: suite-level 'assertions' are appended to every case's evaluators, which "
-        "pytest-agentv does not do; list them under 'execution.evaluators' (used by the "
-        "cases that have none of their own)"
-    ),
-    ("suite", "assert"): "v2.10: suite-level 'assert' is not supported by pytest-agentv",
-    ("case", "assert"): "v5 (5.x-next): 'assert' lists are not supported by pytest-agentv",
-}
-
-
 def _refuse_later_fields(data: dict[str, Any], root: yaml.Node, display: str) -> None:
     places: list[tuple[str, Loc, Any]] = [("suite", (), data)]
     cases = data.get("evalcases", data.get("tests", data.get("eval_cases")))
@@ -290,85 +231,17 @@ def _refuse_later_fields(data: dict[str, Any], root: yaml.Node, display: str) ->
     for scope, loc, value in places:
         if not isinstance(value, dict):
             continue
-        for (where, key), why in _LATER_FIELDS.items():
+        for (where, key), why in LATER_FIELDS.items():
             if where == scope and key in value:
-                node = _key_at(locate(root, loc)[0], key) or root
+                node = key_at(locate(root, loc)[0], key) or root
                 line, col = line_col(node)
                 dotted = ".".join(map(str, (*loc, key)))
                 raise EvalFileError(display, line, col, f"{dotted}: introduced in AgentV {why}")
 
 
-_CLASSIC_KINDS = ("llm_judge", "code_judge", "code", "rubric")
-_LATER_KIND_NAMES = tuple(k for k in KIND_ALIASES if k not in _CLASSIC_KINDS)
-
-
-def _generations(data: dict[str, Any]) -> tuple[list[tuple[Loc, str]], list[tuple[Loc, str]]]:
-    """Names only AgentV v2.5.8 uses (classic) and names only later versions use, where written.
-
-    ``input``, ``expected_output`` and ``rubrics`` belong to both and count for neither.
-    """
-    classic: list[tuple[Loc, str]] = []
-    later: list[tuple[Loc, str]] = []
-
-    def keys(value: Any, loc: Loc, old: tuple[str, ...], new: tuple[str, ...]) -> None:
-        if isinstance(value, dict):
-            classic.extend(((*loc, k), k) for k in old if k in value)
-            later.extend(((*loc, k), k) for k in new if k in value)
-
-    def evaluators(entries: Any, loc: Loc) -> None:
-        for index, entry in enumerate(entries if isinstance(entries, list) else ()):
-            if not isinstance(entry, dict):
-                continue
-            kind = entry.get("type")
-            here = (*loc, index, "type")
-            if kind in _CLASSIC_KINDS:
-                classic.append((here, f"type: {kind}"))
-            elif kind in _LATER_KIND_NAMES:
-                later.append((here, f"type: {kind}"))
-            keys(entry, (*loc, index), (), ("command", "criteria"))
-            rubrics(entry.get("rubrics") or entry.get("criteria"), (*loc, index, "rubrics"))
-
-    def rubrics(items: Any, loc: Loc) -> None:
-        for index, item in enumerate(items if isinstance(items, list) else ()):
-            keys(item, (*loc, index), ("required_min_score",), ("min_score",))
-
-    keys(data, (), ("evalcases",), ("tests", "eval_cases"))
-    execution = data.get("execution")
-    keys(execution, ("execution",), ("evaluators",), ("assertions",))
-    if isinstance(execution, dict):
-        evaluators(execution.get("evaluators", execution.get("assertions")), ("execution",))
-    cases = data.get("evalcases", data.get("tests", data.get("eval_cases")))
-    for c_index, case in enumerate(cases if isinstance(cases, list) else ()):
-        if not isinstance(case, dict):
-            continue
-        here: Loc = ("evalcases", c_index)
-        keys(
-            case,
-            here,
-            ("expected_outcome", "input_messages", "expected_messages", "evaluators"),
-            ("criteria", "assertions"),
-        )
-        evaluators(case.get("evaluators", case.get("assertions")), (*here, "evaluators"))
-        inner = case.get("execution")
-        keys(inner, (*here, "execution"), ("evaluators",), ("assertions",))
-        if isinstance(inner, dict):
-            evaluators(
-                inner.get("evaluators", inner.get("assertions")), (*here, "execution", "evaluators")
-            )
-        rubrics(case.get("rubrics"), (*here, "rubrics"))
-    return classic, later
-
-
-def load_eval_file(
-    path: Path,
-    display: str,
-    check_kind: Callable[[str], str | None],
-) -> LoadedFile:
+def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) -> LoadedFile:
     """Load and validate one eval file (YAML, or ``.jsonl`` with its sidecar); raise
-    ``EvalFileError`` on the first problem.
-
-    ``check_kind`` is the evaluator registry's rule: the problem with a kind, or None.
-    """
+    ``EvalFileError`` on the first problem. ``kinds`` is the evaluator registry's view."""
     warnings: list[FileWarning] = []
     side: tuple[str, Path] | None = None
     if path.suffix == ".jsonl":
@@ -377,7 +250,7 @@ def load_eval_file(
         root, data = parse_yaml(path, display)
     if isinstance(data, dict):
         _refuse_later_fields(data, root, display)
-    suite = _validate(EvalSuite, data, display, root)
+    suite = validate(EvalSuite, data, display, root)
 
     def written_in(loc: Loc) -> tuple[str, Path | None]:
         """The file ``loc`` is written in: a JSONL dataset's file-level keys are its sidecar's."""
@@ -385,20 +258,20 @@ def load_eval_file(
 
     def warn(loc: Loc, message: str, category: type[Warning] = AgentvWarning) -> None:
         node, _ = locate(root, loc)
-        key = _key_at(locate(root, loc[:-1])[0], loc[-1]) if loc else None
+        key = key_at(locate(root, loc[:-1])[0], loc[-1]) if loc else None
         line = line_col(key or node)[0]
         shown, file = written_in(loc)
         warnings.append(FileWarning(line, f"{shown}:{line}: {message}", category, file))
 
     def fail(loc: Loc, message: str, *, at_key: bool = False) -> None:
         node, _ = locate(root, loc)
-        key = _key_at(locate(root, loc[:-1])[0], loc[-1]) if at_key and loc else None
+        key = key_at(locate(root, loc[:-1])[0], loc[-1]) if at_key and loc else None
         line, col = line_col(key or node)
         shown, _ = written_in(loc)
         raise EvalFileError(shown, line, col, f"{'.'.join(map(str, loc))}: {message}")
 
-    warnings.extend(_unknown_key_warnings(suite, root, display))
-    classic, later = _generations(data)
+    warnings.extend(unknown_key_warnings(suite, root, display))
+    classic, later = generations(data)
     if path.suffix == ".jsonl":  # its `evalcases` is ours, not a name the file wrote
         classic = [(loc, name) for loc, name in classic if loc != ("evalcases",)]
     if classic and later:
@@ -451,8 +324,9 @@ def load_eval_file(
                 message += " ('evaluator' wins, as both are given)"
             warn(loc, message, AgentvDeprecationWarning)
 
+    found: list[tuple[Loc, EntryProblem]] = []
     for loc, entry in evaluator_locs(suite):
-        problem = check_kind(entry.type)
+        problem = kinds.problem(entry.type)
         if problem is not None:
             fail((*loc, "type"), problem)
         if entry.type == "rubric":
@@ -461,19 +335,11 @@ def load_eval_file(
                 "evaluator type 'rubric' is deprecated; use 'llm_judge' with 'rubrics'",
                 AgentvDeprecationWarning,
             )
-        for key in ("prompt", "cwd", "script"):
-            if getattr(entry, key) is not None:
-                node, _ = locate(root, (*loc, key))
-                positions[(*loc, key)] = line_col(node)
-        if isinstance(entry.spec, CompositeSpec) and entry.spec.aggregator.prompt:
-            node, _ = locate(root, (*loc, "aggregator", "prompt"))
-            positions[(*loc, "aggregator", "prompt")] = line_col(node)
-    for loc, what in _always_zero(suite).items():
-        warn(
-            loc,
-            f"{'.'.join(map(str, loc))}: every {what} has weight 0, so the score is always 0 "
-            f"(as in AgentV); give at least one {what} a weight > 0",
-        )
+        found += [(loc, problem) for problem in kinds.check_entry(entry, path.parent, rootdir)]
+        weights = (item.weight for item in entry.rubrics or ())
+        zero = zero_weights(("rubrics",), "item", weights)
+        found += [(loc, zero)] if zero else []
+    found += _always_zero(suite)
     for index, case in enumerate(suite.evalcases):
         default_kind = case.evaluator or case.grader or suite.evaluator or suite.grader
         if default_kind is None:
@@ -482,7 +348,7 @@ def load_eval_file(
             where: Loc = ("evalcases", index, "evaluator" if case.evaluator else "grader")
         else:
             where = ("evaluator",) if suite.evaluator else ("grader",)
-        problem = check_kind(default_kind)
+        problem = kinds.problem(default_kind)
         if problem is not None:
             fail(where, problem)
         listed = bool(case.rubrics or listed_evaluators(case, suite))
@@ -498,6 +364,14 @@ def load_eval_file(
                 f"'{default_kind}' as the default kind needs its settings: list it under "
                 "'evaluators' with them",
             )
+    warned: set[Loc] = set()
+    for loc, found_here in found:
+        where = (*loc, *found_here.loc)
+        if not found_here.warning:
+            fail(where, found_here.message)
+        elif where not in warned:
+            warned.add(where)
+            warn(where, f"{'.'.join(map(str, where))}: {found_here.message}")
     return LoadedFile(
         path=path,
         display=display,
@@ -508,22 +382,29 @@ def load_eval_file(
     )
 
 
-def _always_zero(suite: EvalSuite) -> dict[Loc, str]:
-    """Weighted lists whose weights are all 0, by where they are written, with what they list.
+def zero_weights(loc: Loc, what: str, weights: Iterable[float]) -> EntryProblem | None:
+    """The warning for a weighted list whose weights are all 0. A total weight of 0 scores 0 in
+    AgentV, and pytest-agentv keeps AgentV's scores, so such a list fails whatever its items
+    earn: the file gets a warning instead of a silent fail."""
+    listed = list(weights)
+    if not listed or any(listed):
+        return None
+    return EntryProblem(
+        loc,
+        f"every {what} has weight 0, so the score is always 0 (as in AgentV); give at least one "
+        f"{what} a weight > 0",
+        warning=True,
+    )
 
-    A total weight of 0 scores 0 in AgentV, and pytest-agentv keeps AgentV's scores, so such a
-    list fails whatever its items earn: the file gets a warning instead of a silent fail.
-    """
-    found: dict[Loc, str] = {}
 
-    def check(loc: Loc, what: str, weights: Iterable[float]) -> None:
-        listed = list(weights)
-        if listed and not any(listed):
-            found.setdefault(loc, what)
-
+def _always_zero(suite: EvalSuite) -> list[tuple[Loc, EntryProblem]]:
+    """The cases' weighted lists (inline rubrics, the evaluators a case uses) whose weights are
+    all 0; evaluator entries' own lists are their kinds' to check."""
+    found: list[tuple[Loc, EntryProblem | None]] = []
     for index, case in enumerate(suite.evalcases):
         here: Loc = ("evalcases", index)
-        check((*here, "rubrics"), "item", (item.weight for item in case.rubrics or ()))
+        rubrics = (item.weight for item in case.rubrics or ())
+        found.append((here, zero_weights(("rubrics",), "item", rubrics)))
         if case.rubrics:  # the inline rubric judge weighs 1 among the case's evaluators
             continue
         if case.execution and case.execution.evaluators:
@@ -532,17 +413,9 @@ def _always_zero(suite: EvalSuite) -> dict[Loc, str]:
             used = (*here, "evaluators")
         else:
             used = ("execution", "evaluators")
-        check(used, "evaluator", (entry.weight for entry in listed_evaluators(case, suite)))
-    for loc, entry in evaluator_locs(suite):
-        check((*loc, "rubrics"), "item", (item.weight for item in entry.rubrics or ()))
-        spec = entry.spec
-        if isinstance(spec, FieldAccuracySpec) and spec.aggregation == "weighted_average":
-            check((*loc, "fields"), "field", (one.weight for one in spec.fields))
-        if isinstance(spec, CompositeSpec) and spec.aggregator.type == "weighted_average":
-            weights = spec.aggregator.weights or {}
-            where: Loc = (*loc, "aggregator", "weights") if weights else (*loc, "evaluators")
-            check(where, "member", (weights.get(m.name, m.weight) for m in spec.evaluators))
-    return found
+        weights = (entry.weight for entry in listed_evaluators(case, suite))
+        found.append(((), zero_weights(used, "evaluator", weights)))
+    return [(loc, problem) for loc, problem in found if problem is not None]
 
 
 def _with_members(loc: Loc, entry: EvaluatorConfig) -> Iterator[tuple[Loc, EvaluatorConfig]]:
@@ -564,101 +437,3 @@ def evaluator_locs(suite: EvalSuite) -> Iterator[tuple[Loc, EvaluatorConfig]]:
                 yield from _with_members(loc, entry)
         for index, entry in enumerate(case.evaluators or ()):
             yield from _with_members(("evalcases", c_index, "evaluators", index), entry)
-
-
-def load_targets_file(path: Path, display: str) -> LoadedTargets:
-    root, data = parse_yaml(path, display)
-    if isinstance(data, list):
-        data = {"targets": data}
-        root_for_errors: yaml.Node = yaml.MappingNode(
-            "tag:yaml.org,2002:map",
-            [(yaml.ScalarNode("tag:yaml.org,2002:str", "targets"), root)],
-            start_mark=root.start_mark,
-            end_mark=root.end_mark,
-        )
-    else:
-        root_for_errors = root
-    model = _validate(TargetsFile, data, display, root_for_errors)
-    positions: dict[str, tuple[int, int]] = {}
-    ignored: dict[str, tuple[FileWarning, ...]] = {}
-    known = [*TARGET_SETTINGS, *TARGET_SETTING_ALIASES, "name", "provider", "judge_target"]
-    for index, target in enumerate(model.targets):
-        node, _ = locate(root_for_errors, ("targets", index))
-        positions[target.name] = line_col(node)
-        for written in target.model_extra or {}:
-            key_node = child_at(node, written)
-            if key_node is not None:
-                key = TARGET_SETTING_ALIASES.get(written, written)
-                positions[f"{target.name}.{key}"] = line_col(key_node)
-                if isinstance(key_node, yaml.MappingNode):  # healthcheck: {url: ...}
-                    for inner, value in key_node.value:
-                        if isinstance(inner, yaml.ScalarNode):
-                            positions[f"{target.name}.{key}.{inner.value}"] = line_col(value)
-        notes: list[FileWarning] = []
-        for written in target.model_extra or {}:
-            if written in known:
-                continue
-            line = line_col(key_at(node, written) or node)[0]
-            why = (
-                "an AgentV setting pytest-agentv does not implement"
-                if written in AGENTV_ONLY_TARGET_SETTINGS
-                else f"not a setting pytest-agentv or AgentV knows{did_you_mean(written, known)}"
-            )
-            notes.append(
-                FileWarning(
-                    line, f"{display}:{line}: target '{target.name}': '{written}' is {why}; ignored"
-                )
-            )
-        ignored[target.name] = tuple(notes)
-    return LoadedTargets(path, display, model, positions, ignored)
-
-
-def load_calibration_file(path: Path, display: str) -> CalibrationFile:
-    """The canaries of a calibration file; errors read ``path:line:col: field: problem``."""
-    root, data = parse_yaml(path, display)
-    return _validate(CalibrationFile, data, display, root)
-
-
-@dataclass(frozen=True)
-class LoadedConfig:
-    path: Path
-    display: str
-    model: ProjectConfig
-    warnings: tuple[FileWarning, ...]
-
-
-CONFIG_FILE_NAMES = (".agentv/config.yaml", ".agentv/config.yml")
-
-
-def load_project_config(path: Path, display: str) -> LoadedConfig:
-    root, data = parse_yaml(path, display)
-    model = _validate(ProjectConfig, data, display, root)
-    found = tuple(_unknown_key_warnings(model, root, display, path))
-    return LoadedConfig(path, display, model, found)
-
-
-class ProjectConfigs:
-    """``.agentv/config.yaml`` files, found like targets files (from an eval file's folder up to
-    the rootdir, the nearest wins) and loaded once each; their warnings are given out once."""
-
-    def __init__(self, rootdir: Path) -> None:
-        self.rootdir = rootdir
-        self._paths: dict[Path, Path | None] = {}
-        self._loaded: dict[Path, LoadedConfig] = {}
-        self._warned: set[Path] = set()
-
-    def for_folder(self, folder: Path) -> LoadedConfig | None:
-        if folder not in self._paths:
-            self._paths[folder] = nearest_file(folder, self.rootdir, CONFIG_FILE_NAMES)
-        path = self._paths[folder]
-        if path is None:
-            return None
-        if path not in self._loaded:
-            self._loaded[path] = load_project_config(path, display_path(path, self.rootdir))
-        return self._loaded[path]
-
-    def new_warnings(self, config: LoadedConfig) -> tuple[FileWarning, ...]:
-        if config.path in self._warned:
-            return ()
-        self._warned.add(config.path)
-        return config.warnings

@@ -28,8 +28,8 @@ from .settings import Settings, settings_key
 
 if TYPE_CHECKING:
     from .assertions import AgentvJudge
-    from .budget import Ledger
     from .evaluators.base import Evaluator
+    from .llm.budget import Ledger
     from .runner import AgentvRun
 
 reporter_key = pytest.StashKey[AgentvReporter]()
@@ -88,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
         reporter = config.stash[reporter_key] = AgentvReporter(settings, config.rootpath)
         config.pluginmanager.register(reporter, "agentv-reporter")
     if settings.budget_usd is not None:
-        from .budget import Ledger
+        from .llm.budget import Ledger
 
         if workerinput is not None and _LEDGER_INPUT in workerinput:
             path = Path(workerinput[_LEDGER_INPUT])
@@ -185,7 +185,7 @@ def pytest_collection_modifyitems(
     if run is None:
         lines = ["no eval cases selected"]
     else:
-        from .collect import estimate_lines
+        from .estimate import estimate_lines
 
         lines = estimate_lines(run, items)
     config.stash[_estimate_key] = lines

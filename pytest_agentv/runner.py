@@ -1,122 +1,46 @@
-"""One case, start to end: read its files, pick its target, get the answer, run its evaluators.
-
-``AgentvRun`` is the run-wide state (settings, model clients, targets, the evaluator registry, the
-replay store and the scheduler). ``run_case`` never raises: every way a case can end becomes a
-``CaseResult`` — graded, not graded (error) or skipped — which the pytest item turns into an
+"""``AgentvRun``: the run's lifetime (settings, model clients, targets, the evaluator registry,
+the replay store, calibration and the scheduler), its plan, and each case from its files to a
+``CaseResult``: ``run_case`` reads the case's files, picks its target and judge, and hands the
+answers to the one grading path (``grading.py``). It never raises: every way a case can end —
+graded, not graded (error) or skipped — is a ``CaseResult``, which the pytest item turns into an
 outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
+from .answers import TargetResponse
 from .baseline import CaseKey, PreviousResults, graded_score
-from .budget import Budget, Estimate, Ledger, PlannedCall, unknown_answer
 from .calibration import Calibration
 from .cases import CaseSpec, PreparedCase, prepare_case
-from .errors import AgentvError, ConfigError, JudgeNotConfiguredError, NotGradedError
-from .evaluators import EvaluatorRegistry, ScopedRegistry, build_evaluator_registry
-from .evaluators.base import (
-    EvaluationContext,
-    Evaluator,
-    judge_for,
-    plan_entries,
-    run_evaluators_for_case,
-)
-from .evaluators.composite import aggregator_prompt
-from .evaluators.prompts import load_prompt_file
-from .judge import LlmClient, ModelClients, ModelSpec, RetryPolicy, Usage, current_usage
-from .loader import LoadedFile, ProjectConfigs, evaluator_locs, load_eval_file
-from .models import CompositeSpec, EvaluatorConfig, walk_entries
+from .errors import NotGradedError
+from .evaluators import EvaluatorRegistry, build_evaluator_registry
+from .evaluators.base import EvaluationContext, Evaluator, judge_for
+from .grading import Grading, Judgement, grade_answers, not_graded
+from .llm.budget import Budget, Ledger
+from .llm.client import LlmClient, ModelClients
+from .llm.replay import ReplayStore
+from .llm.retry import RetryPolicy
+from .llm.transports import ModelSpec
 from .paths import display_path
-from .redaction import redact, refresh_secrets, shown
-from .replay import ReplayStore
-from .results import CaseResult, Grade, Status
-from .scheduler import Scheduler
+from .projectfiles import ProjectConfigs
+from .redaction import refresh_secrets
+from .results import CaseResult, Status
+from .scheduler import Scheduler, run_sync
+from .schema.evaluators import EvaluatorConfig, walk_entries
 from .settings import Settings
-from .targets import (
-    FixtureTarget,
-    RecordedTarget,
-    Target,
-    TargetCatalog,
-    TargetResponse,
-    planned_answer,
-    response_from,
-)
-from .trials import TrialPolicy, TrialResult, TrialRun, policy_for
-from .yamlfile import Loc
+from .targets import Target, TargetCatalog
+from .targets.python import FixtureTarget, RecordedTarget
+from .trials import TrialPolicy, policy_for
 
-
-def load_specs(
-    path: Path,
-    display: str,
-    rootdir: Path,
-    registry: ScopedRegistry,
-    configs: ProjectConfigs | None = None,
-    trials: int | None = None,
-) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
-    """Everything collection does with an eval file, without pytest: raises ``AgentvError``.
-
-    The nearest ``.agentv/config.yaml`` (from ``configs``) gives the file its guideline
-    patterns; its warnings come with the first eval file that uses it. ``trials`` is
-    ``--agentv-trials``, with which every case's trials must still be able to settle.
-    """
-    loaded = load_eval_file(path, display, registry.problem)
-    if configs is not None and (config := configs.for_folder(path.parent)) is not None:
-        loaded = replace(
-            loaded,
-            guideline_patterns=tuple(config.model.guideline_patterns),
-            warnings=(*configs.new_warnings(config), *loaded.warnings),
-        )
-    _check_prompt_files(loaded, rootdir)
-    specs = CaseSpec.all_of(loaded)
-    _check_trials(loaded, specs, trials)
-    return loaded, [(spec, registry.evaluators_for(spec.evaluators)) for spec in specs]
-
-
-def _check_prompt_files(loaded: LoadedFile, rootdir: Path) -> None:
-    """Custom judge prompts that are files must exist, stay in the rootdir and use a candidate
-    variable: a load error here, rather than a surprise at run time. The same for a composite's
-    LLM aggregator prompt (which reads the members' results instead)."""
-    folder = loaded.path.parent
-    for loc, entry in evaluator_locs(loaded.suite):
-        try:
-            if isinstance(entry.spec, CompositeSpec) and entry.spec.aggregator.prompt:
-                where: Loc = (*loc, "aggregator", "prompt")
-                aggregator_prompt(entry.spec.aggregator, start=folder, rootdir=rootdir)
-            elif entry.kind == "llm_judge" and isinstance(entry.prompt, str):
-                where = (*loc, "prompt")
-                load_prompt_file(entry.prompt, start=folder, rootdir=rootdir)
-        except ConfigError as exc:
-            raise loaded.error_at(where, str(exc)) from None
-
-
-def _check_trials(loaded: LoadedFile, specs: Sequence[CaseSpec], override: int | None) -> None:
-    """An adaptive trials block whose verdict could never settle is a load error, at the block
-    (checked once per block, as every case of the file shares the file's)."""
-    checked: set[Loc] = set()
-    for spec in specs:
-        execution = spec.case.execution
-        own = execution is not None and execution.trials is not None
-        loc: Loc = (
-            ("evalcases", spec.index, "execution", "trials") if own else ("execution", "trials")
-        )
-        if loc in checked:
-            continue
-        checked.add(loc)
-        try:
-            policy_for(spec.trials, override)
-        except ConfigError as exc:
-            note = f" (max is --agentv-trials {override})" if override else ""
-            raise loaded.error_at(loc, f"{exc}{note}", spec.index) from None
-
+T = TypeVar("T")
 
 #: An eval item's case as the scheduler gets it: its key, the case, and its evaluators by kind.
 CaseWork = tuple[str, CaseSpec, Mapping[str, Evaluator]]
@@ -255,19 +179,6 @@ class AgentvRun:
                 judged = judged or (judge is not None and judge is session)
         return judged
 
-    def load(
-        self, path: Path, registry: ScopedRegistry
-    ) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
-        """Load an eval file for collection (see ``load_specs``) with this run's settings."""
-        return load_specs(
-            path,
-            display_path(path, self.rootdir),
-            self.rootdir,
-            registry,
-            self.configs,
-            self.settings.trials,
-        )
-
     async def trusted(self) -> None:
         """Wait until the session's judge passed calibration (raise ``NotGradedError`` if it
         failed and calibration is enforced); at once without a calibration file."""
@@ -303,14 +214,49 @@ class AgentvRun:
         return policy_for(spec.trials, self.settings.trials)
 
     def begin(
-        self, spec: CaseSpec, evaluators: Mapping[str, Evaluator], fixture: FixtureTarget | None
-    ) -> tuple[PreparedCase, Target, bool]:
-        """The synchronous part of a case: files, target and judge checks (raises AgentvError);
-        also whether the session's judge grades it (it then waits for calibration)."""
+        self,
+        spec: CaseSpec,
+        evaluators: Mapping[str, Evaluator],
+        fixture: Target | None = None,
+        *,
+        lookup_target: bool = True,
+    ) -> tuple[PreparedCase, Target | None, bool]:
+        """The synchronous part of a case: its files read, its target (the fixture's, else the
+        one its files name, unless ``lookup_target`` is off) and its judges checked (raises
+        ``AgentvError``); also whether the session's judge grades it (it then waits for
+        calibration)."""
         prepared = prepare_case(spec, self.rootdir)
-        target: Target = fixture if fixture is not None else self.targets.target_for(spec)
-        judged = self.check_judges(spec.evaluators, evaluators, _context(prepared, target, None))
-        return prepared, target, judged
+        target = fixture if fixture is not None or not lookup_target else None
+        if target is None and lookup_target:
+            target = self.targets.target_for(spec)
+        context = evaluation_context(prepared, target, None)
+        return prepared, target, self.check_judges(spec.evaluators, evaluators, context)
+
+    def _grading(
+        self,
+        spec: CaseSpec,
+        evaluators: Mapping[str, Evaluator],
+        fixture: FixtureTarget | None,
+    ) -> tuple[Grading, PreparedCase, Target] | CaseResult:
+        """The case ready to grade, or how it ended when it cannot even start."""
+        try:
+            prepared, target, judged = self.begin(spec, evaluators, fixture)
+        except Exception as exc:
+            return not_graded(
+                partial(case_result, spec, target=fixture.name if fixture else None), exc
+            )
+        assert target is not None
+        judgement = Judgement(
+            entries=spec.evaluators,
+            evaluators=evaluators,
+            context=lambda response, attempt: evaluation_context(
+                replace(prepared, attempt=attempt), target, response
+            ),
+            result=partial(case_result, spec, target=target.name),
+            policy=self.trial_policy(spec),
+            gate=self.trusted if judged else None,
+        )
+        return Grading(judgement), prepared, target
 
     async def run_case(
         self,
@@ -319,16 +265,15 @@ class AgentvRun:
         fixture: FixtureTarget | None = None,
     ) -> CaseResult:
         """Run the case to a ``CaseResult``, on the plugin's event loop."""
-        try:
-            prepared, target, judged = self.begin(spec, evaluators, fixture)
-        except Exception as exc:
-            return self._failure(spec, exc, fixture, Usage())
-        if judged:
-            try:
-                await self.trusted()
-            except AgentvError as exc:
-                return self._failure(spec, exc, target, Usage())
-        return await self.finish(spec, evaluators, prepared, target)
+        ready = self._grading(spec, evaluators, fixture)
+        if isinstance(ready, CaseResult):
+            return ready
+        grading, prepared, target = ready
+
+        def answer(attempt: int) -> Awaitable[TargetResponse]:
+            return grading.counted(self._answer(target, replace(prepared, attempt=attempt)))
+
+        return await grade_answers(grading, answer, on_loop=_awaited)
 
     def run_now(
         self, spec: CaseSpec, evaluators: Mapping[str, Evaluator], fixture: FixtureTarget | None
@@ -337,87 +282,15 @@ class AgentvRun:
         called right here, like any test code, and the rest runs on the plugin's loop."""
         if fixture is None or fixture.is_async:
             return self.scheduler.run(self.run_case(spec, evaluators, fixture))
-        try:
-            prepared, target, judged = self.begin(spec, evaluators, fixture)
-            if judged:
-                self.scheduler.run(self.trusted())
-            policy = self.trial_policy(spec)
-            if policy is None:
-                response = fixture.call_sync(prepared)
-        except Exception as exc:
-            return self._failure(spec, exc, fixture, Usage())
-        if policy is None:
-            return self.scheduler.run(self.finish(spec, evaluators, prepared, target, response))
-        trials = _CaseTrials(self, spec, evaluators, prepared, target, policy)
-        while (case := trials.next_case()) is not None:
-            try:
-                response = fixture.call_sync(case)
-            except Exception as exc:
-                trials.fail(exc)
-                break
-            trials.answered()
-            self.scheduler.run(trials.grade(case, response))
-        return trials.result()
+        ready = self._grading(spec, evaluators, fixture)
+        if isinstance(ready, CaseResult):
+            return ready
+        grading, prepared, _ = ready
 
-    async def finish(
-        self,
-        spec: CaseSpec,
-        evaluators: Mapping[str, Evaluator],
-        prepared: PreparedCase,
-        target: Target,
-        response: TargetResponse | None = None,
-    ) -> CaseResult:
-        """Get the answer (unless it is given) and grade it; a case with trials runs them one
-        after another."""
-        policy = self.trial_policy(spec)
-        if policy is not None:
-            return await self._run_trials(spec, evaluators, prepared, target, policy)
-        usage = Usage()
-        token = current_usage.set(usage)
-        try:
-            if response is None:
-                response = await self._answer(target, prepared)
-            context = _context(prepared, target, response)
-            evaluation = await run_evaluators_for_case(context, spec.evaluators, evaluators)
-        except Exception as exc:
-            return self._failure(spec, exc, target, usage, response)
-        finally:
-            current_usage.reset(token)
-        grade = evaluation.grade()
-        status: Status = "error" if grade.error else "graded"
-        return _result(
-            spec,
-            status,
-            target=target.name,
-            candidate=response.text,
-            grade=grade,
-            error=grade.error,
-            trace_summary=context.trace_summary,
-            usage=usage.row(),
-        )
+        async def answer(attempt: int) -> TargetResponse:
+            return fixture.call_sync(replace(prepared, attempt=attempt))
 
-    async def _run_trials(
-        self,
-        spec: CaseSpec,
-        evaluators: Mapping[str, Evaluator],
-        prepared: PreparedCase,
-        target: Target,
-        policy: TrialPolicy,
-    ) -> CaseResult:
-        trials = _CaseTrials(self, spec, evaluators, prepared, target, policy)
-        token = current_usage.set(trials.usage)
-        try:
-            while (case := trials.next_case()) is not None:
-                try:
-                    response = await self._answer(target, case)
-                except Exception as exc:
-                    trials.fail(exc)
-                    break
-                trials.answered()
-                await trials.grade(case, response)
-        finally:
-            current_usage.reset(token)
-        return trials.result()
+        return run_sync(grade_answers(grading, answer, on_loop=self.scheduler.blocking))
 
     async def _answer(self, target: Target, prepared: PreparedCase) -> TargetResponse:
         if target.timeout is not None:
@@ -429,104 +302,6 @@ class AgentvRun:
             raise NotGradedError(
                 f"target '{target.name}' gave no answer within {limit:g}s (--agentv-target-timeout)"
             ) from None
-
-    def _failure(
-        self,
-        spec: CaseSpec,
-        exc: Exception,
-        target: Target | None,
-        usage: Usage,
-        response: TargetResponse | None = None,
-    ) -> CaseResult:
-        name = target.name if target is not None else None
-        if isinstance(exc, JudgeNotConfiguredError):
-            return _result(spec, "skipped", error=str(exc), target=name, usage=usage.row())
-        message = (
-            str(exc)
-            if isinstance(exc, AgentvError)
-            else f"unexpected {type(exc).__name__} while running the case: {exc}"
-        )
-        return _result(
-            spec,
-            "error",
-            error=redact(message),
-            target=name,
-            usage=usage.row(),
-            candidate=response.text if response else "",
-        )
-
-    async def estimate(
-        self, work: Sequence[tuple[CaseSpec, Mapping[str, Evaluator], bool]]
-    ) -> tuple[dict[str, Estimate], list[str]]:
-        """What running these cases would ask of models, per eval file, without calling any
-        (``--agentv-estimate``); ``work`` holds each case, its evaluators, and whether an
-        ``agentv_target`` fixture answers it. Returns the estimates and notes on what they
-        count."""
-        by_file: dict[str, Estimate] = {}
-        skipped = failing = early = 0
-        first_failure = ""
-        judged_any = False
-        for spec, evaluators, fixture in work:
-            estimate = by_file.setdefault(spec.loaded.display, Estimate())
-            try:
-                calls, judged = await self._planned_calls(spec, evaluators, fixture)
-            except JudgeNotConfiguredError:
-                skipped += 1
-                continue
-            except AgentvError as exc:
-                failing += 1
-                where = f"{spec.loaded.display}:{spec.line + 1}"
-                first_failure = first_failure or shown(f"{where}: {exc}")
-                continue
-            estimate.add(calls)
-            judged_any = judged_any or judged
-            policy = self.trial_policy(spec)
-            early += policy is not None and (
-                policy.strategy in ("pass_at_k", "pass_all", "adaptive")
-                or policy.cost_limit_usd is not None
-            )
-        notes: list[str] = []
-        if early:
-            notes.append(
-                f"{early} case(s) with trials that may stop early (pass_at_k, pass_all, "
-                "adaptive, or at cost_limit_usd) are counted at their most trials"
-            )
-        if skipped:
-            notes.append(f"{skipped} case(s) need a judge that is not configured: they would skip")
-        if failing:
-            notes.append(
-                f"{failing} case(s) could not be prepared: they would not be graded (the first: "
-                f"{first_failure})"
-            )
-        if judged_any and self.calibration is not None:
-            try:
-                canaries = await self.calibration.planned_calls()
-            except AgentvError as exc:
-                notes.append(shown(f"calibration: {exc}"))
-            else:
-                by_file.setdefault(self.calibration.display, Estimate()).add(canaries)
-        return by_file, notes
-
-    async def _planned_calls(
-        self, spec: CaseSpec, evaluators: Mapping[str, Evaluator], fixture: bool
-    ) -> tuple[list[PlannedCall], bool]:
-        """A case's model calls over all its trials: its target's, then its evaluators'."""
-        prepared = prepare_case(spec, self.rootdir)
-        target = None if fixture else self.targets.target_for(spec)
-        judged = self.check_judges(spec.evaluators, evaluators, _context(prepared, target, None))
-        policy = self.trial_policy(spec)
-        calls: list[PlannedCall] = []
-        for attempt in range(policy.count if policy is not None else 1):
-            case = replace(prepared, attempt=attempt)
-            asked: list[PlannedCall] = []
-            if target is None:
-                response = response_from(unknown_answer(), "")
-            else:
-                response, asked = planned_answer(target, case)
-            context = _context(case, target, response)
-            calls += asked
-            calls += await plan_entries(context, spec.evaluators, evaluators)
-        return calls, judged
 
     def facts(self) -> dict[str, Any]:
         """What this process knows that the controller's summary needs (sent from pytest-xdist
@@ -540,96 +315,14 @@ class AgentvRun:
         self.scheduler.close(self.targets.aclose)
 
 
-class _CaseTrials:
-    """One case's trials in progress: the usage they share, the trial run, and the first trial
-    that could not be graded, which ends the case as not graded (never a made-up verdict)."""
-
-    def __init__(
-        self,
-        runner: AgentvRun,
-        spec: CaseSpec,
-        evaluators: Mapping[str, Evaluator],
-        prepared: PreparedCase,
-        target: Target,
-        policy: TrialPolicy,
-    ) -> None:
-        self.runner = runner
-        self.spec = spec
-        self.evaluators = evaluators
-        self.prepared = prepared
-        self.target = target
-        self.usage = Usage()
-        self.run = TrialRun(policy)
-        self.failure: CaseResult | None = None
-        self._spent_before = 0.0
-
-    def next_case(self) -> PreparedCase | None:
-        """The case as the next trial sees it (its ``attempt``), or None when no trial is due."""
-        attempt = self.run.next_attempt() if self.failure is None else None
-        if attempt is None:
-            return None
-        return replace(self.prepared, attempt=attempt)
-
-    def answered(self) -> None:
-        """Mark the end of a trial's answer: what the target spent is what it reports (a model
-        target's call is in the usage too), and the grading's spend starts here."""
-        self._spent_before = self.usage.spent_usd
-
-    def fail(
-        self,
-        exc: Exception,
-        response: TargetResponse | None = None,
-        grade: Grade | None = None,
-    ) -> None:
-        failure = self.runner._failure(self.spec, exc, self.target, self.usage, response)
-        failure.error = f"attempt {len(self.run.results)}: {failure.error}"
-        failure.grade = grade
-        failure.trials = tuple(result.row() for result in self.run.results)
-        if response is not None:
-            failure.trace_summary = response.trace_summary()
-        self.failure = failure
-
-    async def grade(self, case: PreparedCase, response: TargetResponse) -> None:
-        """Grade one trial's answer and add it to the run (or record why it was not graded)."""
-        token = current_usage.set(self.usage)
-        try:
-            context = _context(case, self.target, response)
-            evaluation = await run_evaluators_for_case(
-                context, self.spec.evaluators, self.evaluators
-            )
-        except Exception as exc:
-            self.fail(exc, response)
-            return
-        finally:
-            current_usage.reset(token)
-        grade = evaluation.grade()
-        if grade.error:
-            self.fail(NotGradedError(grade.error), response, grade)
-            return
-        cost = self.usage.spent_usd - self._spent_before + (response.cost_usd or 0.0)
-        self.run.add(TrialResult(case.attempt, grade, cost, response.text, context.trace_summary))
-
-    def result(self) -> CaseResult:
-        if self.failure is not None:
-            self.failure.usage = self.usage.row()
-            return self.failure
-        outcome = self.run.conclude()
-        return _result(
-            self.spec,
-            "graded",
-            target=self.target.name,
-            candidate=outcome.candidate,
-            grade=outcome.grade,
-            trace_summary=outcome.trace_summary,
-            usage=self.usage.row(),
-            trials=outcome.trials,
-            aggregation=outcome.aggregation,
-        )
+async def _awaited(coro: Coroutine[Any, Any, T]) -> T:
+    return await coro
 
 
-def _context(
+def evaluation_context(
     prepared: PreparedCase, target: Target | None, response: TargetResponse | None
 ) -> EvaluationContext:
+    """What a case's evaluators see of one answer (none yet: to find their judges)."""
     return EvaluationContext(
         eval_case=prepared,
         candidate=response.text if response else "",
@@ -641,7 +334,8 @@ def _context(
     )
 
 
-def _result(spec: CaseSpec, status: Status, **values: Any) -> CaseResult:
+def case_result(spec: CaseSpec, status: Status, **values: Any) -> CaseResult:
+    """A ``CaseResult`` of an eval case, with the case's identity from its file."""
     return CaseResult(
         status=status,
         eval_id=spec.case.id,

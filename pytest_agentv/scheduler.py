@@ -57,6 +57,19 @@ def shared_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run, in this thread and without an event loop, a coroutine whose awaits all complete at
+    once (its answers are called synchronously, its loop work is waited for with ``blocking``):
+    one async code path serves the sync entry points too."""
+    __tracebackhide__ = True
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("run_sync: the coroutine waited for something; drive it on a loop")
+
+
 async def _done() -> None:
     """Stands in for work already started, so the plan does not keep its arguments alive."""
 
@@ -110,6 +123,14 @@ class Scheduler:
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(self._track(coro), shared_loop())
+
+    async def blocking(self, coro: Coroutine[Any, Any, T]) -> T:
+        """``run``, as an awaitable that never suspends: for ``run_sync`` drivers."""
+        return self.run(coro)
+
+    async def waiting(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run work on the plugin loop and await it from another event loop (a test's)."""
+        return await asyncio.wrap_future(self.submit(coro))
 
     async def _track(self, coro: Coroutine[Any, Any, T]) -> T:
         task = asyncio.ensure_future(coro)

@@ -24,9 +24,10 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from .errors import ConfigError
-from .models import TrialsConfig, problem_text
 from .options import MAX_TRIALS
 from .results import AggregationRow, Grade, TrialRow, Verdict
+from .schema.base import problem_text
+from .schema.trials import TrialsConfig
 from .verdicts import score_to_verdict
 
 Strategy = Literal["pass_at_k", "pass_all", "mean", "confidence_interval", "adaptive"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -300,44 +300,6 @@ def child_at(node: yaml.Node, part: int | str) -> yaml.Node | None:
         items: list[yaml.Node] = node.value
         return items[part] if 0 <= part < len(items) else None
     return None
-
-
-#: Other spellings a mapping key may have in a file (``tests`` for ``evalcases``...).
-Aliases = Mapping[str, tuple[str, ...]]
-
-
-def _spellings(part: int | str, aliases: Aliases) -> tuple[int | str, ...]:
-    return (part, *aliases.get(part, ())) if isinstance(part, str) else (part,)
-
-
-def key_at(node: yaml.Node, part: int | str, aliases: Aliases | None = None) -> yaml.Node | None:
-    """The key node of a mapping entry (under any of its spellings), where a warning about the
-    key itself should point."""
-    if isinstance(node, yaml.MappingNode):
-        for spelling in _spellings(part, aliases or {}):
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(spelling):
-                    return key_node
-    return None
-
-
-def locate(root: yaml.Node, loc: Loc, aliases: Aliases | None = None) -> tuple[yaml.Node, int]:
-    """Walk ``loc`` down the node tree, a key under whichever of its spellings the file used;
-    return the deepest node found and how many parts matched."""
-    node = root
-    for matched, part in enumerate(loc):
-        found = next(
-            (
-                value
-                for spelling in _spellings(part, aliases or {})
-                if (value := child_at(node, spelling)) is not None
-            ),
-            None,
-        )
-        if found is None:
-            return node, matched
-        node = found
-    return node, len(loc)
 
 
 def line_col(node: yaml.Node) -> tuple[int, int]:

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agentv.judge import TRANSPORT_CHOICES as TRANSPORTS
+from pytest_agentv.llm.transports import TRANSPORT_CHOICES as TRANSPORTS
 
 
 @dataclass(frozen=True)
@@ -348,7 +348,9 @@ def _warm_up(transport: str) -> None:
     In-process pytester runs drop modules first imported inside them; without this every run
     would import the transport's HTTP stack again (litellm's: about half a second each).
     """
-    from pytest_agentv.judge import LlmClient, ModelSpec, RetryPolicy
+    from pytest_agentv.llm.client import LlmClient
+    from pytest_agentv.llm.retry import RetryPolicy
+    from pytest_agentv.llm.transports import ModelSpec
     from pytest_agentv.scheduler import shared_loop
 
     server = FakeOpenAI().start()

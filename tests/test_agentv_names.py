@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from pytest_agentv.models import RubricItem
+from pytest_agentv.schema.rubrics import RubricItem
 from tests.helpers import write
 
 ROOT = Path(__file__).resolve().parent.parent

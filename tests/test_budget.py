@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentv import prices
-from pytest_agentv.budget import Estimate, Ledger, PlannedCall, prompt_tokens
+from pytest_agentv.llm import prices
+from pytest_agentv.llm.budget import Ledger
+from pytest_agentv.llm.usage import PlannedCall, Usage, prompt_tokens
 from pytest_agentv.results import usd
 from tests.fake_openai import FakeOpenAI, Request, checklist, freeform, ranges
 from tests.helpers import judge_ini, write
@@ -118,8 +119,8 @@ def test_every_process_shares_one_ledger(tmp_path: Path) -> None:
 
 def test_estimate_arithmetic() -> None:
     assert prompt_tokens([{"role": "user", "content": "x" * 10}, {"role": "system"}]) == 3 + 4 + 4
-    estimate = Estimate()
-    estimate.add(
+    estimate = Usage()
+    estimate.plan(
         [
             PlannedCall(MODEL, 1000, stored=False),
             PlannedCall(MODEL, 1000, stored=True),
@@ -128,10 +129,10 @@ def test_estimate_arithmetic() -> None:
     )
     price = prices.price_for(MODEL)
     assert price is not None
-    assert (estimate.calls, estimate.stored, estimate.prompt_tokens) == (2, 1, 2000)
-    assert estimate.reply_tokens == 256 + 100
+    assert (estimate.calls, estimate.reused, estimate.prompt_tokens) == (2, 1, 2000)
+    assert estimate.completion_tokens == 256 + 100
     assert estimate.cost_usd == pytest.approx(price.cost(2000, 356))
-    estimate.add([PlannedCall("openai/not-a-priced-model", 10, stored=False)])
+    estimate.plan([PlannedCall("openai/not-a-priced-model", 10, stored=False)])
     assert estimate.cost == "unknown (1 calls to models without a known price)"
 
 

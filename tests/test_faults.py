@@ -20,7 +20,9 @@ from pytest_agentv.cases import PreparedCase
 from pytest_agentv.errors import NotGradedError
 from pytest_agentv.evaluators.base import EvaluationContext, EvaluationScore
 from pytest_agentv.evaluators.llm_judge import LlmJudgeEvaluator
-from pytest_agentv.judge import LlmClient, ModelSpec, RetryPolicy
+from pytest_agentv.llm.client import LlmClient
+from pytest_agentv.llm.retry import RetryPolicy
+from pytest_agentv.llm.transports import ModelSpec
 from pytest_agentv.scheduler import shared_loop
 from tests.fake_openai import (
     Action,

@@ -18,10 +18,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_agentv.collect import load_specs
 from pytest_agentv.errors import AgentvError
 from pytest_agentv.evaluators import EvaluatorRegistry, build_evaluator_registry
 from pytest_agentv.paths import MAX_FILE_BYTES
-from pytest_agentv.runner import load_specs
 from tests.helpers import examples, write
 
 REGISTRY = EvaluatorRegistry(build_evaluator_registry())

@@ -22,7 +22,7 @@ KINDS = BUILTINS.scoped(BUILTINS.builtin)
 def load(tmp_path: Path, text: str, name: str = "x.eval.yaml"):
     path = tmp_path / name
     path.write_text(textwrap.dedent(text))
-    return load_eval_file(path, name, KINDS.problem)
+    return load_eval_file(path, name, KINDS, tmp_path)
 
 
 def spec(loaded, index: int = 0) -> CaseSpec:
@@ -207,7 +207,7 @@ def test_file_segments_resolve_from_folder_then_ancestors(tmp_path: Path) -> Non
             """
         )
     )
-    loaded = load_eval_file(path, "f.eval.yaml", lambda kind: None)
+    loaded = load_eval_file(path, "f.eval.yaml", KINDS, tmp_path)
     prepared = prepare_case(spec(loaded), tmp_path)
     content = prepared.input_messages[0]["content"]
     assert '<file path="docs/policy.md">\n30 days\n</file>' in content

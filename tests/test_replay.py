@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentv.replay import request_key
+from pytest_agentv.llm.replay import request_key
 from tests.fake_openai import FakeOpenAI, Request, Status, checklist
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import judge_ini, write

@@ -13,8 +13,10 @@ from typing import Any, TypeVar
 import pytest
 
 from pytest_agentv.errors import NotGradedError
-from pytest_agentv.judge import LlmClient, ModelSpec, Reply, RetryPolicy, uses_lean_transport
-from pytest_agentv.prices import Price, price_for, supports
+from pytest_agentv.llm.client import LlmClient
+from pytest_agentv.llm.prices import Price, price_for, supports
+from pytest_agentv.llm.retry import RetryPolicy
+from pytest_agentv.llm.transports import ModelSpec, Reply, uses_lean_transport
 from pytest_agentv.scheduler import shared_loop
 from tests.fake_openai import FakeOpenAI
 from tests.fake_openai import freeform as freeform_reply
@@ -173,7 +175,7 @@ def test_azure_needs_a_key_or_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_prices_and_capabilities_agree_with_litellm() -> None:
-    from pytest_agentv.judge import litellm_module
+    from pytest_agentv.llm.transports import litellm_module
 
     litellm = litellm_module()
     for model in ("openai/gpt-4o-mini", "gpt-4o", "azure/gpt-4o", "openai/o3-mini"):
@@ -192,7 +194,7 @@ def test_prices_and_capabilities_agree_with_litellm() -> None:
 def test_the_price_table_is_read_without_importing_litellm(pytester: pytest.Pytester) -> None:
     script = (
         "import sys\n"
-        "from pytest_agentv.prices import price_for\n"
+        "from pytest_agentv.llm.prices import price_for\n"
         "print(price_for('openai/gpt-4o-mini') is not None, price_for('openai/x') is None,"
         " 'litellm' in sys.modules)\n"
     )
@@ -266,7 +268,7 @@ def test_calls_in_flight_are_spread_over_small_pools() -> None:
     has more than ``POOL_REQUESTS`` requests in flight, and freed clients are reused."""
     from contextlib import ExitStack
 
-    from pytest_agentv.judge import POOL_REQUESTS, _http_client
+    from pytest_agentv.llm.transports import POOL_REQUESTS, _http_client
 
     url = "http://127.0.0.1:9/v1/chat/completions"
 
@@ -285,7 +287,7 @@ def test_only_https_clients_load_the_ca_bundle() -> None:
     certificate; https pools verify against the bundle."""
     import ssl
 
-    from pytest_agentv.judge import _HttpPools
+    from pytest_agentv.llm.transports import _HttpPools
 
     plain, secure = _HttpPools(secure=False)._context(), _HttpPools(secure=True)._context()
     for context in (plain, secure):

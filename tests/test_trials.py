@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 
 from pytest_agentv.errors import ConfigError
-from pytest_agentv.models import TrialsConfig
 from pytest_agentv.results import Grade
+from pytest_agentv.schema.trials import TrialsConfig
 from pytest_agentv.trials import (
     DEFAULT_MAX,
     TrialPolicy,

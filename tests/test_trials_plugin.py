@@ -737,7 +737,7 @@ def test_the_json_schema_knows_trials_blocks() -> None:
     import jsonschema
     import yaml
 
-    from pytest_agentv.models import json_schema
+    from pytest_agentv.schema.jsonschema import json_schema
 
     validator = jsonschema.Draft202012Validator(json_schema("eval"))
     document = yaml.safe_load(STRATEGIES)

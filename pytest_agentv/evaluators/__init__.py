@@ -10,15 +10,12 @@ that names it, the closest known kind and every kind known so far.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 
 from ..errors import ConfigError, did_you_mean
-from ..models import (
-    KIND_ALIASES,
-    EvaluatorConfig,
-    canonical_kind,
-    later_kind_version,
-    walk_entries,
-)
+from ..loader import EntryProblem
+from ..schema.evaluators import EvaluatorConfig, walk_entries
+from ..spellings import KIND_ALIASES, canonical_kind, later_kind_version
 from .base import DEFAULT_SCRIPT_TIMEOUT, Evaluator, ResolveJudge
 from .code_judge import CodeEvaluator
 from .composite import CompositeEvaluator
@@ -140,6 +137,14 @@ class ScopedRegistry:
             f"unknown evaluator type '{kind}'{did_you_mean(kind, known)}; known: "
             f"{', '.join(known)}. Add kinds with the pytest_agentv_make_evaluator hook"
         )
+
+    def check_entry(
+        self, entry: EvaluatorConfig, folder: Path, rootdir: Path
+    ) -> Iterable[EntryProblem]:
+        """What the entry's kind checks when the file loads (its ``check_entry``, if it has
+        one): files it names, weights that cannot score."""
+        check = getattr(self.get(entry.type), "check_entry", None)
+        return check(entry, folder, rootdir) if callable(check) else ()
 
     def evaluators_for(self, entries: Iterable[EvaluatorConfig]) -> dict[str, Evaluator]:
         """The evaluator of each entry's kind, composite members included; ``ConfigError`` for

@@ -19,14 +19,16 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
-from ..budget import PlannedCall
 from ..cases import PreparedCase
 from ..errors import AgentvError, ConfigError
-from ..judge import JudgeClient
-from ..models import EvaluatorConfig, canonical_kind, finite_number, problem_text
+from ..llm.client import JudgeClient
+from ..llm.usage import PlannedCall
 from ..paths import resolve_reference
 from ..processes import run_process, scrubbed_env
 from ..results import EvaluatorRow, Grade, Verdict
+from ..schema.base import finite_number, problem_text
+from ..schema.evaluators import EvaluatorConfig
+from ..spellings import canonical_kind
 from ..verdicts import score_to_verdict
 
 

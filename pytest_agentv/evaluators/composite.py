@@ -18,15 +18,17 @@ failed required gate fails the composite (a member weighted 0 excepted).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..budget import PlannedCall, unknown_answer
 from ..errors import ConfigError
-from ..judge import LlmClient
-from ..models import AggregatorSpec, CompositeSpec, EvaluatorConfig
+from ..llm.client import LlmClient
+from ..llm.usage import PlannedCall, unknown_answer
+from ..loader import EntryProblem, zero_weights
+from ..schema.evaluators import AggregatorSpec, CompositeSpec, EvaluatorConfig
+from ..yamlfile import Loc
 from . import prompts
 from .base import (
     DEFAULT_SCRIPT_TIMEOUT,
@@ -108,6 +110,26 @@ class CompositeEvaluator:
     def aggregator_entry(entry: EvaluatorConfig, aggregator: AggregatorSpec) -> EvaluatorConfig:
         """The ``llm_judge`` entry an LLM aggregator is graded as (its ``model``, if any)."""
         return EvaluatorConfig(name=entry.name, type="llm_judge", model=aggregator.model)
+
+    def check_entry(
+        self, entry: EvaluatorConfig, folder: Path, rootdir: Path
+    ) -> Iterator[EntryProblem]:
+        """When the file loads: an LLM aggregator's prompt file exists (in the rootdir), and
+        averaged members do not all weigh 0."""
+        spec = entry.spec
+        if not isinstance(spec, CompositeSpec):
+            return
+        aggregator = spec.aggregator
+        if aggregator.prompt:
+            try:
+                aggregator_prompt(aggregator, start=folder, rootdir=rootdir)
+            except ConfigError as exc:
+                yield EntryProblem(("aggregator", "prompt"), str(exc))
+        if aggregator.type == "weighted_average":
+            weights = aggregator.weights or {}
+            where: Loc = ("aggregator", "weights") if weights else ("evaluators",)
+            members = (weights.get(m.name, m.weight) for m in spec.evaluators)
+            yield from filter(None, [zero_weights(where, "member", members)])
 
     def judge_for(self, context: EvaluationContext) -> LlmClient | None:
         """The judge of an LLM aggregator (None for other aggregators); raise

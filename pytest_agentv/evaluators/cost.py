@@ -6,7 +6,7 @@ Binary, as in AgentV: a cost equal to the budget passes. A target that reports n
 
 from __future__ import annotations
 
-from ..models import CostSpec
+from ..schema.checks import CostSpec
 from .base import (
     EvaluationContext,
     EvaluationScore,

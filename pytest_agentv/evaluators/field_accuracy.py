@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..models import FieldAccuracySpec, FieldSpec
+from ..loader import EntryProblem, zero_weights
+from ..schema.checks import FieldAccuracySpec, FieldSpec
+from ..schema.evaluators import EvaluatorConfig
 from .base import (
     EvaluationContext,
     EvaluationScore,
@@ -241,6 +245,15 @@ def expected_data(context: EvaluationContext) -> dict[str, Any] | None:
 
 class FieldAccuracyEvaluator:
     kind = "field_accuracy"
+
+    def check_entry(
+        self, entry: EvaluatorConfig, folder: Path, rootdir: Path
+    ) -> Iterator[EntryProblem]:
+        """When the file loads: averaged fields do not all weigh 0."""
+        spec = entry.spec
+        if isinstance(spec, FieldAccuracySpec) and spec.aggregation == "weighted_average":
+            weights = (field.weight for field in spec.fields)
+            yield from filter(None, [zero_weights(("fields",), "field", weights)])
 
     def evaluate(self, context: EvaluationContext) -> EvaluationScore:
         spec = entry_settings(context, FieldAccuracySpec)

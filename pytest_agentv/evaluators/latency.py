@@ -6,7 +6,7 @@ score 0 with "No duration data available in trace" as the miss.
 
 from __future__ import annotations
 
-from ..models import LatencySpec
+from ..schema.checks import LatencySpec
 from .base import (
     EvaluationContext,
     EvaluationScore,

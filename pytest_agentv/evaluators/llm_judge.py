@@ -14,15 +14,20 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeGuard, TypeVar
 
-from ..budget import PlannedCall, prompt_tokens
-from ..errors import JudgeNotConfiguredError, NotGradedError
-from ..judge import NONCE_PLACEHOLDER, LlmClient, Reply, ReplyError
-from ..models import EvaluatorConfig, PromptScript, RubricItem, finite_number, rubric_items
+from ..errors import ConfigError, JudgeNotConfiguredError, NotGradedError
+from ..llm.client import NONCE_PLACEHOLDER, LlmClient, ReplyError
+from ..llm.transports import Reply
+from ..llm.usage import PlannedCall, prompt_tokens
+from ..loader import EntryProblem
+from ..schema.base import finite_number
+from ..schema.evaluators import EvaluatorConfig, PromptScript
+from ..schema.rubrics import RubricItem, rubric_items
 from . import prompts
 from .base import (
     DEFAULT_SCRIPT_TIMEOUT,
@@ -296,6 +301,17 @@ class LlmJudgeEvaluator:
         self.prompt = prompt
         self.rubrics = tuple(rubric_items(rubrics or ()))
         self.scripts = Scripts(prompt_timeout, tuple(env_passthrough))
+
+    def check_entry(
+        self, entry: EvaluatorConfig, folder: Path, rootdir: Path
+    ) -> Iterator[EntryProblem]:
+        """When the file loads: a prompt that is a file exists (in the rootdir) and uses a
+        candidate variable."""
+        if isinstance(entry.prompt, str):
+            try:
+                prompts.load_prompt_file(entry.prompt, start=folder, rootdir=rootdir)
+            except ConfigError as exc:
+                yield EntryProblem(("prompt",), str(exc))
 
     def judge_for(self, context: EvaluationContext) -> LlmClient:
         judge = self.resolve_judge_provider(context) if self.resolve_judge_provider else None

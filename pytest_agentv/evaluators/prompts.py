@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..models import RubricItem
 from ..paths import read_reference, resolve_reference
+from ..schema.rubrics import RubricItem
 
 #: Bumped whenever a prompt or contract changes, so stored replies of the old wording miss.
 PROTOCOL_VERSION = "agentv-judge/2"

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import TokenUsageSpec, finite_number
+from ..schema.base import finite_number
+from ..schema.checks import TokenUsageSpec
 from .base import EvaluationContext, EvaluationScore, entry_settings, js_number, no_trace_data
 
 

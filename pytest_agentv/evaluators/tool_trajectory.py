@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..models import ToolTrajectorySpec, TrajectoryStep, finite_number
-from ..targets import ToolCall, tool_calls
+from ..answers import ToolCall, tool_calls
+from ..schema.base import finite_number
+from ..schema.checks import ToolTrajectorySpec, TrajectoryStep
 from .base import EvaluationContext, EvaluationScore, deep_equal, entry_settings, js_number
 
 NO_TRACE = "No trace available for evaluation"

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal, TypeGuard, get_args
 
-from .redaction import redact_obj
+from ..redaction import redact_obj
 
 STORE_FORMAT = 1
 #: A temporary file this old belongs to a write that was interrupted, not to one under way.

@@ -1,0 +1,105 @@
+"""The run's spend ledger, consulted before every model call.
+
+``--agentv-budget-usd X``: before a model call is made (a reply reused from the store is free and
+never asks), ``Budget.check`` refuses it once the run has spent X, or when the model has no known
+price (its calls could not be counted against X). A call's cost is known when it returns, and is
+then added. Calls already in flight when X is reached finish and are counted, so a run ends above
+X by at most the cost of the calls that were in flight.
+
+Every process of a run shares one ledger: a file the controller creates, of one line per paid
+call (its cost) or refused call (``refused``). Each line is one ``O_APPEND`` write, so lines from
+pytest-xdist workers never interleave, and each process reads only what was appended since it
+last looked.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from ..errors import NotGradedError
+from ..results import usd
+from . import prices
+
+_REFUSED = b"refused"
+
+
+class Ledger:
+    """The run's spend, shared by its processes through an append-only file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._spent = 0.0
+        self._refused = 0
+        self._lock = threading.Lock()
+
+    def _append(self, line: bytes) -> None:
+        handle = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(handle, line + b"\n")
+        finally:
+            os.close(handle)
+
+    def _catch_up(self) -> None:
+        try:
+            with self.path.open("rb") as stream:
+                stream.seek(self._offset)
+                data = stream.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n") + 1
+        for line in data[:end].splitlines():
+            if line == _REFUSED:
+                self._refused += 1
+            elif line:
+                self._spent += float(line)
+        self._offset += end
+
+    def add(self, cost_usd: float) -> None:
+        with self._lock:
+            self._append(repr(float(cost_usd)).encode())
+
+    def refuse(self) -> None:
+        with self._lock:
+            self._append(_REFUSED)
+
+    def totals(self) -> tuple[float, int]:
+        """What the run has spent so far, and how many calls it refused."""
+        with self._lock:
+            self._catch_up()
+            return self._spent, self._refused
+
+
+class Budget:
+    """``--agentv-budget-usd``: the most the run may spend on model calls."""
+
+    def __init__(self, limit_usd: float, ledger: Ledger) -> None:
+        self.limit_usd = limit_usd
+        self.ledger = ledger
+
+    def check(self, model: str) -> None:
+        """Raise ``NotGradedError`` (the case is not graded) instead of starting this call."""
+        if prices.price_for(model) is None:
+            self.ledger.refuse()
+            raise NotGradedError(
+                f"model '{model}' has no known price, so its calls cannot be counted against "
+                f"the run's budget of {usd(self.limit_usd)} (--agentv-budget-usd): not called"
+            )
+        spent, _ = self.ledger.totals()
+        if spent >= self.limit_usd:
+            self.ledger.refuse()
+            raise NotGradedError(
+                f"the run's budget is spent: {usd(spent)} of {usd(self.limit_usd)} "
+                "(--agentv-budget-usd); no more model calls are started"
+            )
+
+    def charge(
+        self, model: str, cost_usd: float | None, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        """Count a call that was made; its cost from the reply, else from the price table."""
+        if cost_usd is None:
+            price = prices.price_for(model)
+            cost_usd = price.cost(prompt_tokens, completion_tokens) if price else 0.0
+        self.ledger.add(cost_usd)

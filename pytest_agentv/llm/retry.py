@@ -1,0 +1,173 @@
+"""The one retry policy for model calls: what is retried, how long to wait, and the deadline.
+
+litellm's and the OpenAI SDK's own retries are set to zero. Timeouts, connection errors, 408, 409,
+429 and 5xx are retried with exponential backoff and jitter, honouring ``Retry-After`` up to a
+cap, all within one deadline per call; 400, 401, 403, 404, 422 and exhausted quotas get exactly
+one attempt. When the policy gives up, the call raises ``NotGradedError`` with the provider's
+(redacted) message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from ..errors import NotGradedError
+from ..redaction import redact
+
+if TYPE_CHECKING:
+    pass
+
+from .transports import MESSAGE_LIMIT, TransportError
+
+T = TypeVar("T")
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    retries: int = 4
+    deadline: float = 120.0
+    attempt_timeout: float = 60.0
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+    retry_after_cap: float = 60.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return retry_after + random.uniform(0, min(0.25, self.backoff))
+        base: float = min(self.max_backoff, self.backoff * 2.0 ** (attempt - 1))
+        return base * (0.5 + random.random() / 2)
+
+
+@dataclass(frozen=True)
+class Failure:
+    retryable: bool
+    message: str
+    retry_after: float | None = None
+    rate_limited: bool = False
+
+
+def _header(exc: BaseException, name: str) -> str | None:
+    for source in (getattr(exc, "response", None), exc):
+        headers = getattr(source, "headers", None) or getattr(
+            source, "litellm_response_headers", None
+        )
+        if headers is not None:
+            try:
+                value = headers.get(name)
+            except Exception:
+                value = None
+            if value is not None:
+                return str(value)
+    return None
+
+
+def parse_retry_after(exc: BaseException) -> float | None:
+    """Seconds the server asked us to wait (``retry-after-ms``, seconds, or an HTTP date)."""
+    raw_ms = _header(exc, "retry-after-ms")
+    if raw_ms is not None:
+        try:
+            value = float(raw_ms) / 1000
+        except ValueError:
+            value = -1
+        if 0 <= value < float("inf"):
+            return value
+    raw = _header(exc, "retry-after")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(raw) if raw.strip() else None
+        if parsed is None:
+            return None
+        value = parsed.timestamp() - time.time()
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    return max(0.0, value)
+
+
+def classify(exc: BaseException) -> Failure:
+    """Decide whether a failed call may be retried, from either transport's exception."""
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    name = type(exc).__name__
+    text = str(exc) or name
+    message = redact(" ".join(text.split()))[:MESSAGE_LIMIT]
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or name in (
+        "Timeout",
+        "APITimeoutError",
+    ):
+        return Failure(True, f"timed out: {message}")
+    if status == 429:
+        if "insufficient_quota" in text or ("quota" in text.lower() and "exceeded" in text.lower()):
+            return Failure(False, message)
+        return Failure(True, message, parse_retry_after(exc), rate_limited=True)
+    if status is not None and (status in RETRYABLE_STATUS or status >= 500):
+        return Failure(True, message, parse_retry_after(exc))
+    if status is not None:
+        return Failure(False, message)
+    if isinstance(exc, TransportError) or name in (
+        "APIConnectionError",
+        "APIError",
+        "InternalServerError",
+        "ServiceUnavailableError",
+    ):
+        return Failure(True, message)
+    if isinstance(exc, (ConnectionError, OSError)):
+        return Failure(True, message)
+    return Failure(False, f"{name}: {message}")
+
+
+async def with_retries(
+    send: Callable[[float], Awaitable[T]],
+    policy: RetryPolicy,
+    who: str,
+    *,
+    on_rate_limit: Callable[[], None] | None = None,
+    on_success: Callable[[], None] | None = None,
+) -> T:
+    """``send(attempt_timeout)`` until it succeeds or the policy gives up (``NotGradedError``
+    naming ``who``, the attempts and the last failure). Each attempt is bounded by what is left of
+    the call's deadline; ``on_rate_limit`` and ``on_success`` tell the scheduler how it went."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + policy.deadline
+    attempt = 0
+    while True:
+        attempt += 1
+        budget = max(min(deadline - loop.time(), policy.attempt_timeout), 0.001)
+        try:
+            reply = await asyncio.wait_for(send(policy.attempt_timeout), budget)
+        except (asyncio.CancelledError, NotGradedError):
+            raise
+        except Exception as exc:
+            failure = classify(exc)
+        else:
+            if on_success is not None:
+                on_success()
+            return reply
+        if failure.rate_limited and on_rate_limit is not None:
+            on_rate_limit()
+        where = f"{who} failed after {attempt} attempt{'s' if attempt > 1 else ''}"
+        if not failure.retryable:
+            raise NotGradedError(f"{where} (not retryable): {failure.message}")
+        if attempt > policy.retries:
+            raise NotGradedError(f"{where} (retry budget spent): {failure.message}")
+        if failure.retry_after is not None and failure.retry_after > policy.retry_after_cap:
+            raise NotGradedError(
+                f"{where}: the server asked to retry after {failure.retry_after:.0f}s, more "
+                f"than the {policy.retry_after_cap:.0f}s cap: {failure.message}"
+            )
+        pause = policy.delay(attempt, failure.retry_after)
+        if loop.time() + pause >= deadline:
+            raise NotGradedError(
+                f"{where}: no time left within the {policy.deadline:g}s deadline: {failure.message}"
+            )
+        await asyncio.sleep(pause)

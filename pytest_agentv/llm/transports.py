@@ -1,0 +1,435 @@
+"""The two ways a chat request reaches a model, each sending it once (retries are ``retry.py``'s).
+
+``openai/<model>`` and ``azure/<deployment>`` models — which covers every OpenAI-compatible server
+reached as ``openai/<model>`` with an API base (vLLM, Ollama, LM Studio, OpenRouter, Groq,
+Together...) — go through the lean transport: chat completions over pooled httpx clients, with
+prices and capabilities read from litellm's price table (``prices.py``) without importing litellm.
+Every other model goes through litellm, imported the first time such a model is called (offline:
+its remote price list is switched off), as does every model when the transport is forced to
+``litellm`` (``--agentv-judge-transport``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import ssl
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from urllib.parse import quote
+
+from ..errors import NotGradedError
+from ..redaction import register_secret, valid_text
+
+if TYPE_CHECKING:
+    import httpx
+
+from . import prices
+
+MESSAGE_LIMIT = 400
+
+
+#: auto: the lean transport for the providers in ``LEAN_PROVIDERS``, litellm for the rest;
+#: litellm: litellm for every model.
+TransportChoice = Literal["auto", "litellm"]
+
+
+TRANSPORT_CHOICES: tuple[TransportChoice, ...] = get_args(TransportChoice)
+
+
+LEAN_PROVIDERS = frozenset({"openai", "azure"})
+
+
+OPENAI_API_BASE = "https://api.openai.com/v1"
+
+
+#: The Azure OpenAI API version used when neither the target nor AZURE_API_VERSION gives one.
+AZURE_API_VERSION = "2024-10-21"
+
+
+def uses_lean_transport(model: str, choice: str = "auto") -> bool:
+    """The one routing rule: ``openai/...`` and ``azure/...`` take the lean transport unless
+    litellm is forced; everything else (other prefixes, bare names) goes through litellm."""
+    provider, slash, _ = model.partition("/")
+    return choice != "litellm" and bool(slash) and provider in LEAN_PROVIDERS
+
+
+_litellm: ModuleType | None = None
+
+
+def litellm_module() -> ModuleType:
+    """Import litellm on first use, offline: no model-cost-map download, no debug banners."""
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        _litellm = litellm
+    return _litellm
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model to call and where. Credentials are never part of reports or store keys."""
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    api_version: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.api_key:
+            register_secret(self.api_key)
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    cached: bool
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    #: None when the model's price is unknown; for a reused reply, what its recording cost.
+    cost_usd: float | None = None
+
+    def __post_init__(self) -> None:
+        # A model may send a lone surrogate escape: the store and reports must be UTF-8.
+        object.__setattr__(self, "text", valid_text(self.text))
+
+
+class TransportError(Exception):
+    """A lean-transport call that failed: an HTTP error status (with the server's headers), or
+    a broken exchange (``status_code`` None: a malformed body), which is worth retrying."""
+
+    def __init__(
+        self, message: str, status_code: int | None = None, headers: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.headers = headers
+
+
+class Transport(Protocol):
+    """Sends one chat request to one model, once: retries and deadlines are the client's.
+
+    Raises ``NotGradedError`` for a request that cannot be made at all (no credentials),
+    anything else for a failed attempt (see ``classify``).
+    """
+
+    def supports_response_schema(self) -> bool: ...
+
+    async def send(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        temperature: float | None,
+        max_tokens: int | None,
+        response_format: dict[str, Any] | None,
+        timeout: float,
+    ) -> Reply: ...
+
+
+class LitellmTransport:
+    """Any provider litellm knows; litellm is imported at the first call."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+
+    def supports_response_schema(self) -> bool:
+        try:
+            return bool(litellm_module().supports_response_schema(model=self.spec.model))
+        except Exception:
+            return False
+
+    def _kwargs(self) -> dict[str, Any]:
+        spec = self.spec
+        kwargs: dict[str, Any] = {"model": spec.model}
+        if spec.api_base:
+            kwargs["api_base"] = spec.api_base
+        if spec.api_version:
+            kwargs["api_version"] = spec.api_version
+        if spec.model.startswith("azure/"):
+            kwargs["api_version"] = azure_api_version(spec)
+        key = spec.api_key
+        if key is None and spec.api_base and spec.model.startswith("openai/"):
+            key = os.environ.get("OPENAI_API_KEY") or "sk-no-key-needed"
+        if key:
+            kwargs["api_key"] = key
+        return kwargs
+
+    async def send(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        temperature: float | None,
+        max_tokens: int | None,
+        response_format: dict[str, Any] | None,
+        timeout: float,
+    ) -> Reply:
+        # Importing litellm takes seconds: in a thread, so other cases' calls go on meanwhile.
+        litellm = _litellm if _litellm is not None else await asyncio.to_thread(litellm_module)
+        kwargs = self._kwargs()
+        kwargs.update(messages=list(messages), num_retries=0, max_retries=0, drop_params=True)
+        if temperature is not None:
+            kwargs["temperature"] = temperature
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        # litellm caches HTTP clients by timeout: pass it a constant one, so connections are
+        # reused; the client enforces what is left of the deadline.
+        response = await litellm.acompletion(**kwargs, timeout=timeout)
+        choice = response.choices[0]
+        usage = getattr(response, "usage", None)
+        try:
+            cost: float | None = float(litellm.completion_cost(completion_response=response))
+        except Exception:
+            cost = None
+        return Reply(
+            text=getattr(choice.message, "content", None) or "",
+            cached=False,
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost_usd=cost,
+        )
+
+
+#: Requests in flight per httpx client. httpcore's pool does work quadratic in its idle
+#: connections whenever a request starts or ends (at 32 connections, more CPU than the rest of
+#: the request), so many calls at once are spread over several small pools.
+POOL_REQUESTS = 8
+
+
+class _HttpPools:
+    """The httpx clients of one event loop for one scheme (their connections belong to that
+    loop), each with at most ``POOL_REQUESTS`` requests in flight.
+
+    https clients share one TLS context, made when the first one is (loading the CA bundle
+    costs about 20 ms); plain-http clients, for local servers, get a context that verifies but
+    trusts no certificate, so it costs nothing and fails closed if ever used.
+    """
+
+    _tls: ssl.SSLContext | None = None
+
+    def __init__(self, secure: bool) -> None:
+        self.secure = secure
+        self._clients: list[httpx.AsyncClient] = []
+        self._in_flight: list[int] = []
+
+    def _context(self) -> ssl.SSLContext:
+        if not self.secure:
+            return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        if _HttpPools._tls is None:
+            import httpx
+
+            _HttpPools._tls = httpx.create_ssl_context()
+        return _HttpPools._tls
+
+    @contextlib.contextmanager
+    def client(self) -> Iterator[httpx.AsyncClient]:
+        in_flight = self._in_flight
+        index = min(range(len(in_flight)), key=in_flight.__getitem__, default=-1)
+        if index < 0 or in_flight[index] >= POOL_REQUESTS:
+            import httpx
+
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=POOL_REQUESTS)
+            self._clients.append(httpx.AsyncClient(limits=limits, verify=self._context()))
+            in_flight.append(0)
+            index = len(in_flight) - 1
+        in_flight[index] += 1
+        try:
+            yield self._clients[index]
+        finally:
+            in_flight[index] -= 1
+
+
+_http_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[bool, _HttpPools]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _http_client(url: str) -> contextlib.AbstractContextManager[httpx.AsyncClient]:
+    """An httpx client of the running loop's pools for ``url``'s scheme, for one request."""
+    loop = asyncio.get_running_loop()
+    pools = _http_pools.get(loop)
+    if pools is None:
+        pools = _http_pools[loop] = {}
+    secure = url.startswith("https://")
+    scheme = pools.get(secure)
+    if scheme is None:
+        scheme = pools[secure] = _HttpPools(secure)
+    return scheme.client()
+
+
+def _env(*names: str) -> str | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def azure_api_version(spec: ModelSpec) -> str:
+    """The spec's, else ``AZURE_API_VERSION``, else ours: the same on both transports."""
+    return spec.api_version or _env("AZURE_API_VERSION") or AZURE_API_VERSION
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    url: str
+    headers: dict[str, str]
+    model: str
+
+
+class LeanTransport:
+    """OpenAI-compatible chat completions over httpx, for ``openai/`` and ``azure/`` models.
+
+    Endpoints and credentials follow litellm's conventions. ``openai/<model>``: the API base,
+    else ``OPENAI_BASE_URL``, ``OPENAI_API_BASE``, else api.openai.com; the key, else
+    ``OPENAI_API_KEY`` (optional when an API base is given); ``OPENAI_ORGANIZATION``.
+    ``azure/<deployment>``: the API base, else ``AZURE_API_BASE`` or ``AZURE_OPENAI_ENDPOINT``;
+    ``azure_api_version``; the key, else ``AZURE_OPENAI_API_KEY`` or ``AZURE_API_KEY``, else a
+    bearer token from ``AZURE_AD_TOKEN`` or ``AZURE_OPENAI_AD_TOKEN``.
+
+    Reasoning models (per the price table) get ``max_completion_tokens`` and no temperature
+    other than 1, as litellm sends them with ``drop_params``.
+    """
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self._endpoint: _Endpoint | None = None
+        self._reasoning = False
+        self._price: prices.Price | None = None
+
+    def supports_response_schema(self) -> bool:
+        return prices.supports(self.spec.model, "supports_response_schema")
+
+    def _resolve(self) -> _Endpoint:
+        spec = self.spec
+        provider, _, name = spec.model.partition("/")
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        if provider == "azure":
+            base = spec.api_base or _env("AZURE_API_BASE", "AZURE_OPENAI_ENDPOINT")
+            if not base:
+                raise NotGradedError(
+                    f"no endpoint for {spec.model}: set AZURE_API_BASE (or the target's "
+                    "api_base/endpoint) to https://<resource>.openai.azure.com"
+                )
+            version = azure_api_version(spec)
+            key = spec.api_key or _env("AZURE_OPENAI_API_KEY", "AZURE_API_KEY")
+            token = None if key else _env("AZURE_AD_TOKEN", "AZURE_OPENAI_AD_TOKEN")
+            if key:
+                headers["api-key"] = key
+            elif token:
+                headers["authorization"] = f"Bearer {token}"
+            else:
+                raise NotGradedError(
+                    f"no credentials for {spec.model}: set AZURE_API_KEY (or AZURE_AD_TOKEN); "
+                    "for Azure AD app credentials use --agentv-judge-transport=litellm"
+                )
+            url = (
+                f"{base.rstrip('/')}/openai/deployments/{quote(name, safe='')}/chat/completions"
+                f"?api-version={quote(version, safe='')}"
+            )
+        else:
+            base = spec.api_base or _env("OPENAI_BASE_URL", "OPENAI_API_BASE") or OPENAI_API_BASE
+            key = spec.api_key or _env("OPENAI_API_KEY")
+            if key:
+                headers["authorization"] = f"Bearer {key}"
+            elif base == OPENAI_API_BASE:
+                raise NotGradedError(
+                    f"no API key for {spec.model}: set OPENAI_API_KEY (or give an api_base "
+                    "for a server that needs none)"
+                )
+            organization = _env("OPENAI_ORGANIZATION")
+            if organization:
+                headers["openai-organization"] = organization
+            url = f"{base.rstrip('/')}/chat/completions"
+        if not url.startswith(("http://", "https://")):
+            raise NotGradedError(f"the API base of {spec.model} must start with http(s)://")
+        self._reasoning = prices.supports(spec.model, "supports_reasoning")
+        self._price = prices.price_for(spec.model)
+        return _Endpoint(url, headers, name)
+
+    async def send(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        temperature: float | None,
+        max_tokens: int | None,
+        response_format: dict[str, Any] | None,
+        timeout: float,
+    ) -> Reply:
+        endpoint = self._endpoint
+        if endpoint is None:
+            endpoint = self._endpoint = self._resolve()
+        body: dict[str, Any] = {"model": endpoint.model, "messages": list(messages)}
+        if temperature is not None and not (self._reasoning and temperature != 1):
+            body["temperature"] = temperature
+        if max_tokens is not None:
+            body["max_completion_tokens" if self._reasoning else "max_tokens"] = max_tokens
+        if response_format is not None:
+            body["response_format"] = response_format
+        content = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        import httpx
+
+        try:
+            with _http_client(endpoint.url) as client:
+                response = await client.post(
+                    endpoint.url, content=content, headers=endpoint.headers, timeout=timeout
+                )
+        except httpx.TimeoutException as exc:
+            raise TimeoutError(f"{type(exc).__name__}: {exc}") from None
+        except httpx.TransportError as exc:
+            raise ConnectionError(f"{type(exc).__name__}: {exc or 'connection failed'}") from None
+        status = response.status_code
+        if not 200 <= status < 300:
+            raise TransportError(
+                f"HTTP {status}: {_error_message(response.text)}", status, response.headers
+            )
+        return self._reply(response.content, status)
+
+    def _reply(self, content: bytes, status: int) -> Reply:
+        try:
+            data = json.loads(content)
+            choice = data["choices"][0]
+            text = choice["message"].get("content")
+            usage = data.get("usage") or {}
+            prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            completion_tokens = int(usage.get("completion_tokens") or 0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            raise TransportError(
+                f"HTTP {status} with a body that is not a chat completion: "
+                f"{content[:200].decode('utf-8', 'replace')}"
+            ) from None
+        price = self._price
+        return Reply(
+            text=text if isinstance(text, str) else "",
+            cached=False,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=price.cost(prompt_tokens, completion_tokens) if price else None,
+        )
+
+
+def _error_message(body: str) -> str:
+    """The provider's own words from an error body (OpenAI's ``{"error": {...}}`` shape)."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if isinstance(error, dict):
+        message = str(error.get("message") or "")
+        code = error.get("code") or error.get("type")
+        if code and str(code) not in message:
+            message = f"{message} ({code})" if message else str(code)
+        return message or body[:MESSAGE_LIMIT]
+    if isinstance(error, str):
+        return error
+    return body[:MESSAGE_LIMIT] or "no body"

@@ -1,0 +1,142 @@
+"""The project's other files: targets files, ``.agentv/config.yaml`` and calibration files, read
+with the same ``path:line:col`` errors and unknown-key warnings as eval files. Each is found from
+an eval file's folder up to the rootdir (the nearest wins) and read at collection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import did_you_mean
+from .loader import FileWarning, unknown_key_warnings, validate
+from .paths import display_path, nearest_file
+from .schema.project import CalibrationFile, ProjectConfig
+from .schema.targets import TARGET_SETTINGS, TargetConfig, TargetsFile
+from .spellings import AGENTV_ONLY_TARGET_SETTINGS, TARGET_SETTING_ALIASES, key_at, locate
+from .yamlfile import child_at, line_col, parse_yaml
+
+#: Where a target's setting is written (``healthcheck.url`` inside a mapping), as
+#: ``file:line:col``: settings errors point there.
+Where = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class LoadedTargets:
+    path: Path
+    display: str
+    model: TargetsFile
+    positions: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: Per target: settings pytest-agentv ignores (AgentV-only or unknown), each with its line.
+    ignored: dict[str, tuple[FileWarning, ...]] = field(default_factory=dict)
+
+    def where(self, target: TargetConfig, key: str | None = None) -> str:
+        """``file:line:col`` of a setting (``healthcheck.url`` inside a mapping), else of the
+        nearest enclosing setting the file has, else of the target."""
+        parts = key.split(".") if key else []
+        while parts and f"{target.name}.{'.'.join(parts)}" not in self.positions:
+            parts.pop()
+        name = ".".join([target.name, *parts])
+        line, col = self.positions.get(name, (1, 1))
+        return f"{self.display}:{line}:{col}"
+
+
+def load_targets_file(path: Path, display: str) -> LoadedTargets:
+    root, data = parse_yaml(path, display)
+    if isinstance(data, list):
+        data = {"targets": data}
+        root_for_errors: yaml.Node = yaml.MappingNode(
+            "tag:yaml.org,2002:map",
+            [(yaml.ScalarNode("tag:yaml.org,2002:str", "targets"), root)],
+            start_mark=root.start_mark,
+            end_mark=root.end_mark,
+        )
+    else:
+        root_for_errors = root
+    model = validate(TargetsFile, data, display, root_for_errors)
+    positions: dict[str, tuple[int, int]] = {}
+    ignored: dict[str, tuple[FileWarning, ...]] = {}
+    known = [*TARGET_SETTINGS, *TARGET_SETTING_ALIASES, "name", "provider", "judge_target"]
+    for index, target in enumerate(model.targets):
+        node, _ = locate(root_for_errors, ("targets", index))
+        positions[target.name] = line_col(node)
+        for written in target.model_extra or {}:
+            key_node = child_at(node, written)
+            if key_node is not None:
+                key = TARGET_SETTING_ALIASES.get(written, written)
+                positions[f"{target.name}.{key}"] = line_col(key_node)
+                if isinstance(key_node, yaml.MappingNode):  # healthcheck: {url: ...}
+                    for inner, value in key_node.value:
+                        if isinstance(inner, yaml.ScalarNode):
+                            positions[f"{target.name}.{key}.{inner.value}"] = line_col(value)
+        notes: list[FileWarning] = []
+        for written in target.model_extra or {}:
+            if written in known:
+                continue
+            line = line_col(key_at(node, written) or node)[0]
+            why = (
+                "an AgentV setting pytest-agentv does not implement"
+                if written in AGENTV_ONLY_TARGET_SETTINGS
+                else f"not a setting pytest-agentv or AgentV knows{did_you_mean(written, known)}"
+            )
+            notes.append(
+                FileWarning(
+                    line, f"{display}:{line}: target '{target.name}': '{written}' is {why}; ignored"
+                )
+            )
+        ignored[target.name] = tuple(notes)
+    return LoadedTargets(path, display, model, positions, ignored)
+
+
+def load_calibration_file(path: Path, display: str) -> CalibrationFile:
+    """The canaries of a calibration file; errors read ``path:line:col: field: problem``."""
+    root, data = parse_yaml(path, display)
+    return validate(CalibrationFile, data, display, root)
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    path: Path
+    display: str
+    model: ProjectConfig
+    warnings: tuple[FileWarning, ...]
+
+
+CONFIG_FILE_NAMES = (".agentv/config.yaml", ".agentv/config.yml")
+
+
+def load_project_config(path: Path, display: str) -> LoadedConfig:
+    root, data = parse_yaml(path, display)
+    model = validate(ProjectConfig, data, display, root)
+    found = tuple(unknown_key_warnings(model, root, display, path))
+    return LoadedConfig(path, display, model, found)
+
+
+class ProjectConfigs:
+    """``.agentv/config.yaml`` files, found like targets files (from an eval file's folder up to
+    the rootdir, the nearest wins) and loaded once each; their warnings are given out once."""
+
+    def __init__(self, rootdir: Path) -> None:
+        self.rootdir = rootdir
+        self._paths: dict[Path, Path | None] = {}
+        self._loaded: dict[Path, LoadedConfig] = {}
+        self._warned: set[Path] = set()
+
+    def for_folder(self, folder: Path) -> LoadedConfig | None:
+        if folder not in self._paths:
+            self._paths[folder] = nearest_file(folder, self.rootdir, CONFIG_FILE_NAMES)
+        path = self._paths[folder]
+        if path is None:
+            return None
+        if path not in self._loaded:
+            self._loaded[path] = load_project_config(path, display_path(path, self.rootdir))
+        return self._loaded[path]
+
+    def new_warnings(self, config: LoadedConfig) -> tuple[FileWarning, ...]:
+        if config.path in self._warned:
+            return ()
+        self._warned.add(config.path)
+        return config.warnings

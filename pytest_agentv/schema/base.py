@@ -1,0 +1,140 @@
+"""The base of every model of an eval, targets or calibration file, the numbers such files
+hold, and validation problems in the words error messages use."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
+
+from ..spellings import field_groups, one_spelling
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(
+        extra="allow", frozen=True, populate_by_name=True, ser_json_inf_nan="null"
+    )
+    #: Groups of keys read as one that are not fields (a target's camelCase settings).
+    _more_spellings: ClassVar[tuple[tuple[str, ...], ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spelled_once(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            one_spelling(value, (*field_groups(cls), *cls._more_spellings))
+        return value
+
+
+def finite_number(value: Any) -> float | None:
+    """A number as data reports it: a finite int or float (a bool is not a number), else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def finite_weight(value: float) -> float:
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"weight must be a finite number >= 0 (got {value})")
+    return value
+
+
+def limit(value: Any, what: str) -> float:
+    """A threshold or budget: a finite number >= 0 (``True`` is not a number here)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValueError(f"{what} must be a number >= 0 (got {value!r})")
+    return float(value)
+
+
+def choice(value: Any, choices: tuple[str, ...], what: str, hint: str = "") -> str:
+    if value not in choices:
+        shown = " or ".join(", ".join(choices).rsplit(", ", 1))
+        raise ValueError(f"unknown {what} {value!r}: use {shown}{hint}")
+    return str(value)
+
+
+def real_number(value: Any) -> Any:
+    """A number as YAML writes it: not a boolean, a numeric string, infinity or NaN."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"must be a number, not {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+def also(*alternatives: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    """A ``json_schema_extra`` that widens a field's JSON Schema to the shorthand forms its
+    ``before`` validator accepts (a string for one message, a map for score ranges...)."""
+
+    def widen(schema: dict[str, Any]) -> None:
+        written = dict(schema)
+        for key in ("title", "description", "default"):
+            written.pop(key, None)
+        kept: dict[str, Any] = {
+            key: schema[key] for key in ("title", "description", "default") if key in schema
+        }
+        schema.clear()
+        schema.update(kept)
+        schema["anyOf"] = [written, *alternatives]
+
+    return widen
+
+
+#: Our words for pydantic's error types (its ``type`` codes are its stable API, its messages
+#: are not): what a field must be, with the bound or choices pydantic puts in ``ctx``.
+_PROBLEMS = {
+    "missing": "required field is missing",
+    "extra_forbidden": "is not a known field",
+    "literal_error": "must be {expected}",
+    "enum": "must be {expected}",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than": "must be less than {lt}",
+    "less_than_equal": "must be at most {le}",
+    "too_short": "must have at least {min_length} item(s)",
+    "too_long": "must have at most {max_length} item(s)",
+    "string_too_short": "must be at least {min_length} character(s) long",
+    "string_too_long": "must be at most {max_length} character(s) long",
+}
+
+
+def problem_text(error: ErrorDetails) -> str:
+    """A validation problem in the words eval-file errors use."""
+    message = str(error["msg"])
+    if error["type"] in ("value_error", "assertion_error"):
+        return message.split(", ", 1)[1] if ", " in message else message
+    wording = _PROBLEMS.get(error["type"])
+    if (
+        error["type"] in ("too_short", "string_too_short")
+        and error.get("ctx", {}).get("min_length") == 1
+    ):
+        return "must not be empty"
+    if wording is None:
+        return message
+    try:
+        return wording.format(**error.get("ctx", {}))
+    except (KeyError, IndexError):
+        return message

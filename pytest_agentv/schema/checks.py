@@ -1,0 +1,152 @@
+"""The settings of the evaluator kinds that check what the agent did: tool trajectories, fields
+of a JSON answer, latency, cost and token usage."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from ..spellings import spelled
+from .base import Model, choice, limit
+
+TRAJECTORY_MODES = ("any_order", "in_order", "exact")
+
+
+FIELD_MATCHES = ("exact", "numeric_tolerance", "date")
+
+
+FIELD_AGGREGATIONS = ("weighted_average", "all_or_nothing")
+
+
+class TrajectoryStep(Model):
+    """One expected tool call of an ``in_order`` or ``exact`` trajectory."""
+
+    tool: str = Field(min_length=1)
+    args: Literal["any"] | dict[str, Any] | None = None
+    max_duration_ms: float | None = Field(
+        None, validation_alias=spelled("TrajectoryStep", "max_duration_ms")
+    )
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, value: Any) -> Any:
+        if value is not None and value != "any" and not isinstance(value, dict):
+            raise ValueError(f"args must be 'any' or a mapping of argument values (got {value!r})")
+        return value
+
+    @field_validator("max_duration_ms", mode="before")
+    @classmethod
+    def _max_duration(cls, value: Any) -> Any:
+        return None if value is None else limit(value, "max_duration_ms")
+
+
+class ToolTrajectorySpec(Model):
+    """``tool_trajectory``: which tools the agent called, in what order, with which arguments."""
+
+    mode: str
+    minimums: dict[str, float] | None = None
+    expected: list[TrajectoryStep] | None = None
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, value: Any) -> str:
+        return choice(value, TRAJECTORY_MODES, "mode")
+
+    @field_validator("minimums", mode="before")
+    @classmethod
+    def _minimums(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise ValueError("minimums must map tool names to minimum call counts")
+        return {str(tool): limit(count, f"minimum for '{tool}'") for tool, count in value.items()}
+
+    @model_validator(mode="after")
+    def _mode_needs(self) -> ToolTrajectorySpec:
+        if self.mode == "any_order" and self.minimums is None:
+            raise ValueError("mode any_order needs 'minimums' (tool name: minimum number of calls)")
+        if self.mode != "any_order" and self.expected is None:
+            raise ValueError(f"mode {self.mode} needs 'expected' (a list of {{tool, args?}} steps)")
+        return self
+
+
+class FieldSpec(Model):
+    """One field ``field_accuracy`` compares, by its ``a.b[0].c`` path."""
+
+    path: str = Field(min_length=1)
+    match: str
+    required: bool = True
+    weight: float = 1.0
+    tolerance: float = 0.0
+    relative: bool = False
+    formats: list[str] | None = None
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _match(cls, value: Any) -> str:
+        hint = "; for fuzzy matching use a code_judge evaluator"
+        return choice(value, FIELD_MATCHES, "match", hint)
+
+    @field_validator("weight", "tolerance", mode="before")
+    @classmethod
+    def _numbers(cls, value: Any, info: ValidationInfo) -> float:
+        return limit(value, str(info.field_name))
+
+
+class FieldAccuracySpec(Model):
+    """``field_accuracy``: fields of a JSON answer against the expected output."""
+
+    fields: list[FieldSpec] = Field(min_length=1)
+    aggregation: str = "weighted_average"
+
+    @field_validator("aggregation", mode="before")
+    @classmethod
+    def _aggregation(cls, value: Any) -> str:
+        return choice(value, FIELD_AGGREGATIONS, "aggregation")
+
+
+class LatencySpec(Model):
+    """``latency``: the case's duration (ms) is at most ``threshold``."""
+
+    threshold: float
+
+    @field_validator("threshold", mode="before")
+    @classmethod
+    def _threshold(cls, value: Any) -> float:
+        return limit(value, "threshold (milliseconds)")
+
+
+class CostSpec(Model):
+    """``cost``: the case's cost (USD) is at most ``budget``."""
+
+    budget: float
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget(cls, value: Any) -> float:
+        return limit(value, "budget (USD)")
+
+
+class TokenUsageSpec(Model):
+    """``token_usage``: input, output and total tokens within their limits."""
+
+    max_total: float | None = Field(None, validation_alias=spelled("TokenUsageSpec", "max_total"))
+    max_input: float | None = Field(None, validation_alias=spelled("TokenUsageSpec", "max_input"))
+    max_output: float | None = Field(None, validation_alias=spelled("TokenUsageSpec", "max_output"))
+
+    @field_validator("max_total", "max_input", "max_output", mode="before")
+    @classmethod
+    def _limits(cls, value: Any, info: ValidationInfo) -> float | None:
+        return None if value is None else limit(value, str(info.field_name))
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> TokenUsageSpec:
+        if self.max_total is None and self.max_input is None and self.max_output is None:
+            raise ValueError("token_usage needs at least one of max_total, max_input, max_output")
+        return self

@@ -1,0 +1,141 @@
+"""An eval file: the suite, its cases, their execution settings, and a JSONL dataset's sidecar."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import (
+    Field,
+    field_validator,
+)
+
+from ..spellings import spelled
+from .base import Model
+from .evaluators import EvaluatorConfig, evaluator_names_unique
+from .messages import MESSAGES_SHORTHAND, Message, as_messages
+from .rubrics import RubricItem, rubric_ids_unique, rubric_list, rubrics_shorthand
+from .trials import TrialsConfig
+
+
+class Execution(Model):
+    target: str | None = None
+    evaluators: list[EvaluatorConfig] | None = Field(
+        None, validation_alias=spelled("Execution", "evaluators")
+    )
+    trials: TrialsConfig | None = None
+
+    _unique = field_validator("evaluators")(evaluator_names_unique)
+
+
+class EvalCase(Model):
+    """One eval case as written in the file."""
+
+    id: str
+    description: str | None = None
+    expected_outcome: str = Field("", validation_alias=spelled("EvalCase", "expected_outcome"))
+    input_messages: list[Message] = Field(
+        validation_alias=spelled("EvalCase", "input_messages"),
+        min_length=1,
+        json_schema_extra=MESSAGES_SHORTHAND,
+    )
+    expected_messages: list[Message] = Field(
+        default_factory=list,
+        validation_alias=spelled("EvalCase", "expected_messages"),
+        json_schema_extra=MESSAGES_SHORTHAND,
+    )
+    conversation_id: str | None = None
+    evaluators: list[EvaluatorConfig] | None = Field(
+        None, validation_alias=spelled("EvalCase", "evaluators")
+    )
+    execution: Execution | None = None
+    rubrics: list[RubricItem] | None = Field(None, json_schema_extra=rubrics_shorthand)
+    evaluator: str | None = None
+    grader: str | None = None
+
+    @field_validator("id", "conversation_id", mode="before")
+    @classmethod
+    def _ids(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("id")
+    @classmethod
+    def _id_chars(cls, value: str) -> str:
+        """Any id AgentV accepts is kept (the pytest name is made safe from it), except what no
+        test name can carry: nothing at all, or control characters such as line breaks."""
+        if not value.strip():
+            raise ValueError("case id must not be empty")
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError(
+                f"case id {value!r} contains a control character (a line break, tab...), "
+                "which no pytest test name, terminal line or JUnit report can carry"
+            )
+        return value
+
+    @field_validator("input_messages", mode="before")
+    @classmethod
+    def _input(cls, value: Any) -> Any:
+        return as_messages(value, "user")
+
+    @field_validator("expected_messages", mode="before")
+    @classmethod
+    def _expected(cls, value: Any) -> Any:
+        return [] if value is None else as_messages(value, "assistant")
+
+    @field_validator("rubrics", mode="before")
+    @classmethod
+    def _rubrics(cls, value: Any) -> Any:
+        return rubric_list(value)
+
+    _unique_rubrics = field_validator("rubrics")(rubric_ids_unique)
+
+    _unique = field_validator("evaluators")(evaluator_names_unique)
+
+
+class EvalSuite(Model):
+    """A whole eval file."""
+
+    schema_: str | None = Field(None, alias="$schema")
+    description: str | None = None
+    dataset: str | None = None
+    execution: Execution | None = None
+    target: str | None = None
+    evaluator: str | None = None
+    grader: str | None = None
+    evalcases: list[EvalCase] = Field(
+        validation_alias=spelled("EvalSuite", "evalcases"), min_length=1
+    )
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _dataset(cls, value: Any) -> Any:
+        return (
+            str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        )
+
+
+class JsonlSidecar(Model):
+    """The sidecar of a JSONL dataset: defaults for every case of the ``.jsonl`` beside it."""
+
+    schema_: str | None = Field(None, alias="$schema")
+    description: str | None = None
+    dataset: str | None = None
+    execution: Execution | None = None
+    evaluator: str | None = None
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _dataset(cls, value: Any) -> Any:
+        return (
+            str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        )
+
+
+def listed_evaluators(case: EvalCase, suite: EvalSuite) -> list[EvaluatorConfig]:
+    """The evaluators a file lists for a case: case ``execution.evaluators`` > case
+    ``evaluators`` > the file's ``execution.evaluators`` (AgentV does not merge them)."""
+    return (
+        (case.execution.evaluators if case.execution else None)
+        or case.evaluators
+        or (suite.execution.evaluators if suite.execution else None)
+        or []
+    )

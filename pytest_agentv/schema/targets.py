@@ -1,0 +1,102 @@
+"""Targets files: each target's name, provider and settings (any provider's keys are kept)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import (
+    Field,
+    field_validator,
+)
+
+from ..spellings import TARGET_SETTING_ALIASES, spelled
+from .base import Model
+
+_STRING = {"type": "string"}
+
+
+_POSITIVE = {"type": "number", "exclusiveMinimum": 0}
+
+
+_HEALTHCHECK = {
+    "anyOf": [
+        {
+            "type": "object",
+            "properties": {
+                "type": {"const": "http"},
+                "url": _STRING,
+                "timeout_seconds": _POSITIVE,
+            },
+            "required": ["url"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "type": {"const": "command"},
+                "command_template": _STRING,
+                "cwd": _STRING,
+                "timeout_seconds": _POSITIVE,
+            },
+            "required": ["command_template"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+
+#: Target settings pytest-agentv reads (any provider), with their JSON Schema. The loader warns
+#: about every other key, and the targets-file JSON Schema is made from this table.
+TARGET_SETTINGS: dict[str, dict[str, Any]] = {
+    "response": {},
+    "delay_ms": {"type": "number", "minimum": 0},
+    "command_template": _STRING,
+    "cwd": _STRING,
+    "timeout_seconds": _POSITIVE,
+    "files_format": _STRING,
+    "healthcheck": _HEALTHCHECK,
+    "provider_batching": {"type": "boolean"},
+    "model": _STRING,
+    "deployment": _STRING,
+    "api_key": _STRING,
+    "endpoint": _STRING,
+    "api_base": _STRING,
+    "base_url": _STRING,
+    "version": _STRING,
+    "api_version": _STRING,
+    "temperature": {"type": "number"},
+    "max_tokens": {"type": "integer"},
+    "max_output_tokens": {"type": "integer"},
+}
+
+
+class TargetConfig(Model):
+    """A target entry of ``.agentv/targets.yaml``; provider settings are extra keys."""
+
+    name: str
+    provider: str
+    judge_target: str | None = Field(None, validation_alias=spelled("TargetConfig", "judge_target"))
+    _more_spellings = tuple(
+        (key, *(alias for alias, name in TARGET_SETTING_ALIASES.items() if name == key))
+        for key in sorted(set(TARGET_SETTING_ALIASES.values()))
+    )
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Provider settings, with AgentV's camelCase and legacy spellings under our names."""
+        return {TARGET_SETTING_ALIASES.get(k, k): v for k, v in (self.model_extra or {}).items()}
+
+
+class TargetsFile(Model):
+    schema_: str | None = Field(None, alias="$schema")
+    targets: list[TargetConfig]
+
+    @field_validator("targets")
+    @classmethod
+    def _unique_names(cls, value: list[TargetConfig]) -> list[TargetConfig]:
+        seen: set[str] = set()
+        for target in value:
+            if target.name in seen:
+                raise ValueError(f"target name '{target.name}' is defined twice")
+            seen.add(target.name)
+        return value

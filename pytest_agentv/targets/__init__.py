@@ -1,0 +1,261 @@
+"""Where candidate answers come from, and the catalog that finds and builds each case's target.
+
+All targets share one async interface, ``invoke(case, attempt) -> TargetResponse``. A target that
+cannot produce an answer raises ``NotGradedError``: the case is then reported as not graded,
+never as a quality failure. The kinds: ``cli`` (one case at a time, or one batch for a whole eval
+file), ``model`` (LLM providers), ``python`` (mock, the ``agentv_target`` fixture, recorded
+answers).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..answers import TargetResponse, response_from
+from ..cases import CaseSpec, PreparedCase
+from ..errors import AgentvError, ConfigError
+from ..llm.client import LlmClient
+from ..llm.transports import ModelSpec
+from ..llm.usage import PlannedCall, prompt_tokens, unknown_answer
+from ..loader import FileWarning
+from ..paths import display_path, nearest_file
+from ..projectfiles import LoadedTargets, Where, load_targets_file
+from ..schema.targets import TargetConfig
+from .cli import BatchCliTarget, CliTarget, Healthcheck, cli_timeout
+from .model import LLM_PROVIDERS, LlmTarget, chat_messages, model_spec
+from .python import MockTarget, RecordedTarget
+
+TARGETS_FILE_NAMES = (".agentv/targets.yaml", ".agentv/targets.yml", "targets.yaml", "targets.yml")
+
+
+_ENV_REF = re.compile(r"^\$\{\{\s*([A-Za-z0-9_]+)\s*\}\}$")
+
+
+class Target(Protocol):
+    name: str
+    judge_target: str | None
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds the target enforces itself (a CLI target's ``timeout_seconds``); None: the
+        run's ``--agentv-target-timeout`` applies."""
+
+    async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse: ...
+
+
+def planned_answer(target: Target, case: PreparedCase) -> tuple[TargetResponse, list[PlannedCall]]:
+    """The answer a target would give, as far as it is known without running anything, and the
+    model calls it would make (``--agentv-estimate``). A mock's or a recorded answer is known; a
+    model target's is known when its reply is in the store; any other answer (a CLI agent's, a
+    fixture's) stands in as one reply allowance of text."""
+    if isinstance(target, MockTarget):
+        return target.answer(), []
+    if isinstance(target, RecordedTarget):
+        return target.answer(case), []
+    if isinstance(target, LlmTarget):
+        messages = chat_messages(case)
+        stored = target.client.stored_reply(
+            messages,
+            temperature=target.temperature,
+            max_tokens=target.max_tokens,
+            trial=case.attempt,
+            protocol="target",
+        )
+        call = PlannedCall(
+            target.client.model, prompt_tokens(messages), stored is not None, target.max_tokens
+        )
+        return response_from(stored if stored is not None else unknown_answer(), ""), [call]
+    return response_from(unknown_answer(), ""), []
+
+
+def interpolate(target: TargetConfig, loaded: LoadedTargets) -> dict[str, Any]:
+    """Resolve values that are entirely ``${{ VAR }}`` from the environment, at use time."""
+    settings: dict[str, Any] = {}
+    for key, value in target.settings.items():
+        if isinstance(value, str) and (match := _ENV_REF.match(value.strip())):
+            variable = match.group(1)
+            resolved = os.environ.get(variable, "")
+            if not resolved:
+                raise ConfigError(
+                    f"{loaded.where(target, key)}: targets.{target.name}.{key}: environment "
+                    f"variable {variable} is not set (the file says {value.strip()})"
+                )
+            value = resolved
+        settings[key] = value
+    return settings
+
+
+def build_target(
+    target: TargetConfig,
+    loaded: LoadedTargets,
+    *,
+    folder: Path,
+    rootdir: Path,
+    llm_client: Callable[[ModelSpec], LlmClient],
+    healthchecks: dict[tuple[Path, str], Healthcheck] | None = None,
+) -> Target:
+    """Build a target; a CLI target's healthcheck is shared through ``healthchecks`` (by targets
+    file and name), so that it runs once per run whichever folder builds the target."""
+    what = f"target '{target.name}' ({loaded.where(target)})"
+    where: Where = partial(loaded.where, target)
+    provider = target.provider.lower()
+    settings = interpolate(target, loaded)
+    if provider == "mock":
+        return MockTarget(target.name, settings, where, target.judge_target)
+    if provider == "cli":
+        checks = {} if healthchecks is None else healthchecks
+        check = checks.get((loaded.path, target.name))
+        if check is None and settings.get("healthcheck") is not None:
+            timeout = cli_timeout(target.name, settings, where)
+            check = checks[(loaded.path, target.name)] = Healthcheck(
+                target.name, settings["healthcheck"], folder, rootdir, timeout, where
+            )
+        batching = settings.get("provider_batching", False)
+        if not isinstance(batching, bool):
+            raise ConfigError(
+                f"target '{target.name}' ({where('provider_batching')}): provider_batching "
+                "must be true or false"
+            )
+        kind = BatchCliTarget if batching else CliTarget
+        return kind(target.name, settings, folder, rootdir, where, target.judge_target, check)
+    if provider in LLM_PROVIDERS:
+        spec = model_spec(provider, settings, what)
+        return LlmTarget(target.name, llm_client(spec), settings, target.judge_target)
+    raise ConfigError(
+        f"{what}: provider '{target.provider}' is not supported by pytest-agentv; use mock, cli, "
+        f"an LLM provider ({', '.join(sorted(LLM_PROVIDERS))}) or an agentv_target fixture"
+    )
+
+
+class TargetCatalog:
+    """Targets files found from an eval file's folder up to the rootdir (or named by
+    ``--agentv-targets``), loaded once each, and the targets built from them, once per folder."""
+
+    def __init__(
+        self,
+        rootdir: Path,
+        clients: Callable[[ModelSpec], LlmClient],
+        *,
+        targets_file: Path | None = None,
+        override: str | None = None,
+        answers: RecordedTarget | None = None,
+    ) -> None:
+        self.rootdir = rootdir
+        self.clients = clients
+        self.targets_file_option = targets_file
+        self.override = override
+        self.answers = answers
+        self._paths: dict[Path, Path | None] = {}
+        self._loaded: dict[Path, LoadedTargets] = {}
+        self._built: dict[tuple[str, Path], Target] = {}
+        self._healthchecks: dict[tuple[Path, str], Healthcheck] = {}
+        self._warned: set[tuple[Path, str]] = set()
+        self._lock = threading.Lock()
+        self._build_lock = threading.Lock()
+
+    async def aclose(self) -> None:
+        """End what the targets still run for the run as a whole (their healthchecks)."""
+        for check in list(self._healthchecks.values()):
+            await check.aclose()
+
+    def _path(self, folder: Path) -> Path | None:
+        if self.targets_file_option is not None:
+            return self.targets_file_option
+        if folder not in self._paths:
+            self._paths[folder] = nearest_file(folder, self.rootdir, TARGETS_FILE_NAMES)
+        return self._paths[folder]
+
+    def targets_file(self, folder: Path) -> LoadedTargets | None:
+        path = self._path(folder)
+        if path is None:
+            return None
+        with self._lock:
+            if path not in self._loaded:
+                self._loaded[path] = load_targets_file(path, display_path(path, self.rootdir))
+            return self._loaded[path]
+
+    def target_name(self, spec: CaseSpec) -> str:
+        """``--agentv-target`` > case ``execution.target`` > file target > ``default``."""
+        return self.override or spec.target_name or "default"
+
+    def target_for(self, spec: CaseSpec) -> Target:
+        """The case's target (recorded answers under ``--agentv-answers``), built once per
+        folder: pytest's thread (planning) and the plugin's loop may ask at the same time."""
+        if self.answers is not None:
+            return self.answers
+        name = self.target_name(spec)
+        folder = spec.loaded.path.parent
+        built = self._built.get((name, folder))
+        if built is None:
+            with self._build_lock:
+                built = self._built.get((name, folder))
+                if built is None:
+                    built = self._built[(name, folder)] = self._build(spec, name, folder)
+        return built
+
+    def expect(self, spec: CaseSpec) -> None:
+        """Tell a batching target about a case this run will run; a case whose target cannot be
+        built is left alone (it reports that itself when it runs)."""
+        try:
+            target = self.target_for(spec)
+        except AgentvError:
+            return
+        if isinstance(target, BatchCliTarget):
+            target.expect(spec)
+
+    def ignored_settings(self, spec: CaseSpec) -> list[tuple[str, FileWarning]]:
+        """Warnings, the first time a case uses a target, about its settings pytest-agentv
+        ignores (AgentV settings it does not implement, or keys nobody knows)."""
+        if self.answers is not None:
+            return []
+        try:
+            loaded = self.targets_file(spec.loaded.path.parent)
+        except AgentvError:
+            return []
+        name = self.target_name(spec)
+        if loaded is None or (loaded.path, name) in self._warned:
+            return []
+        self._warned.add((loaded.path, name))
+        return [(str(loaded.path), warning) for warning in loaded.ignored.get(name, ())]
+
+    def _build(self, spec: CaseSpec, name: str, folder: Path) -> Target:
+        loaded = self.targets_file(folder)
+        if loaded is None:
+            raise ConfigError(
+                f"no target for case '{spec.case.id}': define an 'agentv_target' fixture in a "
+                f"conftest.py, or a target named '{name}' in .agentv/targets.yaml"
+            )
+        target = next((t for t in loaded.model.targets if t.name == name), None)
+        if target is None:
+            known = ", ".join(t.name for t in loaded.model.targets) or "none"
+            raise ConfigError(
+                f"target '{name}' is not defined in {loaded.display} (known: {known})"
+            )
+        return build_target(
+            target,
+            loaded,
+            folder=folder,
+            rootdir=self.rootdir,
+            llm_client=self.clients,
+            healthchecks=self._healthchecks,
+        )
+
+    def judge_target(self, name: str, folder: Path) -> ModelSpec:
+        """The model of a target's ``judge_target``, which must be an LLM target."""
+        loaded = self.targets_file(folder)
+        target = next((t for t in loaded.model.targets if t.name == name), None) if loaded else None
+        if loaded is None or target is None:
+            raise ConfigError(f"judge_target '{name}' is not defined in a targets file")
+        provider = target.provider.lower()
+        if provider not in LLM_PROVIDERS:
+            raise ConfigError(
+                f"{loaded.where(target)}: judge_target '{name}' must be an LLM target "
+                f"({', '.join(sorted(LLM_PROVIDERS))}), not '{target.provider}'"
+            )
+        return model_spec(provider, interpolate(target, loaded), f"judge_target '{name}'")

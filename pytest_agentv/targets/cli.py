@@ -1,0 +1,386 @@
+"""CLI targets: a shell command per case (``command_template`` with AgentV's placeholders), one
+command for a whole eval file (``provider_batching``), and the healthcheck run before either.
+
+Placeholders: ``{PROMPT}``, ``{GUIDELINES}``, ``{EVAL_ID}``, ``{ATTEMPT}``, ``{OUTPUT_FILE}``
+(shell-quoted) and ``{FILES}`` (guideline and input files, each through ``files_format``). The
+answer is read from ``{OUTPUT_FILE}`` when the template uses it, else from stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shlex
+import tempfile
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import replace
+from functools import partial
+from math import inf
+from pathlib import Path
+from typing import Any
+
+from ..answers import TargetResponse, parse_output_text, response_from
+from ..cases import CaseSpec, PreparedCase, prepare_case
+from ..errors import AgentvError, ConfigError, EvalFileError, NotGradedError
+from ..paths import resolve_reference
+from ..processes import MAX_STDOUT_BYTES, ProcessResult, run_process
+from ..projectfiles import Where
+from ..redaction import redact
+from ..yamlfile import json_lines
+
+DEFAULT_CLI_TIMEOUT = 120.0
+
+
+_PLACEHOLDER = re.compile(r"\{([A-Z_]+)\}")
+
+
+_FILE_PLACEHOLDER = re.compile(r"\{(path|basename)\}")
+
+
+def render_command(template: str, values: dict[str, str]) -> str:
+    """Fill ``{NAME}`` placeholders in one pass (a value is never scanned for placeholders);
+    names the template does not know are left as written, as AgentV does."""
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+def _quoted(values: dict[str, str], match: re.Match[str]) -> str:
+    return values[match.group(1)]
+
+
+def files_argument(files: Iterable[str], files_format: str | None) -> str:
+    """``{FILES}``: each file (once) through ``files_format`` (``--file {path}``; default
+    ``{path}``), with ``{path}`` and ``{basename}`` shell-quoted."""
+    rendered = []
+    for path in dict.fromkeys(files):
+        quoted = {"path": shlex.quote(path), "basename": shlex.quote(Path(path).name)}
+        rendered.append(_FILE_PLACEHOLDER.sub(partial(_quoted, quoted), files_format or "{path}"))
+    return " ".join(rendered)
+
+
+def _positive(value: Any, what: str, key: str, where: Where) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < inf:
+        raise ConfigError(f"{what} ({where(key)}): {key.rpartition('.')[2]} must be a number > 0")
+    return float(value)
+
+
+def _template(value: Any, what: str, key: str, where: Where) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{what} ({where(key)}) needs a 'command_template' string")
+    return value
+
+
+class Healthcheck:
+    """A CLI target's ``healthcheck`` (an HTTP URL that must answer 2xx, or a command that must
+    exit 0), run once per run before the target's first case; every case waits for it, and
+    all of them are not graded if it fails."""
+
+    def __init__(
+        self,
+        target: str,
+        spec: Any,
+        folder: Path,
+        rootdir: Path,
+        default_timeout: float,
+        where: Where,
+    ) -> None:
+        self.what = what = f"healthcheck of cli target '{target}'"
+        if isinstance(spec, str):
+            spec = {"url": spec} if "://" in spec else {"command_template": spec}
+        if not isinstance(spec, dict):
+            raise ConfigError(
+                f"{what} ({where('healthcheck')}): give {{url}} or {{command_template}}"
+            )
+        kind = spec.get("type") or ("http" if "url" in spec else "command")
+        self.url: str | None = None
+        self.command: str | None = None
+        self.cwd = folder
+        if kind == "http":
+            url = spec.get("url")
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ConfigError(
+                    f"{what} ({where('healthcheck.url')}): 'url' must be an http(s) URL"
+                )
+            self.url = url
+        elif kind == "command":
+            self.command = _template(
+                spec.get("command_template"), what, "healthcheck.command_template", where
+            )
+            cwd = spec.get("cwd")
+            if cwd is not None:
+                at = f"{what} ({where('healthcheck.cwd')}): cwd"
+                self.cwd = resolve_reference(str(cwd), start=folder, rootdir=rootdir, what=at)
+        else:
+            raise ConfigError(
+                f"{what} ({where('healthcheck.type')}): type must be 'http' or 'command', "
+                f"not {kind!r}"
+            )
+        timeout = spec.get("timeout_seconds")
+        self.timeout = (
+            _positive(timeout, what, "healthcheck.timeout_seconds", where)
+            if timeout is not None
+            else default_timeout
+        )
+        self._done: asyncio.Future[str | None] | None = None
+
+    async def ensure(self) -> None:
+        """Run the check the first time; later callers wait for that same run."""
+        if self._done is None:
+            self._done = asyncio.ensure_future(self._check())
+        problem = await asyncio.shield(self._done)
+        if problem is not None:
+            raise NotGradedError(redact(f"{self.what} failed: {problem}"))
+
+    async def aclose(self) -> None:
+        """Stop a check still running when the run ends: the cases waiting for it are gone."""
+        done = self._done
+        if done is not None and not done.done():
+            done.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await done
+
+    async def _check(self) -> str | None:
+        if self.url is not None:
+            return await asyncio.to_thread(self._get, self.url)
+        assert self.command is not None
+        with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
+            values = _values("", "", "healthcheck", 0, "", str(Path(scratch) / "output.txt"))
+            command = render_command(self.command, values)
+            result = await run_process(command, cwd=self.cwd, timeout=self.timeout)
+        return result.failure("the command", self.timeout)
+
+    def _get(self, url: str) -> str | None:
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout) as reply:
+                status = int(reply.status)
+        except urllib.error.HTTPError as exc:
+            return f"GET {url} answered HTTP {exc.code} {exc.reason}"
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            return f"GET {url} failed: {reason}"
+        return None if 200 <= status < 300 else f"GET {url} answered HTTP {status}"
+
+
+def cli_timeout(name: str, settings: dict[str, Any], where: Where) -> float:
+    """A CLI target's ``timeout_seconds`` (its healthcheck's default too)."""
+    timeout = settings.get("timeout_seconds", DEFAULT_CLI_TIMEOUT)
+    return _positive(timeout, f"cli target '{name}'", "timeout_seconds", where)
+
+
+def _values(
+    prompt: str, guidelines: str, eval_id: str, attempt: int, files: str, output: str
+) -> dict[str, str]:
+    return {
+        "PROMPT": shlex.quote(prompt),
+        "GUIDELINES": shlex.quote(guidelines),
+        "EVAL_ID": shlex.quote(eval_id),
+        "ATTEMPT": shlex.quote(str(attempt)),
+        "FILES": files,
+        "OUTPUT_FILE": shlex.quote(output),
+    }
+
+
+class CliTarget:
+    """Runs ``command_template`` through the shell with the case's values substituted.
+
+    Placeholders: ``{PROMPT}``, ``{GUIDELINES}``, ``{EVAL_ID}``, ``{ATTEMPT}``, ``{OUTPUT_FILE}``
+    (shell-quoted) and ``{FILES}`` (guideline and input files, each through ``files_format``).
+    The answer is read from ``{OUTPUT_FILE}`` when the template uses it, else from stdout.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        settings: dict[str, Any],
+        folder: Path,
+        rootdir: Path,
+        where: Where,
+        judge_target: str | None = None,
+        healthcheck: Healthcheck | None = None,
+    ) -> None:
+        self.name = name
+        self.judge_target = judge_target
+        self.rootdir = rootdir
+        self.what = what = f"cli target '{name}'"
+        self.template = _template(settings.get("command_template"), what, "command_template", where)
+        cwd = settings.get("cwd")
+        self.cwd = (
+            resolve_reference(
+                str(cwd), start=folder, rootdir=rootdir, what=f"{what} ({where('cwd')}): cwd"
+            )
+            if cwd is not None
+            else folder
+        )
+        self.timeout = cli_timeout(name, settings, where)
+        files_format = settings.get("files_format")
+        if files_format is not None and not isinstance(files_format, str):
+            raise ConfigError(
+                f"{what} ({where('files_format')}): files_format must be a string like "
+                "'--file {path}'"
+            )
+        self.files_format = files_format
+        self.healthcheck = healthcheck
+
+    def _files(self, cases: Iterable[PreparedCase]) -> str:
+        return files_argument(
+            (f for case in cases for f in (*case.guideline_files, *case.input_files)),
+            self.files_format,
+        )
+
+    async def _run(self, values: dict[str, str], output_file: Path) -> tuple[str, float]:
+        """Run the command; its output text (output file or stdout) and how long it took."""
+        if self.healthcheck is not None:
+            await self.healthcheck.ensure()
+        command = render_command(self.template, values)
+        result: ProcessResult = await run_process(command, cwd=self.cwd, timeout=self.timeout)
+        failure = result.failure(self.what, self.timeout)
+        if failure:
+            raise NotGradedError(redact(failure))
+        if "{OUTPUT_FILE}" in self.template:
+            if not output_file.exists():
+                raise NotGradedError(f"{self.what} exited 0 but wrote nothing to {{OUTPUT_FILE}}")
+            if output_file.stat().st_size > MAX_STDOUT_BYTES:
+                raise NotGradedError(
+                    f"{self.what} wrote more than {MAX_STDOUT_BYTES // 1024} KiB to "
+                    "{OUTPUT_FILE}; its output was not read"
+                )
+            text = output_file.read_text(encoding="utf-8", errors="replace")
+        else:
+            text = result.stdout.decode("utf-8", errors="replace")
+        return text, result.duration * 1000
+
+    async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
+        with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
+            output_file = Path(scratch) / "output.txt"
+            values = _values(
+                case.question,
+                case.guidelines,
+                case.id,
+                attempt,
+                self._files([case]),
+                str(output_file),
+            )
+            text, elapsed = await self._run(values, output_file)
+        if not text.strip():
+            raise NotGradedError(f"{self.what} exited 0 but produced an empty answer")
+        response = parse_output_text(text, self.what)
+        if response.duration_ms is None:
+            response = replace(response, duration_ms=round(elapsed, 1))
+        return response
+
+
+class BatchCliTarget(CliTarget):
+    """``provider_batching: true``: one run of the command answers every case of an eval file.
+
+    The cases are the ones this run will run (``expect``, called when the run is planned, so
+    deselected cases are never sent). The first case that needs an answer starts the batch for
+    all of them; the others wait for it. ``{FILES}`` lists every case's files, ``{EVAL_ID}`` is
+    ``batch`` and the output (``{OUTPUT_FILE}`` or stdout) is JSON Lines, one object with an
+    ``id`` per case, each shaped like a single CLI answer. A case whose id has no line is not
+    graded. Cases that arrive after a batch started (pytest-xdist hands a worker its share piece
+    by piece) go into the next one. A case the run did not announce (one that runs several
+    times, for trials) is answered by a run of the command for that case alone.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self._expected: dict[Path, dict[str, CaseSpec]] = {}
+        self._answers: dict[tuple[Path | None, str], asyncio.Future[TargetResponse | str]] = {}
+
+    def expect(self, spec: CaseSpec) -> None:
+        with self._lock:
+            self._expected.setdefault(spec.loaded.path, {})[spec.case.id] = spec
+
+    async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
+        key = (case.eval_file, case.id)
+        if key not in self._answers:
+            with self._lock:
+                expected = (
+                    case.id in self._expected.get(case.eval_file, {}) if case.eval_file else False
+                )
+            if not expected:
+                # Not part of a batch (a case run several times, for trials): the command
+                # answers this case alone, as AgentV runs trials without batching.
+                return await super().invoke(case, attempt)
+            await self._batch(case)
+        outcome = await asyncio.shield(self._answers[key])
+        if isinstance(outcome, str):
+            raise NotGradedError(outcome)
+        return outcome
+
+    def _members(self, case: PreparedCase) -> list[PreparedCase]:
+        with self._lock:
+            specs = self._expected.pop(case.eval_file, {}) if case.eval_file else {}
+        members = [case]
+        for spec in specs.values():
+            if spec.case.id == case.id or (case.eval_file, spec.case.id) in self._answers:
+                continue
+            try:
+                members.append(prepare_case(spec, self.rootdir))
+            except AgentvError:
+                continue  # the case reports its own problem when it runs
+        return members
+
+    async def _batch(self, case: PreparedCase) -> None:
+        members = self._members(case)
+        loop = asyncio.get_running_loop()
+        futures = {m.id: loop.create_future() for m in members}
+        for member in members:
+            self._answers[(case.eval_file, member.id)] = futures[member.id]
+        try:
+            try:
+                answers = await self._run_batch(members)
+            except (AgentvError, OSError) as exc:
+                answers = {m.id: str(exc) for m in members}
+            for member_id, future in futures.items():
+                future.set_result(answers[member_id])
+        finally:
+            for future in futures.values():
+                if not future.done():
+                    future.set_result(f"the batch of {self.what} did not finish")
+
+    async def _run_batch(self, members: list[PreparedCase]) -> dict[str, TargetResponse | str]:
+        with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
+            output_file = Path(scratch) / "output.jsonl"
+            values = _values("", "", "batch", 0, self._files(members), str(output_file))
+            text, elapsed = await self._run(values, output_file)
+        records = self._records(text)
+        share = round(elapsed / len(members), 1)
+        answers: dict[str, TargetResponse | str] = {}
+        for member in members:
+            record = records.get(member.id)
+            if record is None:
+                answers[member.id] = (
+                    f"the batch output of {self.what} has no line with id '{member.id}'"
+                )
+                continue
+            try:
+                response = response_from(record, f"{self.what} (batch line '{member.id}')")
+            except NotGradedError as exc:
+                answers[member.id] = str(exc)
+                continue
+            if response.duration_ms is None:
+                response = replace(response, duration_ms=share)
+            answers[member.id] = response
+        return answers
+
+    def _records(self, text: str) -> dict[str, dict[str, Any]]:
+        shown = f"batch output of {self.what}"
+        records: dict[str, dict[str, Any]] = {}
+        try:
+            for line, value in json_lines(text, shown, repair=True):
+                record_id = value.get("id") if isinstance(value, dict) else None
+                if not isinstance(record_id, str) or not record_id:
+                    raise NotGradedError(
+                        f"{shown}, line {line}: each line must be a JSON object with a string 'id'"
+                    )
+                if record_id in records:
+                    raise NotGradedError(f"{shown}, line {line}: id '{record_id}' is given twice")
+                records[record_id] = {k: v for k, v in value.items() if k != "id"}
+        except EvalFileError as exc:
+            raise NotGradedError(str(exc)) from None
+        return records

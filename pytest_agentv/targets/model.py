@@ -1,0 +1,103 @@
+"""Model targets: an LLM answers the case's messages (AgentV's LLM providers map onto model
+strings); replies go through the record/replay store like judges'."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..answers import TargetResponse
+from ..cases import GUIDELINES_HEADER, PreparedCase
+from ..errors import ConfigError, NotGradedError
+from ..llm.client import LlmClient
+from ..llm.transports import ModelSpec
+
+#: AgentV providers that are LLM APIs, and the litellm prefix each maps onto.
+LLM_PROVIDERS = {
+    "litellm": "",
+    "openai": "openai",
+    "azure": "azure",
+    "anthropic": "anthropic",
+    "gemini": "gemini",
+    "openrouter": "openrouter",
+}
+
+
+def chat_messages(case: PreparedCase) -> list[dict[str, str]]:
+    """The case's messages for a model; guideline files go first in the system message, under
+    AgentV's guidelines header."""
+    messages = [{"role": m["role"], "content": str(m["content"])} for m in case.input_messages]
+    if case.guidelines:
+        block = f"{GUIDELINES_HEADER}\n\n{case.guidelines}"
+        if messages and messages[0]["role"] == "system":
+            rest = messages[0]["content"].strip()
+            messages[0]["content"] = f"{block}\n\n{rest}" if rest else block
+        else:
+            messages.insert(0, {"role": "system", "content": block})
+    return messages
+
+
+class LlmTarget:
+    """Asks an LLM through litellm; replies go through the record/replay store like judges'."""
+
+    timeout: float | None = None
+
+    def __init__(
+        self,
+        name: str,
+        client: LlmClient,
+        settings: dict[str, Any],
+        judge_target: str | None = None,
+    ) -> None:
+        self.name = name
+        self.client = client
+        self.judge_target = judge_target
+        temperature = settings.get("temperature")
+        self.temperature = float(temperature) if isinstance(temperature, (int, float)) else None
+        max_tokens = settings.get("max_tokens", settings.get("max_output_tokens"))
+        self.max_tokens = int(max_tokens) if isinstance(max_tokens, int) else None
+
+    def _accept(self, text: str) -> str:
+        """An empty reply (a content filter, say) is no answer: never stored, not graded."""
+        if not text.strip():
+            raise NotGradedError(
+                f"target '{self.name}' ({self.client.model}) returned an empty reply"
+            )
+        return text
+
+    async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
+        text, reply = await self.client.complete(
+            chat_messages(case),
+            accept=self._accept,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            trial=attempt,
+            protocol="target",
+            label=f"target '{self.name}' ({self.client.model})",
+        )
+        # A reply reused from the store reports what its recording used and cost, so a replayed
+        # run grades the same answer, usage and cost as the recorded one.
+        return TargetResponse(
+            text=text,
+            output_messages=({"role": "assistant", "content": text},),
+            token_usage={"input": reply.prompt_tokens, "output": reply.completion_tokens},
+            cost_usd=reply.cost_usd,
+        )
+
+
+def model_spec(provider: str, settings: dict[str, Any], what: str) -> ModelSpec:
+    """Map AgentV's LLM providers (and plain litellm model strings) onto a litellm model."""
+    model = settings.get("model") or settings.get("deployment")
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"{what} needs a 'model'")
+    prefix = LLM_PROVIDERS[provider]
+    if prefix and not model.startswith(prefix + "/"):
+        model = f"{prefix}/{model}"
+    base = settings.get("api_base") or settings.get("endpoint") or settings.get("base_url")
+    key = settings.get("api_key")
+    version = settings.get("api_version") or settings.get("version")
+    return ModelSpec(
+        model=model,
+        api_base=str(base) if base else None,
+        api_key=str(key) if key else None,
+        api_version=str(version) if version else None,
+    )

@@ -1,0 +1,166 @@
+"""Targets answered in Python or from data: a mock's canned response, the ``agentv_target``
+fixture's callable, and recorded answers from a previous results file (``--agentv-answers``)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from math import inf
+from pathlib import Path
+from typing import Any
+
+from ..answers import TargetResponse, response_from
+from ..baseline import PreviousResults
+from ..cases import PreparedCase
+from ..errors import ConfigError, NotGradedError
+from ..paths import display_path
+from ..projectfiles import Where
+from ..redaction import redact
+
+DEFAULT_MOCK_RESPONSE = "Mock target response. Set 'response' on the mock target to change it."
+
+
+class MockTarget:
+    """Answers every case with the same canned ``response`` after an optional delay."""
+
+    timeout: float | None = None
+
+    def __init__(
+        self, name: str, settings: dict[str, Any], where: Where, judge_target: str | None = None
+    ) -> None:
+        self.name = name
+        self.judge_target = judge_target
+        response = settings.get("response", DEFAULT_MOCK_RESPONSE)
+        self.response = response if isinstance(response, (str, dict, list)) else str(response)
+        delay = settings.get("delay_ms", 0)
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < inf:
+            raise ConfigError(
+                f"mock target '{name}' ({where('delay_ms')}): delay_ms must be a number of "
+                f"milliseconds >= 0, not {delay!r}"
+            )
+        self.delay = float(delay) / 1000
+
+    async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        return self.answer()
+
+    def answer(self) -> TargetResponse:
+        value = self.response
+        if isinstance(value, dict) and not ("text" in value or "output_messages" in value):
+            value = json.dumps(value)
+        return response_from(value, f"mock target '{self.name}'")
+
+
+TargetFunction = Callable[[PreparedCase], Any]
+
+
+class FixtureTarget:
+    """The callable returned by an ``agentv_target`` fixture (sync or async).
+
+    A sync callable is called in pytest's own thread, like any test code; an async one is
+    awaited on the plugin's event loop. It is called once per trial, with the case whose
+    ``attempt`` is that trial's index.
+    """
+
+    judge_target: str | None = None
+    timeout: float | None = None
+
+    def __init__(self, function: TargetFunction) -> None:
+        self.name = "agentv_target"
+        self.function = function
+        self.what = (
+            f"agentv_target fixture ({getattr(function, '__name__', type(function).__name__)})"
+        )
+
+    @property
+    def is_async(self) -> bool:
+        method = type(self.function).__call__
+        return inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(method)
+
+    def _failed(self, exc: BaseException) -> NotGradedError:
+        return NotGradedError(f"{self.what} raised {type(exc).__name__}: {redact(str(exc))}")
+
+    def call_sync(self, case: PreparedCase) -> TargetResponse:
+        try:
+            value = self.function(case)
+        except NotGradedError:
+            raise
+        except (Exception, SystemExit) as exc:
+            raise self._failed(exc) from exc
+        if inspect.isawaitable(value):
+            close = getattr(value, "close", None)
+            if callable(close):
+                close()
+            raise NotGradedError(f"{self.what} returned an awaitable; define it with 'async def'")
+        return response_from(value, self.what)
+
+    async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
+        try:
+            value = self.function(case)
+            if inspect.isawaitable(value):
+                value = await value
+        except NotGradedError:
+            raise
+        except (Exception, SystemExit) as exc:
+            raise self._failed(exc) from exc
+        return response_from(value, self.what)
+
+
+class RecordedTarget:
+    """``--agentv-answers``: each case's answer comes from a previous results file (ours, or
+    AgentV's: ``candidate_answer``, ``output_messages``, ``trace_summary``), matched by dataset
+    and eval id (``test_id`` in later AgentV rows), instead of calling the case's target.
+
+    A case with no recorded answer, or whose recorded row is itself an error or a skip, is not
+    graded. When a file has several rows for one case, the last one is used.
+    """
+
+    judge_target: str | None = None
+    timeout: float | None = None
+
+    def __init__(self, path: Path, display: str, rootdir: Path | None = None) -> None:
+        self.path = path
+        self.display = display
+        self.name = f"recorded:{path.name}"
+        self.results = PreviousResults(path, display, "--agentv-answers", rootdir=rootdir)
+
+    def find(self, case: PreparedCase) -> dict[str, Any] | None:
+        file = display_path(case.eval_file, case.rootdir) if case.eval_file else None
+        return self.results.find(case.dataset, case.id, file)
+
+    async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
+        return self.answer(case)
+
+    def answer(self, case: PreparedCase) -> TargetResponse:
+        row = self.find(case)
+        where = f"in {self.display} (--agentv-answers)"
+        if row is None:
+            raise NotGradedError(
+                f"no recorded answer for dataset '{case.dataset}', eval_id '{case.id}' {where}"
+            )
+        status = row.get("status")
+        if row.get("error") or status in ("error", "skipped"):
+            problem = row.get("error") or f"status {status}"
+            raise NotGradedError(
+                f"the recorded answer for '{case.id}' {where} is not an answer: {problem}"
+            )
+        messages = row.get("output_messages")
+        text = row.get("candidate_answer")
+        if not messages and not isinstance(text, str):
+            raise NotGradedError(
+                f"the recorded row for '{case.id}' {where} has no 'candidate_answer' or "
+                "'output_messages'"
+            )
+        value = {"output_messages": messages} if messages else {"text": text}
+        response = response_from(value, f"the recorded row for '{case.id}'")
+        trace = row.get("trace_summary")
+        # The recorded answer is what was graded, whatever its messages would give today.
+        return replace(
+            response,
+            text=text if isinstance(text, str) else response.text,
+            recorded_trace=trace if isinstance(trace, dict) else None,
+        )
