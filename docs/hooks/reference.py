@@ -127,8 +127,10 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 
 
 def cell(text: object) -> str:
-    """Text for a Markdown table cell: one line, pipes escaped."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Text for a Markdown table cell: one line, pipes escaped outside code spans (inside them
+    a pipe does not end the cell, and an escape would be shown)."""
+    parts = " ".join(str(text).split()).split("`")
+    return "`".join(p if i % 2 else p.replace("|", "\\|") for i, p in enumerate(parts))
 
 
 def code(text: object) -> str:
@@ -350,7 +352,7 @@ def schema_page(kind: str, title: str, intro: str) -> str:
 
 EDITORS = (
     "Generated at every build from `python -m pytest_agentv schema {kind}`, which is made "
-    "from what the loader validates with: every alias and shorthand it accepts is here. "
+    "from what pytest-agentv validates files with: every alias and shorthand it accepts is here. "
     "[Eval files](../eval-files.md#json-schema-for-editors) says how to give it to an editor."
 )
 
