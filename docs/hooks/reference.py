@@ -3,7 +3,7 @@
 Nothing generated here is committed, so it cannot go stale: the options come from
 ``pytest_agentv.options.OPTIONS``, the JSON Schemas from ``python -m pytest_agentv schema``, the
 hooks from the ``pytest_agentv_*`` functions of ``pytest_agentv.hookspecs``, and the evaluator
-kinds from ``pytest_agentv.EVALUATOR_KINDS`` (their aliases from what a pytest run answers).
+kinds from ``pytest_agentv.EVALUATOR_KINDS`` (their aliases from the table of AgentV names).
 Options, kinds and hooks added later appear on their own; anything the generator expects and
 does not find fails the build with a ``PluginError`` that says what is missing.
 """
@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from mkdocs.config.defaults import MkDocsConfig
@@ -424,71 +421,14 @@ def hooks_page() -> str:
 
 # --- evaluator kinds -------------------------------------------------------------------------
 
-PROBE_CONFTEST = """
-import json, os, re
-
-known = []
-
-
-def pytest_collectreport(report):
-    if report.failed:
-        found = re.search(r"; known: (.+?)\\. Add kinds", str(report.longrepr))
-        if found:
-            known.extend(found.group(1).split(", "))
-
-
-def pytest_collection_finish(session):
-    config = session.config
-    answers = {}
-    for name in known:
-        evaluator = config.hook.pytest_agentv_make_evaluator(config=config, kind=name)
-        answers[name] = getattr(evaluator, "kind", None)
-    with open(os.environ["AGENTV_DOCS_PROBE"], "w") as out:
-        json.dump(answers, out)
-"""
-
-PROBE_EVAL = """evalcases:
-  - id: probe
-    input: probe
-    execution:
-      evaluators:
-        - {name: probe, type: no-such-kind-for-the-docs}
-"""
-
 
 def kind_spellings() -> dict[str, str]:
-    """Every evaluator ``type`` a plain project accepts, and the built-in kind it stands for.
+    """Every evaluator ``type`` spelling the loader reads, and the built-in kind it stands for
+    (the kinds themselves, and the table of other AgentV versions' names)."""
+    from pytest_agentv import EVALUATOR_KINDS
+    from pytest_agentv.spellings import KIND_ALIASES
 
-    The public way to see them: collect an eval file with an unknown kind (the error lists every
-    known spelling), and ask the ``pytest_agentv_make_evaluator`` hook for each; an evaluator's
-    ``kind`` says which built-in answered.
-    """
-    with tempfile.TemporaryDirectory() as folder:
-        root = Path(folder)
-        (root / "pytest.ini").write_text("[pytest]\n")
-        (root / "conftest.py").write_text(PROBE_CONFTEST)
-        (root / "probe.eval.yaml").write_text(PROBE_EVAL)
-        out = root / "answers.json"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTV_", "PYTEST_"))}
-        env["AGENTV_DOCS_PROBE"] = str(out)
-        result = subprocess.run(
-            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
-            cwd=root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        expect(
-            out.is_file(),
-            "the evaluator-kind probe (a pytest run) wrote nothing:\n" + result.stdout[-2000:],
-        )
-        answers: dict[str, str] = json.loads(out.read_text())
-    expect(
-        answers,
-        "an unknown evaluator type no longer lists the known kinds as '; known: a, b. Add kinds'",
-    )
-    return answers
+    return {**{kind: kind for kind in EVALUATOR_KINDS}, **KIND_ALIASES}
 
 
 @page("reference/evaluator-kinds.md")
@@ -515,9 +455,9 @@ def kinds_page() -> str:
         )
     return (
         "# Evaluator kinds\n\n"
-        "Generated at every build from `pytest_agentv.EVALUATOR_KINDS` and the spellings a "
-        "pytest run accepts. An evaluator entry's `type` is one of these kinds or an alias of "
-        "one (aliases are the legacy and later AgentV spellings), or a kind a plugin or "
+        "Generated at every build from `pytest_agentv.EVALUATOR_KINDS` and the table of AgentV "
+        "names pytest-agentv reads. An evaluator entry's `type` is one of these kinds or an "
+        "alias of one (aliases are the legacy and later AgentV spellings), or a kind a plugin or "
         "`conftest.py` adds with the "
         "[`pytest_agentv_make_evaluator`](hooks.md#pytest_agentv_make_evaluator) hook.\n\n"
         + table(["kind", "aliases", "what it grades"], rows)
