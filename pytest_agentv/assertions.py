@@ -353,7 +353,7 @@ class AgentvJudge:
     def settle(self, result: CaseResult) -> None:
         """Put the result on the calling test, then return (pass), xfail, skip or fail."""
         __tracebackhide__ = True
-        from .reporting import judged_key, record_properties
+        from .reports.junit import judged_key, record_properties
         from .verdicts import apply_verdict, settle_ungraded
 
         row = result.row()

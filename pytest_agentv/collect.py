@@ -26,7 +26,7 @@ from .loader import LoadedFile, load_eval_file
 from .paths import display_path
 from .projectfiles import ProjectConfigs
 from .redaction import shown
-from .reporting import record_properties, result_key
+from .reports.junit import record_properties, result_key
 from .results import ResultRow
 from .runner import AgentvRun, CaseWork
 from .targets.python import FixtureTarget

@@ -23,7 +23,8 @@ import pytest
 from .options import add_options
 from .paths import is_sidecar
 from .redaction import shown
-from .reporting import AgentvReporter, attach
+from .reports import AgentvReporter
+from .reports.junit import attach
 from .settings import Settings, settings_key
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
             path = Path(name)
         ledger = config.stash[_ledger_key] = Ledger(path)
         if workerinput is None:
-            reporter.spend = ledger.totals
+            reporter.summary.spend = ledger.totals
     if (
         threading.current_thread() is threading.main_thread()
         and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
@@ -266,14 +267,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if workeroutput is not None:
             workeroutput["agentv"] = facts
         elif reporter is not None:
-            reporter.add_facts(facts)
+            reporter.summary.add_facts(facts)
         run.close()
     # A run that reached its budget fails, even when its ungraded cases were reported as skips.
-    if reporter is not None and reporter.over_budget() and session.exitstatus in (0, 5):
+    if reporter is not None and reporter.summary.over_budget() and session.exitstatus in (0, 5):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if reporter is not None:
         reporter.close()  # now, so that a failure to write the results file still counts
-        if reporter.results_error is not None and session.exitstatus in (0, 5):
+        if reporter.results.error is not None and session.exitstatus in (0, 5):
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
     if _estimate_key in config.stash and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK

@@ -1,0 +1,86 @@
+"""Per-case data on pytest's reports, and in JUnit XML as ``<property>`` elements.
+
+A case's row travels on the report that ends it as ``report.agentv`` (plain builtins, so
+pytest-xdist can carry it to the controller); its scores, verdicts, trials, deltas and cost are
+the test's JUnit properties (``agentv.score``, ``agentv.evaluator.<name>.score``...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .jsonl import compact_json
+
+if TYPE_CHECKING:
+    from ..results import EvaluatorRow, ResultRow
+
+#: An eval item's result row, which goes on its report.
+result_key: pytest.StashKey[ResultRow] = pytest.StashKey()
+
+
+#: Rows of the ``assert_judged`` calls a test made.
+judged_key: pytest.StashKey[list[ResultRow]] = pytest.StashKey()
+
+
+def _evaluator_properties(
+    entries: Sequence[EvaluatorRow], prefix: str
+) -> Iterator[tuple[str, str]]:
+    """Each evaluator's score and verdict; a composite's members under its name."""
+    for entry in entries:
+        name = f"{prefix}.{entry['name']}"
+        yield f"{name}.score", f"{entry['score']:.4f}"
+        yield f"{name}.verdict", entry["verdict"]
+        yield from _evaluator_properties(entry.get("evaluator_results", ()), name)
+
+
+def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, str]]:
+    """JUnit ``<property>`` pairs for one graded (or ungraded) evaluation."""
+    props: list[tuple[str, str]] = [
+        (f"{prefix}.status", row["status"]),
+        (f"{prefix}.score", f"{row['score']:.4f}"),
+        (f"{prefix}.verdict", str(row["verdict"])),
+    ]
+    props.extend(_evaluator_properties(row["evaluator_results"], f"{prefix}.evaluator"))
+    trials, aggregation = row["trials"], row["aggregation"]
+    if trials is not None:
+        props.append((f"{prefix}.trials", str(len(trials))))
+    if aggregation is not None:
+        props.append((f"{prefix}.pass_rate", f"{aggregation['pass_rate']:.4f}"))
+        props.append((f"{prefix}.ci_low", f"{aggregation['ci_low']:.4f}"))
+        props.append((f"{prefix}.ci_high", f"{aggregation['ci_high']:.4f}"))
+    props.append((f"{prefix}.hits", compact_json(row["hits"])))
+    props.append((f"{prefix}.misses", compact_json(row["misses"])))
+    if row.get("baseline_score") is not None:
+        props.append((f"{prefix}.baseline_score", f"{row['baseline_score']:.4f}"))
+    delta = row.get("delta")
+    if delta is not None:
+        props.append((f"{prefix}.delta", f"{delta:+.4f}"))
+    usage = row["usage"]
+    if usage["calls"] or usage["reused"]:
+        props.append((f"{prefix}.tokens", str(usage["tokens"])))
+        cost = usage["cost_usd"]
+        props.append((f"{prefix}.cost_usd", "unknown" if cost is None else f"{cost:.6f}"))
+    if row["error"]:
+        props.append((f"{prefix}.error", row["error"]))
+    return props
+
+
+def record_properties(item: pytest.Item, row: ResultRow, prefix: str = "agentv") -> None:
+    # Appended to the item, not the report: junitxml writes them from the teardown report.
+    item.user_properties.extend(properties_for(row, prefix))
+
+
+def attach(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Put the case result (or a test's ``assert_judged`` results) on the report that ends it."""
+    result = item.stash.get(result_key, None)
+    if result is not None:
+        if report.when == ("call" if result["status"] == "graded" else "setup"):
+            report.agentv = {"case": result}  # type: ignore[attr-defined]
+            del item.stash[result_key]
+        return
+    judged = item.stash.get(judged_key, None)
+    if judged and report.when == "call":
+        report.agentv = {"judged": list(judged)}  # type: ignore[attr-defined]

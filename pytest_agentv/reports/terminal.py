@@ -1,0 +1,197 @@
+"""The ``agentv summary`` section at the end of the terminal report: totals by verdict, what
+was not graded and why, calibration, trials, model calls and cost, the budget, and the
+comparison with a baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..redaction import printable
+from ..verdicts import fmt
+
+if TYPE_CHECKING:
+    from ..baseline import PreviousResults
+    from ..results import ResultRow
+    from ..settings import Settings
+
+_SUMMARY_FIELDS = (
+    "status",
+    "eval_id",
+    "dataset",
+    "file",
+    "score",
+    "verdict",
+    "error",
+    "usage",
+    "baseline_score",
+    "delta",
+)
+
+
+def _ok(canary: Mapping[str, Any]) -> bool:
+    return bool(canary["verdict"] == canary["expected"])
+
+
+def budget_line(limit: float, spent: float, refused: int) -> str:
+    """Spent against ``--agentv-budget-usd``; a run that reached it fails."""
+    from ..results import usd
+
+    line = f"agentv budget: {usd(spent)} spent of {usd(limit)} (--agentv-budget-usd)"
+    if refused:
+        return f"{line}; {refused} model calls were not started: the run fails"
+    if spent >= limit:
+        return f"{line}; the budget was reached: the run fails"
+    return line
+
+
+class Summary:
+    """What the summary needs of each case (not its prompts and answers: pytest keeps every
+    report until the session ends), and what each process's run knew at its end."""
+
+    def __init__(self, settings: Settings, baseline: PreviousResults | None) -> None:
+        self.settings = settings
+        self.baseline = baseline
+        self.cases: list[dict[str, Any]] = []
+        self.collected: set[tuple[str, str, str]] = set()
+        self.calibrations: list[dict[str, Any]] = []
+        #: The run's spend and refused calls so far (``--agentv-budget-usd``).
+        self.spend: Callable[[], tuple[float, int]] | None = None
+        self.usage = {"calls": 0, "reused": 0, "tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
+        #: Cases that ran several times, their trials, and a fixed count's equivalent.
+        self.trials = {"cases": 0, "run": 0, "planned": 0}
+
+    def add(self, row: ResultRow) -> dict[str, Any]:
+        """Count one case's row; return what the summary keeps of it."""
+        summary = {key: row.get(key) for key in _SUMMARY_FIELDS}
+        summary["compared"] = "baseline_score" in row
+        self.cases.append(summary)
+        self._add_usage(row["usage"])
+        aggregation = row.get("aggregation")
+        if isinstance(aggregation, dict):
+            self.trials["cases"] += 1
+            self.trials["run"] += aggregation["trials"]
+            self.trials["planned"] += aggregation["planned"]
+        return summary
+
+    def _add_usage(self, usage: Mapping[str, Any]) -> None:
+        for key in self.usage:
+            self.usage[key] += usage.get(key) or 0
+
+    def add_facts(self, facts: Mapping[str, Any]) -> None:
+        """What one process's run knew at its end (see ``AgentvRun.facts``)."""
+        for file, dataset, case_id in facts.get("collected") or ():
+            self.collected.add((file, dataset, case_id))
+        calibration = facts.get("calibration")
+        if isinstance(calibration, dict):
+            self.calibrations.append(calibration)
+            self._add_usage(calibration.get("usage") or {})
+
+    def write(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.cases and not (self.usage["calls"] or self.usage["reused"] or self.spend):
+            return
+        terminalreporter.section("agentv summary")
+        if self.cases:
+            counts: dict[str, int] = {}
+            for case in self.cases:
+                key = case["verdict"] if case["status"] == "graded" else case["status"]
+                counts[key] = counts.get(key, 0) + 1
+            graded = [c["score"] for c in self.cases if c["status"] == "graded"]
+            parts = [
+                f"{counts.get('pass', 0)} pass",
+                f"{counts.get('borderline', 0)} borderline",
+                f"{counts.get('fail', 0)} fail",
+                f"{counts.get('error', 0)} not graded",
+                f"{counts.get('skipped', 0)} skipped (no judge)",
+            ]
+            mean = f"; mean score {fmt(sum(graded) / len(graded))}" if graded else ""
+            count = f"{len(self.cases)} evaluation{'s' if len(self.cases) != 1 else ''}"
+            terminalreporter.write_line(f"{count}: {', '.join(parts)}{mean}")
+            if counts.get("skipped"):
+                terminalreporter.write_line(
+                    "  skipped cases need an LLM judge: set AGENTV_JUDGE_MODEL and the "
+                    "provider's API key (--agentv-require-judge turns these skips into errors)"
+                )
+            for case in self.cases:
+                if case["status"] == "error":
+                    where = (
+                        f"{case['file']}::{case['eval_id']}"
+                        if case.get("file")
+                        else case["eval_id"]
+                    )
+                    line = f"  not graded: {where}: {case['error']}"
+                    terminalreporter.write_line(printable(line))
+        for line in self._calibration_lines():
+            terminalreporter.write_line(printable(line))
+        t = self.trials
+        if t["cases"]:
+            cases = f"{t['cases']} case{'s' if t['cases'] != 1 else ''}"
+            terminalreporter.write_line(
+                f"agentv trials: {t['run']} run for {cases}; a fixed count would run "
+                f"{t['planned']} ({t['planned'] - t['run']} saved)"
+            )
+        u = self.usage
+        cost = (
+            f"cost unknown ({u['unpriced_calls']} of {u['calls']} calls to models without a "
+            "known price)"
+            if u["unpriced_calls"]
+            else f"${u['cost_usd']:.4f}"
+        )
+        terminalreporter.write_line(
+            f"agentv: {u['calls']} model calls made, {u['reused']} replies reused from the store, "
+            f"{u['tokens']:,} tokens, {cost}"
+        )
+        if self.spend is not None and self.settings.budget_usd is not None:
+            terminalreporter.write_line(budget_line(self.settings.budget_usd, *self.spend()))
+        if self.baseline is not None:
+            from ..baseline import comparison_lines
+
+            compared = [case for case in self.cases if case["compared"]]
+            lines = comparison_lines(
+                self.baseline, compared, self.collected, self.settings.max_regression
+            )
+            for line in lines:
+                terminalreporter.write_line(printable(line))
+
+    def _calibration_lines(self) -> list[str]:
+        """How the judge did on the canaries (the worst process's, under pytest-xdist)."""
+        if not self.calibrations:
+            return []
+        worst = max(
+            self.calibrations,
+            key=lambda c: (bool(c["error"]), sum(1 for r in c["canaries"] if not _ok(r))),
+        )
+        where = f"agentv calibration ({worst['file']})"
+        if worst["error"]:
+            return [f"{where}: the calibration file cannot be used: {worst['error']}"]
+        canaries = worst["canaries"]
+        failed = [r for r in canaries if not _ok(r)]
+        if not failed:
+            return [f"{where}: judge {worst['judge']} graded {len(canaries)} canaries as expected"]
+        effect = (
+            "its cases were not graded"
+            if worst["mode"] == "enforce"
+            else "its verdicts were used anyway (warn)"
+        )
+        lines = [
+            f"{where}: judge {worst['judge']} failed {len(failed)} of {len(canaries)} canaries; "
+            f"{effect}"
+        ]
+        for r in failed:
+            got = (
+                f"got {r['verdict']} (score {fmt(r['score'])})"
+                if r["verdict"] is not None
+                else f"not graded ({r['error']})"
+            )
+            lines.append(f"  {r['id']}: expected {r['expected']}, {got}")
+        return lines
+
+    def over_budget(self) -> bool:
+        """Whether the run reached its budget or refused a call for it."""
+        if self.spend is None or self.settings.budget_usd is None:
+            return False
+        spent, refused = self.spend()
+        return spent >= self.settings.budget_usd or refused > 0
