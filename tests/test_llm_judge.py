@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_agentv.evaluators.llm_judge import contract_object, parse_freeform
+from pytest_agentv.evaluators.contract import contract_object, parse_freeform
 from pytest_agentv.llm.client import ReplyError
 from tests.fake_openai import (
     Delay,

@@ -16,13 +16,14 @@ from ..errors import ConfigError, did_you_mean
 from ..loader import EntryProblem
 from ..schema.evaluators import EvaluatorConfig, walk_entries
 from ..spellings import KIND_ALIASES, canonical_kind, later_kind_version
-from .base import DEFAULT_SCRIPT_TIMEOUT, Evaluator, ResolveJudge
+from .base import Evaluator, ResolveJudge
 from .code_judge import CodeEvaluator
 from .composite import CompositeEvaluator
 from .cost import CostEvaluator
 from .field_accuracy import FieldAccuracyEvaluator
 from .latency import LatencyEvaluator
 from .llm_judge import LlmJudgeEvaluator
+from .scripts import DEFAULT_SCRIPT_TIMEOUT
 from .token_usage import TokenUsageEvaluator
 from .tool_trajectory import ToolTrajectoryEvaluator
 

@@ -2,17 +2,13 @@
 
 Names follow AgentV's evaluation API (seed 001) in snake_case. Evaluators may be sync or async:
 the engine is async and runs a sync ``evaluate`` in a worker thread so judge calls overlap.
-The JSON payload that scripts receive on stdin (code judges, prompt scripts) is made here too,
-so every script sees the same wire format.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import json
-import re
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -23,8 +19,6 @@ from ..cases import PreparedCase
 from ..errors import AgentvError, ConfigError
 from ..llm.client import JudgeClient
 from ..llm.usage import PlannedCall
-from ..paths import resolve_reference
-from ..processes import run_process, scrubbed_env
 from ..results import EvaluatorRow, Grade, Verdict
 from ..schema.base import finite_number, problem_text
 from ..schema.evaluators import EvaluatorConfig
@@ -370,50 +364,6 @@ def deep_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and bool(a == b)
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-
-
-#: Where a JSON object can start: ``{`` then a key or ``}``.
-_OBJECT_START = re.compile(r'\{\s*["}]')
-#: Failed starts tried before giving up: each failure costs time in the text's length (the
-#: decoder's error counts lines), so an answer of braces would otherwise take quadratic time.
-MAX_FAILED_STARTS = 1000
-
-
-def json_objects(text: str) -> Iterator[Any]:
-    """Every outermost JSON object in a text, in order: the whole text, a fenced block, or
-    objects inside prose."""
-    decoder = json.JSONDecoder()
-    failed = 0
-    found = _OBJECT_START.search(text)
-    while found is not None and failed < MAX_FAILED_STARTS:
-        try:
-            value, end = decoder.raw_decode(text, found.start())
-        except (ValueError, RecursionError):  # nested too deep is not JSON we can read either
-            failed += 1
-            found = _OBJECT_START.search(text, found.start() + 1)
-            continue
-        yield value
-        found = _OBJECT_START.search(text, end)
-
-
-def first_json_object(text: str) -> dict[str, Any]:
-    """The first JSON object in a text (an answer that should be JSON, say): the whole text,
-    else a fenced block, else the first object inside prose."""
-    fenced = (block.strip() for block in _FENCE.findall(text))
-    for candidate in (text.strip(), *fenced):
-        try:
-            value = json.loads(candidate)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(value, dict):
-            return value
-    for value in json_objects(text):
-        if isinstance(value, dict):
-            return value
-    raise ValueError("no JSON object in the text" if text.strip() else "the text is empty")
-
-
 def trace_number(context: EvaluationContext, key: str) -> float | None:
     """A number of the case's trace summary (``duration_ms``, ``cost_usd``), if reported."""
     return finite_number((context.trace_summary or {}).get(key))
@@ -449,68 +399,3 @@ def within_limit(
 def js_number(value: float) -> str:
     """A number as AgentV's messages print it: ``45``, not ``45.0``."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-#: Seconds a script (code judge, prompt script) may run unless its entry or the run says more.
-DEFAULT_SCRIPT_TIMEOUT = 60.0
-
-
-def script_payload(context: EvaluationContext) -> dict[str, Any]:
-    """The stdin object of a code judge and of an executable prompt template (AgentV's wire
-    format: snake_case envelope keys, user data as it was written)."""
-    case = context.eval_case
-    entry = context.evaluator
-    options = entry.options if entry is not None else {}
-    return {
-        "question": case.question,
-        "expected_outcome": case.expected_outcome,
-        "expected_messages": list(case.expected_messages),
-        "reference_answer": case.reference_answer,
-        "candidate_answer": context.candidate,
-        "output_messages": list(context.output_messages)
-        if context.output_messages is not None
-        else None,
-        "input_messages": list(case.authored_input),
-        "input_files": list(case.input_files),
-        "guideline_files": list(case.guideline_files),
-        "trace_summary": context.trace_summary,
-        "config": options or None,
-    }
-
-
-@dataclass(frozen=True)
-class Scripts:
-    """How the run's scripts run — code judges, code aggregators, prompt scripts: their default
-    timeout and the environment names passed on to them (``agentv_code_judge_env``)."""
-
-    timeout: float = DEFAULT_SCRIPT_TIMEOUT
-    env_passthrough: tuple[str, ...] = ()
-
-    async def run(
-        self,
-        script: Sequence[str] | str,
-        payload: Mapping[str, Any],
-        *,
-        case: PreparedCase,
-        what: str,
-        cwd: str | None = None,
-        timeout: float | None = None,
-    ) -> tuple[bytes, str | None]:
-        """Run ``script`` with ``payload`` as JSON on its stdin, from ``cwd`` (looked up from the
-        case's folder, inside the rootdir) or the case's folder, bounded like every child
-        process and with a scrubbed environment. Returns its stdout, and why it failed or None.
-        """
-        folder = (
-            resolve_reference(cwd, start=case.folder, rootdir=case.rootdir, what="cwd")
-            if cwd is not None
-            else case.folder
-        )
-        limit = timeout or self.timeout
-        result = await run_process(
-            script if isinstance(script, str) else list(script),
-            stdin=json.dumps(payload, ensure_ascii=False).encode("utf-8"),
-            cwd=folder,
-            env=scrubbed_env(self.env_passthrough),
-            timeout=limit,
-        )
-        return result.stdout, result.failure(what, limit)

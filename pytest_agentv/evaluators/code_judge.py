@@ -16,13 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .base import (
-    DEFAULT_SCRIPT_TIMEOUT,
-    EvaluationContext,
-    EvaluationScore,
-    Scripts,
-    script_payload,
-)
+from .base import EvaluationContext, EvaluationScore
+from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts, script_payload
 
 
 def _reject_constant(name: str) -> float:

@@ -31,12 +31,10 @@ from ..schema.evaluators import AggregatorSpec, CompositeSpec, EvaluatorConfig
 from ..yamlfile import Loc
 from . import prompts
 from .base import (
-    DEFAULT_SCRIPT_TIMEOUT,
     EvaluationContext,
     EvaluationScore,
     Evaluator,
     EvaluatorResult,
-    Scripts,
     entry_settings,
     evaluate_entries,
     plan_entries,
@@ -44,6 +42,7 @@ from .base import (
 )
 from .code_judge import parse_judge_output
 from .llm_judge import LlmJudgeEvaluator
+from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts
 
 RESULTS_VARIABLE = "EVALUATOR_RESULTS_JSON"
 _RESULTS_PLACED = re.compile(r"\{\{\s*" + RESULTS_VARIABLE + r"\s*\}\}")

@@ -23,14 +23,8 @@ from ..errors import ConfigError
 from ..loader import EntryProblem, zero_weights
 from ..schema.checks import FieldAccuracySpec, FieldSpec
 from ..schema.evaluators import EvaluatorConfig
-from .base import (
-    EvaluationContext,
-    EvaluationScore,
-    deep_equal,
-    entry_settings,
-    first_json_object,
-    js_number,
-)
+from .base import EvaluationContext, EvaluationScore, deep_equal, entry_settings, js_number
+from .contract import first_json_object
 
 MAX_LISTED = 4
 _MISSING = object()

@@ -13,12 +13,10 @@ judge that answered on another scale, or skipped items, said nothing about the a
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import ConfigError, JudgeNotConfiguredError, NotGradedError
 from ..llm.client import NONCE_PLACEHOLDER, LlmClient, ReplyError
@@ -29,18 +27,11 @@ from ..schema.base import finite_number
 from ..schema.evaluators import EvaluatorConfig, PromptScript
 from ..schema.rubrics import RubricItem, rubric_items
 from . import prompts
-from .base import (
-    DEFAULT_SCRIPT_TIMEOUT,
-    EvaluationContext,
-    EvaluationScore,
-    ResolveJudge,
-    Scripts,
-    json_objects,
-    script_payload,
-)
+from .base import EvaluationContext, EvaluationScore, ResolveJudge
+from .contract import PROTOCOL_VERSION, Contract, contract_for, correction
+from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts, script_payload
 
 MAX_ATTEMPTS = 3
-MAX_HITS = 4
 
 T = TypeVar("T")
 
@@ -51,211 +42,14 @@ NO_JUDGE = (
 )
 
 
-def contract_object(text: str, nonce: str) -> dict[str, Any]:
-    """The JSON object of a reply that carries this call's nonce as its ``"nonce"`` field.
-
-    Every outermost object in the reply is read (the whole reply, a fenced block, or objects
-    inside prose); objects without the nonce — quoted from the candidate, say — never count, and
-    two different objects that both carry it are a reply outside the contract.
-    """
-    carrying: list[dict[str, Any]] = []
-    others = 0
-    for value in json_objects(text):
-        if isinstance(value, dict) and value.get("nonce") == nonce:
-            if value not in carrying:
-                carrying.append(value)
-        else:
-            others += 1
-    if len(carrying) == 1:
-        return carrying[0]
-    if carrying:
-        raise ReplyError(
-            f"the reply holds {len(carrying)} different JSON objects carrying this call's nonce"
-        )
-    if others:
-        raise ReplyError(f'no JSON object in the reply carries "nonce": "{nonce}"')
-    raise ReplyError("no JSON object in the reply" if text.strip() else "the reply was empty")
-
-
-def _strings(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        return ()
-    return tuple(v.strip() for v in value if isinstance(v, str) and v.strip())[:MAX_HITS]
-
-
-def _number_in(value: Any, low: float, high: float) -> TypeGuard[float]:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and low <= value <= high
-    )
-
-
-def parse_freeform(text: str, nonce: str) -> EvaluationScore:
-    data = contract_object(text, nonce)
-    score = data.get("score")
-    if not _number_in(score, 0, 1):
-        raise ReplyError(f"'score' must be a number from 0 to 1, got {score!r}")
-    reasoning = data.get("reasoning")
-    return EvaluationScore.graded(
-        float(score),
-        hits=_strings(data.get("hits")),
-        misses=_strings(data.get("misses")),
-        reasoning=reasoning if isinstance(reasoning, str) else None,
-    )
-
-
-def _checks(
-    text: str, nonce: str, rubrics: Sequence[RubricItem], verdict_field: str
-) -> tuple[dict[str, dict[str, Any]], str | None]:
-    """One check per rubric item, none for unknown ids, else a reply outside the contract."""
-    data = contract_object(text, nonce)
-    checks = data.get("checks")
-    if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
-        raise ReplyError("'checks' must be a list of objects")
-    known = [item.id for item in rubrics]
-    by_id: dict[str, dict[str, Any]] = {}
-    for check in checks:
-        check_id = check.get("id")
-        if not isinstance(check_id, str):
-            raise ReplyError("every check needs a string 'id'")
-        if check_id not in known:
-            raise ReplyError(f"a check names unknown rubric id {check_id!r} (the ids: {known})")
-        if check.get("reasoning") is not None and not isinstance(check["reasoning"], str):
-            raise ReplyError("'reasoning' of a check must be a string")
-        if check_id in by_id and by_id[check_id].get(verdict_field) != check.get(verdict_field):
-            raise ReplyError(f"rubric id {check_id!r} is checked twice with different results")
-        by_id.setdefault(check_id, check)
-    missing = [item_id for item_id in known if item_id not in by_id]
-    if missing:
-        raise ReplyError(f"no check for rubric item(s) {missing}")
-    overall = data.get("overall_reasoning")
-    return by_id, overall if isinstance(overall, str) else None
-
-
-def parse_checklist(text: str, nonce: str, rubrics: Sequence[RubricItem]) -> EvaluationScore:
-    by_id, overall = _checks(text, nonce, rubrics, "satisfied")
-    for check in by_id.values():
-        if not isinstance(check.get("satisfied"), bool):
-            raise ReplyError(f"check '{check['id']}' needs a boolean 'satisfied'")
-    total = sum(item.weight for item in rubrics)
-    earned = 0.0
-    hits: list[str] = []
-    misses: list[str] = []
-    rows: list[dict[str, Any]] = []
-    gate_failed = False
-    for item in rubrics:
-        check = by_id[item.id]
-        satisfied: bool = check["satisfied"]
-        reasoning = check.get("reasoning") or ""
-        line = f"[{item.id}] {item.expected_outcome}" + (f": {reasoning}" if reasoning else "")
-        if satisfied:
-            earned += item.weight
-            hits.append(line)
-        else:
-            misses.append(line)
-            gate_failed = gate_failed or item.is_required
-        rows.append(
-            {
-                "id": item.id,
-                "outcome": item.expected_outcome,
-                "weight": item.weight,
-                "required": item.is_required,
-                "satisfied": satisfied,
-                "reasoning": reasoning,
-            }
-        )
-    return EvaluationScore.graded(
-        earned / total if total > 0 else 0.0,
-        gate_failed=gate_failed,
-        hits=tuple(hits),
-        misses=tuple(misses),
-        expected_aspect_count=len(rubrics),
-        reasoning=overall,
-        raw_aspects=tuple(item.id for item in rubrics),
-        details={"rubric": rows},
-    )
-
-
-def _range_text(item: RubricItem, raw: int) -> str:
-    for entry in item.score_ranges or ():
-        low, high = entry.score_range
-        if low <= raw <= high:
-            return entry.expected_outcome
-    return ""
-
-
-def parse_score_ranges(text: str, nonce: str, rubrics: Sequence[RubricItem]) -> EvaluationScore:
-    by_id, overall = _checks(text, nonce, rubrics, "score")
-    for check in by_id.values():
-        score = check.get("score")
-        if not _number_in(score, 0, 10) or score != int(score):
-            raise ReplyError(
-                f"check '{check['id']}' needs an integer 'score' from 0 to 10, got {score!r}"
-            )
-    total = sum(item.weight for item in rubrics)
-    weighted = 0.0
-    hits: list[str] = []
-    misses: list[str] = []
-    rows: list[dict[str, Any]] = []
-    raw_scores: dict[str, int] = {}
-    gate_failed = False
-    for item in rubrics:
-        check = by_id[item.id]
-        raw = int(check["score"])
-        raw_scores[item.id] = raw
-        weighted += item.weight * raw / 10
-        gate = item.min_score
-        gated = gate is not None and raw < gate
-        gate_failed = gate_failed or gated
-        reasoning = check.get("reasoning") or ""
-        matched = _range_text(item, raw)
-        line = (
-            f"[{item.id}] {item.expected_outcome} - Score: {raw}/10"
-            + (f" ({matched})" if matched else "")
-            + (f": {reasoning}" if reasoning else "")
-        )
-        passed = raw >= 7 and not gated
-        (hits if passed else misses).append(line)
-        rows.append(
-            {
-                "id": item.id,
-                "outcome": item.expected_outcome,
-                "weight": item.weight,
-                "raw_score": raw,
-                "min_score": gate,
-                "passed": passed,
-                "reasoning": reasoning,
-            }
-        )
-    return EvaluationScore.graded(
-        weighted / total if total > 0 else 0.0,
-        gate_failed=gate_failed,
-        hits=tuple(hits),
-        misses=tuple(misses),
-        expected_aspect_count=len(rubrics),
-        reasoning=overall,
-        raw_aspects=tuple(item.id for item in rubrics),
-        details={
-            "raw_scores": raw_scores,
-            "normalization": "score / 10",
-            "aggregation": "weighted_average",
-            "rubric": rows,
-        },
-    )
-
-
 @dataclass(frozen=True)
 class JudgeRequest:
     """What an LLM judge evaluator sends: its judge, mode and settings, and its messages and
     response format rendered for a nonce (a fresh one per call)."""
 
     judge: LlmClient
-    mode: str
+    contract: Contract
     render: Callable[[str], tuple[str, str]]
-    schema: Callable[[str], dict[str, Any]]
-    parse: Callable[[str, str], EvaluationScore]
     temperature: float
     max_tokens: int | None
     #: Texts a nonce must not occur in (the candidate, and any other data shown).
@@ -267,7 +61,7 @@ class JudgeRequest:
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def structured(self, nonce: str) -> dict[str, Any]:
-        return prompts.response_format(f"agentv_{self.mode}", self.schema(nonce))
+        return self.contract.response_format(nonce)
 
 
 @dataclass(frozen=True)
@@ -277,6 +71,13 @@ class _Prompt:
     text: str
     is_template: bool
     source: str
+
+
+#: The user prompt of each rubric mode (freeform has a template of its own).
+_USER_PROMPTS = {
+    "checklist": prompts.checklist_prompt,
+    "score_ranges": prompts.score_range_prompt,
+}
 
 
 class LlmJudgeEvaluator:
@@ -357,19 +158,8 @@ class LlmJudgeEvaluator:
             json.dumps(inputs["output_messages"]),
             *(json.dumps(value, default=str) for value in extra.values()),
         )
-        parse: Callable[[str, str], EvaluationScore]
-        if rubrics and any(item.score_ranges for item in rubrics):
-            mode, schema = "score_ranges", prompts.score_range_schema
-            system, build = prompts.score_range_system, prompts.score_range_prompt
-            parse = lambda text, nonce: parse_score_ranges(text, nonce, rubrics)  # noqa: E731
-        elif rubrics:
-            mode, schema = "checklist", prompts.checklist_schema
-            system, build = prompts.checklist_system, prompts.checklist_prompt
-            parse = lambda text, nonce: parse_checklist(text, nonce, rubrics)  # noqa: E731
-        else:
-            mode, schema, system = "freeform", prompts.freeform_schema, prompts.freeform_system
-            build = None
-            parse = parse_freeform
+        contract = contract_for(rubrics)
+        build = _USER_PROMPTS.get(contract.mode)
 
         def render(nonce: str) -> tuple[str, str]:
             values = prompts.template_values(inputs, nonce)
@@ -387,14 +177,12 @@ class LlmJudgeEvaluator:
                 user = prompts.substitute(prompts.FREEFORM_TEMPLATE, values)
                 if custom is not None:
                     user = f"{custom.text.strip()}\n\n{user}"
-            return system(nonce), user
+            return contract.system(nonce), user
 
         return JudgeRequest(
             judge=judge,
-            mode=mode,
+            contract=contract,
             render=render,
-            schema=schema,
-            parse=parse,
             temperature=temperature,
             max_tokens=max_tokens,
             untrusted=untrusted,
@@ -418,7 +206,7 @@ class LlmJudgeEvaluator:
             max_tokens=request.max_tokens,
             structured=request.structured(NONCE_PLACEHOLDER),
             trial=context.attempt,
-            protocol=prompts.PROTOCOL_VERSION,
+            protocol=PROTOCOL_VERSION,
         )
         return PlannedCall(
             model=request.judge.model,
@@ -445,7 +233,7 @@ class LlmJudgeEvaluator:
             "user_prompt": user_prompt,
             "system_prompt": system_prompt,
             "model": judge.model,
-            "mode": request.mode,
+            "mode": request.contract.mode,
         }
         if request.custom_source is not None:
             raw_request["custom_prompt"] = request.custom_source
@@ -458,18 +246,18 @@ class LlmJudgeEvaluator:
                 reply_text, old_nonce = rejected
                 messages += [
                     {"role": "assistant", "content": reply_text.replace(old_nonce, nonce)},
-                    {"role": "user", "content": prompts.correction(problem, nonce)},
+                    {"role": "user", "content": correction(problem, nonce)},
                 ]
             try:
                 score, reply = await judge.complete(
                     messages,
-                    accept=_rejecting(partial(_parse_with, request.parse, nonce)),
+                    accept=request.contract.accept(nonce),
                     temperature=request.temperature,
                     max_tokens=request.max_tokens,
                     structured=request.structured(nonce),
                     nonce=nonce,
                     trial=context.attempt,
-                    protocol=prompts.PROTOCOL_VERSION,
+                    protocol=PROTOCOL_VERSION,
                     label=f"judge {judge.model}",
                     replay_as=messages[:2],
                 )
@@ -518,26 +306,6 @@ class LlmJudgeEvaluator:
         if failure or not text:
             raise NotGradedError(failure or "prompt script printed no prompt on stdout")
         return _Prompt(text, is_template=True, source=f"script: {script}")
-
-
-def _parse_with(
-    parse: Callable[[str, str], EvaluationScore], nonce: str, text: str
-) -> EvaluationScore:
-    return parse(text, nonce)
-
-
-def _rejecting(parse: Callable[[str], T]) -> Callable[[str], T]:
-    """Turn any parse problem into ``ReplyError``: a reply outside the contract, never a grade."""
-
-    def accept(text: str) -> T:
-        try:
-            return parse(text)
-        except ReplyError:
-            raise
-        except (ValueError, TypeError, KeyError, OverflowError) as exc:
-            raise ReplyError(str(exc)) from exc
-
-    return accept
 
 
 def _with_request(score: EvaluationScore, request: dict[str, Any], reply: Reply) -> EvaluationScore:

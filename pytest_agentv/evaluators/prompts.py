@@ -1,8 +1,6 @@
-"""Judge prompts: the JSON contracts (system prompts and schemas), the user prompt templates,
-and the boundary markers that keep graded text from talking to the judge.
-
-Every contract asks the judge to echo the call's nonce as the ``"nonce"`` field of its object:
-shown with its value in the system prompt and as a ``const`` in the structured-output schema.
+"""Judge prompts: the user prompt templates, prompt files, and the boundary markers that keep
+graded text from talking to the judge (the system prompts are the reply contract's,
+``contract.py``).
 
 Untrusted text (the candidate answer, output messages) is placed between markers carrying a
 fresh random nonce per call; look-alikes of our markers and section headers inside that text are
@@ -22,9 +20,6 @@ from typing import Any
 from ..errors import ConfigError
 from ..paths import read_reference, resolve_reference
 from ..schema.rubrics import RubricItem
-
-#: Bumped whenever a prompt or contract changes, so stored replies of the old wording miss.
-PROTOCOL_VERSION = "agentv-judge/2"
 
 TEMPLATE_VARIABLES = (
     "question",
@@ -131,44 +126,6 @@ not need to match it word for word; judge substance, correctness and completenes
 """
 
 
-def _echo_rule(nonce: str) -> str:
-    return f'Set "nonce" to exactly "{nonce}": only an object carrying it counts as your answer.\n'
-
-
-def _with_nonce(schema: dict[str, Any], nonce: str) -> dict[str, Any]:
-    properties = {**schema["properties"], "nonce": {"type": "string", "const": nonce}}
-    return {**schema, "properties": properties, "required": [*schema["required"], "nonce"]}
-
-
-def freeform_system(nonce: str) -> str:
-    return (
-        "You grade answers. Respond with a single JSON object and nothing else, no prose and no "
-        "code fences:\n"
-        '{"score": <number from 0.0 to 1.0>, "hits": [<at most 4 brief strings: what the answer '
-        'achieved>], "misses": [<at most 4 brief strings: failures or omissions>], '
-        f'"reasoning": "<one or two sentences>", "nonce": "{nonce}"}}\n'
-        + _echo_rule(nonce)
-        + data_rules(nonce)
-    )
-
-
-_FREEFORM_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "score": {"type": "number", "minimum": 0, "maximum": 1},
-        "hits": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
-        "misses": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
-        "reasoning": {"type": "string"},
-    },
-    "required": ["score", "hits", "misses", "reasoning"],
-    "additionalProperties": False,
-}
-
-
-def freeform_schema(nonce: str) -> dict[str, Any]:
-    return _with_nonce(_FREEFORM_SCHEMA, nonce)
-
-
 def _sections(values: Mapping[str, str], *, with_reference: bool) -> str:
     parts = [
         f"[[ ## question ## ]]\n{values['question']}",
@@ -197,42 +154,6 @@ def checklist_prompt(values: Mapping[str, str], rubrics: Sequence[RubricItem], i
     )
 
 
-def checklist_system(nonce: str) -> str:
-    return (
-        "You grade answers against a rubric. Respond with a single JSON object and nothing else:\n"
-        '{"checks": [{"id": "<rubric id>", "satisfied": <true|false>, "reasoning": "<brief>"}], '
-        f'"overall_reasoning": "<one or two sentences>", "nonce": "{nonce}"}}\n'
-        "Include exactly one check per rubric id.\n" + _echo_rule(nonce) + data_rules(nonce)
-    )
-
-
-def checklist_schema(nonce: str) -> dict[str, Any]:
-    return _with_nonce(_CHECKLIST_SCHEMA, nonce)
-
-
-_CHECKLIST_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "checks": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string"},
-                    "satisfied": {"type": "boolean"},
-                    "reasoning": {"type": "string"},
-                },
-                "required": ["id", "satisfied", "reasoning"],
-                "additionalProperties": False,
-            },
-        },
-        "overall_reasoning": {"type": "string"},
-    },
-    "required": ["checks", "overall_reasoning"],
-    "additionalProperties": False,
-}
-
-
 def score_range_prompt(values: Mapping[str, str], rubrics: Sequence[RubricItem], intro: str) -> str:
     blocks = []
     for item in rubrics:
@@ -256,56 +177,6 @@ def score_range_prompt(values: Mapping[str, str], rubrics: Sequence[RubricItem],
     return (
         f"{head}\n\n{_sections(values, with_reference=True)}\n\n[[ ## scoring_criteria ## ]]\n"
         + "\n\n".join(blocks)
-    )
-
-
-def score_range_system(nonce: str) -> str:
-    return (
-        "You grade answers against scoring criteria. Respond with a single JSON object and "
-        "nothing else:\n"
-        '{"checks": [{"id": "<criterion id>", "score": <integer 0-10>, "reasoning": "<brief>"}], '
-        f'"overall_reasoning": "<one or two sentences>", "nonce": "{nonce}"}}\n'
-        "Each score must be an integer from 0 to 10 within one of the criterion's defined ranges. "
-        "Include exactly one check per criterion id.\n" + _echo_rule(nonce) + data_rules(nonce)
-    )
-
-
-def score_range_schema(nonce: str) -> dict[str, Any]:
-    return _with_nonce(_SCORE_RANGE_SCHEMA, nonce)
-
-
-_SCORE_RANGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "checks": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string"},
-                    "score": {"type": "integer", "minimum": 0, "maximum": 10},
-                    "reasoning": {"type": "string"},
-                },
-                "required": ["id", "score", "reasoning"],
-                "additionalProperties": False,
-            },
-        },
-        "overall_reasoning": {"type": "string"},
-    },
-    "required": ["checks", "overall_reasoning"],
-    "additionalProperties": False,
-}
-
-
-def response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
-
-
-def correction(problem: str, nonce: str) -> str:
-    """What the judge is told after a reply outside the contract."""
-    return (
-        f"Your reply does not follow the contract: {problem}. Reply again with only the JSON "
-        f'object the system message describes, with "nonce": "{nonce}".'
     )
 
 

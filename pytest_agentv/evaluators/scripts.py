@@ -1,0 +1,80 @@
+"""The one runner of the scripts evaluators call — code judges, code aggregators, prompt scripts —
+and the JSON payload they read on stdin (AgentV's wire format: snake_case envelope keys, user data
+as it was written), so every script sees the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..cases import PreparedCase
+from ..paths import resolve_reference
+from ..processes import run_process, scrubbed_env
+from .base import EvaluationContext
+
+#: Seconds a script (code judge, prompt script) may run unless its entry or the run says more.
+DEFAULT_SCRIPT_TIMEOUT = 60.0
+
+
+def script_payload(context: EvaluationContext) -> dict[str, Any]:
+    """The stdin object of a code judge and of an executable prompt template (AgentV's wire
+    format: snake_case envelope keys, user data as it was written)."""
+    case = context.eval_case
+    entry = context.evaluator
+    options = entry.options if entry is not None else {}
+    return {
+        "question": case.question,
+        "expected_outcome": case.expected_outcome,
+        "expected_messages": list(case.expected_messages),
+        "reference_answer": case.reference_answer,
+        "candidate_answer": context.candidate,
+        "output_messages": list(context.output_messages)
+        if context.output_messages is not None
+        else None,
+        "input_messages": list(case.authored_input),
+        "input_files": list(case.input_files),
+        "guideline_files": list(case.guideline_files),
+        "trace_summary": context.trace_summary,
+        "config": options or None,
+    }
+
+
+@dataclass(frozen=True)
+class Scripts:
+    """How the run's scripts run — code judges, code aggregators, prompt scripts: their default
+    timeout and the environment names passed on to them (``agentv_code_judge_env``)."""
+
+    timeout: float = DEFAULT_SCRIPT_TIMEOUT
+    env_passthrough: tuple[str, ...] = ()
+
+    async def run(
+        self,
+        script: Sequence[str] | str,
+        payload: Mapping[str, Any],
+        *,
+        case: PreparedCase,
+        what: str,
+        cwd: str | None = None,
+        timeout: float | None = None,
+    ) -> tuple[bytes, str | None]:
+        """Run ``script`` with ``payload`` as JSON on its stdin, from ``cwd`` (looked up from the
+        case's folder, inside the rootdir) or the case's folder, bounded like every child
+        process and with a scrubbed environment. Returns its stdout, and why it failed or None.
+        """
+        folder = (
+            resolve_reference(cwd, start=case.folder, rootdir=case.rootdir, what="cwd")
+            if cwd is not None
+            else case.folder
+        )
+        limit = timeout or self.timeout
+        result = await run_process(
+            script if isinstance(script, str) else list(script),
+            stdin=json.dumps(payload, ensure_ascii=False).encode("utf-8"),
+            cwd=folder,
+            env=scrubbed_env(self.env_passthrough),
+            timeout=limit,
+        )
+        return result.stdout, result.failure(what, limit)
