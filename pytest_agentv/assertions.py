@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import pytest
 
 from .errors import AgentvError
-from .scheduler import run_sync
+from .scheduler import awaited, run_sync
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -75,30 +75,6 @@ class JudgedAssertionError(AssertionError):
         self.result = result
 
 
-def _entries(evaluators: Entries | None, rubrics: Rubrics | None) -> tuple[EvaluatorConfig, ...]:
-    from pydantic import ValidationError
-
-    from .schema.base import problem_text
-    from .schema.evaluators import EvaluatorConfig, evaluator_entries
-    from .schema.rubrics import rubric_items
-
-    entries: list[EvaluatorConfig] = []
-    for index, entry in enumerate(evaluators or ()):
-        if isinstance(entry, EvaluatorConfig):
-            entries.append(entry)
-            continue
-        try:
-            entries.append(EvaluatorConfig.model_validate(dict(entry)))
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'entry'}: {problem_text(e)}"
-                for e in exc.errors(include_url=False)
-            )
-            raise ValueError(f"evaluators[{index}] is invalid: {problems}") from None
-    items = [dict(item) if isinstance(item, Mapping) else item for item in rubrics or ()]
-    return evaluator_entries(entries, rubric_items(items), "llm_judge")
-
-
 def _trace(
     answered: dict[str, Any] | None, given: Mapping[str, Any] | None
 ) -> dict[str, Any] | None:
@@ -108,11 +84,28 @@ def _trace(
     return {**(answered or {}), **given}
 
 
-#: What each text keyword is, for the message when it is given something else.
-_TEXT_OPTIONS = {
-    "question": "a string (the question the answer replies to)",
-    "expected_outcome": "a string (what a good answer does)",
-    "model": "a model string such as 'openai/gpt-4o-mini'",
+#: What each keyword takes, and what it must be (for the message when it gets something else).
+_KEYWORDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "question": ((str,), "a string (the question the answer replies to)"),
+    "expected_outcome": ((str,), "a string (what a good answer does)"),
+    "model": ((str,), "a model string such as 'openai/gpt-4o-mini'"),
+    "reference_answer": (
+        (str, Mapping),
+        "a string or a mapping (an object for field_accuracy)",
+    ),
+    "trace": ((Mapping,), "a mapping like AgentV's trace_summary"),
+}
+_LISTS = {
+    "rubrics": (
+        "a list of rubric items (strings or mappings)",
+        "a string, a mapping or a RubricItem",
+    ),
+    "evaluators": (
+        "a list of mappings like the eval file's evaluators entries ([{'name': 'speed', "
+        "'type': 'latency', 'threshold': 2000}])",
+        "a mapping like an eval file's evaluators entry ({'name': 'speed', 'type': 'latency', "
+        "...})",
+    ),
 }
 
 
@@ -120,64 +113,28 @@ def _check_options(caller: str, options: Mapping[str, object]) -> None:
     """Refuse keywords of the wrong kind before anything runs, naming the keyword: a string
     given as ``rubrics`` would otherwise be read letter by letter, one rubric item each."""
     __tracebackhide__ = True
-
-    def kind(value: object) -> str:
-        return type(value).__name__
+    from .schema.evaluators import EvaluatorConfig
+    from .schema.rubrics import RubricItem
 
     unknown = sorted(set(options) - set(JudgeOptions.__annotations__))
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
-    for name, wanted in _TEXT_OPTIONS.items():
+    for name, (types, wanted) in _KEYWORDS.items():
         value = options.get(name)
-        if value is not None and not isinstance(value, str):
-            raise TypeError(f"{caller}(): {name} must be {wanted}, not {kind(value)}")
-    reference = options.get("reference_answer")
-    if reference is not None and not isinstance(reference, (str, Mapping)):
-        raise TypeError(
-            f"{caller}(): reference_answer must be a string or a mapping (an object for "
-            f"field_accuracy), not {kind(reference)}"
-        )
-    trace = options.get("trace")
-    if trace is not None and not isinstance(trace, Mapping):
-        raise TypeError(
-            f"{caller}(): trace must be a mapping like AgentV's trace_summary, not {kind(trace)}"
-        )
-    from .schema.evaluators import EvaluatorConfig
-    from .schema.rubrics import RubricItem
-
-    _check_list(
-        caller,
-        "rubrics",
-        options.get("rubrics"),
-        (str, Mapping, RubricItem),
-        "a list of rubric items (strings or mappings)",
-        "a string, a mapping or a RubricItem",
-    )
-    _check_list(
-        caller,
-        "evaluators",
-        options.get("evaluators"),
-        (Mapping, EvaluatorConfig),
-        "a list of mappings like the eval file's evaluators entries ([{'name': 'speed', "
-        "'type': 'latency', 'threshold': 2000}])",
-        "a mapping like an eval file's evaluators entry ({'name': 'speed', 'type': 'latency', "
-        "...})",
-    )
-
-
-def _check_list(
-    caller: str, name: str, value: object, items: tuple[type, ...], whole: str, each: str
-) -> None:
-    __tracebackhide__ = True
-    if value is None:
-        return
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(f"{caller}(): {name} must be {whole}, not {type(value).__name__}")
-    for index, item in enumerate(value):
-        if not isinstance(item, items):
-            raise TypeError(
-                f"{caller}(): {name}[{index}] must be {each}, not {type(item).__name__}"
-            )
+        if value is not None and not isinstance(value, types):
+            raise TypeError(f"{caller}(): {name} must be {wanted}, not {type(value).__name__}")
+    items = {"rubrics": (str, Mapping, RubricItem), "evaluators": (Mapping, EvaluatorConfig)}
+    for name, (whole, each) in _LISTS.items():
+        value = options.get(name)
+        if value is None:
+            continue
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise TypeError(f"{caller}(): {name} must be {whole}, not {type(value).__name__}")
+        for index, item in enumerate(value):
+            if not isinstance(item, items[name]):
+                raise TypeError(
+                    f"{caller}(): {name}[{index}] must be {each}, not {type(item).__name__}"
+                )
 
 
 class AgentvJudge:
@@ -244,7 +201,7 @@ class AgentvJudge:
         plugin's loop); anything else is the answer itself. Never suspends (``run_sync``)."""
         answer = candidate() if callable(candidate) else candidate
         if inspect.isawaitable(answer):
-            answer = self.run.scheduler.run(_awaited(answer))
+            answer = self.run.scheduler.run(awaited(answer))
         return answer
 
     def _judgement(self, options: JudgeOptions, policy: TrialPolicy | None) -> Judgement:
@@ -255,9 +212,10 @@ class AgentvJudge:
         from .cases import PreparedCase
         from .evaluators.base import EvaluationContext
         from .grading import Judgement
+        from .schema.evaluators import python_entries
         from .schema.messages import render_content
 
-        entries = _entries(options.get("evaluators"), options.get("rubrics"))
+        entries = python_entries(options.get("evaluators"), options.get("rubrics"))
         hook = self.item.ihook if self.item is not None else self.run.config.hook
         registry = self.run.registry.scoped(
             lambda kind: hook.pytest_agentv_make_evaluator(config=self.run.config, kind=kind)
@@ -375,10 +333,6 @@ class AgentvJudge:
             headline="assert_judged failed",
             failure=lambda report: JudgedAssertionError(report, row),
         )
-
-
-async def _awaited(value: Awaitable[Any]) -> Any:
-    return await value
 
 
 async def _answer_of(candidate: Any) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from .errors import did_you_mean
-from .loader import FileWarning, unknown_key_warnings, validate
+from .loader.validation import FileWarning, unknown_key_warnings, validate
 from .paths import display_path, nearest_file
 from .schema.project import CalibrationFile, ProjectConfig
 from .schema.targets import TARGET_SETTINGS, TargetConfig, TargetsFile

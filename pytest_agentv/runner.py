@@ -9,7 +9,7 @@ outcome.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
@@ -33,7 +33,7 @@ from .paths import display_path
 from .projectfiles import ProjectConfigs
 from .redaction import refresh_secrets
 from .results import CaseResult, Status
-from .scheduler import Scheduler, run_sync
+from .scheduler import Scheduler, awaited, run_sync
 from .schema.evaluators import EvaluatorConfig, walk_entries
 from .settings import Settings
 from .targets import Target, TargetCatalog
@@ -273,7 +273,7 @@ class AgentvRun:
         def answer(attempt: int) -> Awaitable[TargetResponse]:
             return grading.counted(self._answer(target, replace(prepared, attempt=attempt)))
 
-        return await grade_answers(grading, answer, on_loop=_awaited)
+        return await grade_answers(grading, answer, on_loop=awaited)
 
     def run_now(
         self, spec: CaseSpec, evaluators: Mapping[str, Evaluator], fixture: FixtureTarget | None
@@ -313,10 +313,6 @@ class AgentvRun:
 
     def close(self) -> None:
         self.scheduler.close(self.targets.aclose)
-
-
-async def _awaited(coro: Coroutine[Any, Any, T]) -> T:
-    return await coro
 
 
 def evaluation_context(

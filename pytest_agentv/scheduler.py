@@ -70,6 +70,11 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     raise RuntimeError("run_sync: the coroutine waited for something; drive it on a loop")
 
 
+async def awaited(value: Awaitable[T]) -> T:
+    """An awaitable as a coroutine (what the loop's ``run`` and ``submit`` take)."""
+    return await value
+
+
 async def _done() -> None:
     """Stands in for work already started, so the plan does not keep its arguments alive."""
 

@@ -116,7 +116,6 @@ KIND_ALIASES: dict[str, str] = {
     "token-usage": "token_usage",
 }
 
-
 #: Evaluator kinds of later AgentV versions that have no classic equivalent, and the version
 #: that introduced each: an eval file naming one gets an error saying so, never the default judge.
 LATER_KINDS: dict[str, str] = {
@@ -186,7 +185,6 @@ def later_kind_version(kind: str) -> str | None:
 #: need their criteria list.
 RUBRIC_KINDS = ("rubric", "rubrics")
 
-
 #: Keys of later AgentV versions on an evaluator entry that change how its score counts, and the
 #: version that introduced them. pytest-agentv cannot honour them yet, so it refuses them rather
 #: than passing them on as the judge's ``config``.
@@ -196,16 +194,13 @@ LATER_EVALUATOR_GATES: dict[str, str] = {
     "negate": "v4",
 }
 
-
 #: Aggregator spellings of later AgentV versions that name a classic aggregator.
 AGGREGATOR_ALIASES = {
     name: KIND_ALIASES[name] for name in ("code_grader", "code-grader", "llm_grader", "llm-grader")
 }
 
-
 #: Aggregators of later AgentV versions with no classic equivalent, and where they appeared.
 LATER_AGGREGATORS = {"threshold": "v2.7.1"}
-
 
 #: Other spellings AgentV accepts for settings we read.
 TARGET_SETTING_ALIASES: dict[str, str] = {
@@ -217,7 +212,6 @@ TARGET_SETTING_ALIASES: dict[str, str] = {
     "providerBatching": "provider_batching",
     "delayMs": "delay_ms",
 }
-
 
 #: Target settings AgentV v2.5.8 reads and pytest-agentv does not: named in a warning, once.
 AGENTV_ONLY_TARGET_SETTINGS = frozenset(
@@ -258,7 +252,6 @@ AGENTV_ONLY_TARGET_SETTINGS = frozenset(
         "pi_provider",
     }
 )
-
 
 #: The error type of a field written under two of its spellings; the loader points at the key.
 SPELLED_TWICE = "spelled_twice"
@@ -314,9 +307,7 @@ LATER_FIELDS: dict[tuple[str, str], str] = {
     ("case", "assert"): "v5 (5.x-next): 'assert' lists are not supported by pytest-agentv",
 }
 
-
 CLASSIC_KINDS = ("llm_judge", "code_judge", "code", "rubric")
-
 
 LATER_KIND_NAMES = tuple(k for k in KIND_ALIASES if k not in CLASSIC_KINDS)
 

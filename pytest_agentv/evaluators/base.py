@@ -20,7 +20,7 @@ from ..errors import AgentvError, ConfigError
 from ..llm.client import JudgeClient
 from ..llm.usage import PlannedCall
 from ..results import EvaluatorRow, Grade, Verdict
-from ..schema.base import finite_number, problem_text
+from ..schema.base import finite_number, problems
 from ..schema.evaluators import EvaluatorConfig
 from ..spellings import canonical_kind
 from ..verdicts import score_to_verdict
@@ -344,24 +344,7 @@ def entry_settings(context: EvaluationContext, model: type[S]) -> S:
     try:
         return model.model_validate(entry.options)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'entry'}: {problem_text(e)}"
-            for e in exc.errors(include_url=False)
-        )
-        raise ConfigError(f"evaluator '{entry.name}' ({entry.type}): {problems}") from None
-
-
-def deep_equal(a: Any, b: Any) -> bool:
-    """AgentV's equality of JSON values: numbers by value, but a boolean is never a number."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(deep_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(deep_equal(a[key], b[key]) for key in a)
-    return type(a) is type(b) and bool(a == b)
+        raise ConfigError(f"evaluator '{entry.name}' ({entry.type}): {problems(exc)}") from None
 
 
 def trace_number(context: EvaluationContext, key: str) -> float | None:
@@ -394,8 +377,3 @@ def within_limit(
         reasoning=reasoning,
         details=details,
     )
-
-
-def js_number(value: float) -> str:
-    """A number as AgentV's messages print it: ``45``, not ``45.0``."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))

@@ -10,10 +10,8 @@ carrying the nonce — raises ``ReplyError``: it is asked for again, and never b
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, TypeVar
 
@@ -21,53 +19,13 @@ from ..llm.client import ReplyError
 from ..schema.rubrics import RubricItem
 from .base import EvaluationScore
 from .prompts import data_rules
+from .text import json_objects
 
 #: Bumped whenever a prompt or contract changes, so stored replies of the old wording miss.
 PROTOCOL_VERSION = "agentv-judge/2"
 MAX_HITS = 4
 
 T = TypeVar("T")
-
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-#: Where a JSON object can start: ``{`` then a key or ``}``.
-_OBJECT_START = re.compile(r'\{\s*["}]')
-#: Failed starts tried before giving up: each failure costs time in the text's length (the
-#: decoder's error counts lines), so an answer of braces would otherwise take quadratic time.
-MAX_FAILED_STARTS = 1000
-
-
-def json_objects(text: str) -> Iterator[Any]:
-    """Every outermost JSON object in a text, in order: the whole text, a fenced block, or
-    objects inside prose."""
-    decoder = json.JSONDecoder()
-    failed = 0
-    found = _OBJECT_START.search(text)
-    while found is not None and failed < MAX_FAILED_STARTS:
-        try:
-            value, end = decoder.raw_decode(text, found.start())
-        except (ValueError, RecursionError):  # nested too deep is not JSON we can read either
-            failed += 1
-            found = _OBJECT_START.search(text, found.start() + 1)
-            continue
-        yield value
-        found = _OBJECT_START.search(text, end)
-
-
-def first_json_object(text: str) -> dict[str, Any]:
-    """The first JSON object in a text (an answer that should be JSON, say): the whole text,
-    else a fenced block, else the first object inside prose."""
-    fenced = (block.strip() for block in _FENCE.findall(text))
-    for candidate in (text.strip(), *fenced):
-        try:
-            value = json.loads(candidate)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(value, dict):
-            return value
-    for value in json_objects(text):
-        if isinstance(value, dict):
-            return value
-    raise ValueError("no JSON object in the text" if text.strip() else "the text is empty")
 
 
 def contract_object(text: str, nonce: str) -> dict[str, Any]:

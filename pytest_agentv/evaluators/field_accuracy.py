@@ -23,8 +23,8 @@ from ..errors import ConfigError
 from ..loader import EntryProblem, zero_weights
 from ..schema.checks import FieldAccuracySpec, FieldSpec
 from ..schema.evaluators import EvaluatorConfig
-from .base import EvaluationContext, EvaluationScore, deep_equal, entry_settings, js_number
-from .contract import first_json_object
+from .base import EvaluationContext, EvaluationScore, entry_settings
+from .text import deep_equal, first_json_object, js_number
 
 MAX_LISTED = 4
 _MISSING = object()

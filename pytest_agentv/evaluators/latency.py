@@ -11,11 +11,11 @@ from .base import (
     EvaluationContext,
     EvaluationScore,
     entry_settings,
-    js_number,
     no_trace_data,
     trace_number,
     within_limit,
 )
+from .text import js_number
 
 
 class LatencyEvaluator:

@@ -11,7 +11,8 @@ from typing import Any
 
 from ..schema.base import finite_number
 from ..schema.checks import TokenUsageSpec
-from .base import EvaluationContext, EvaluationScore, entry_settings, js_number, no_trace_data
+from .base import EvaluationContext, EvaluationScore, entry_settings, no_trace_data
+from .text import js_number
 
 
 def _count(usage: dict[str, Any], key: str) -> float | None:

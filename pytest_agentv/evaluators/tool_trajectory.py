@@ -21,7 +21,8 @@ from typing import Any
 from ..answers import ToolCall, tool_calls
 from ..schema.base import finite_number
 from ..schema.checks import ToolTrajectorySpec, TrajectoryStep
-from .base import EvaluationContext, EvaluationScore, deep_equal, entry_settings, js_number
+from .base import EvaluationContext, EvaluationScore, entry_settings
+from .text import deep_equal, js_number
 
 NO_TRACE = "No trace available for evaluation"
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -23,9 +24,40 @@ from ..redaction import redact
 if TYPE_CHECKING:
     pass
 
-from .transports import MESSAGE_LIMIT, TransportError
 
 T = TypeVar("T")
+
+MESSAGE_LIMIT = 400
+
+
+class TransportError(Exception):
+    """A lean-transport call that failed: an HTTP error status (with the server's headers), or
+    a broken exchange (``status_code`` None: a malformed body), which is worth retrying."""
+
+    def __init__(
+        self, message: str, status_code: int | None = None, headers: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.headers = headers
+
+
+def error_message(body: str) -> str:
+    """The provider's own words from an error body (OpenAI's ``{"error": {...}}`` shape)."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if isinstance(error, dict):
+        message = str(error.get("message") or "")
+        code = error.get("code") or error.get("type")
+        if code and str(code) not in message:
+            message = f"{message} ({code})" if message else str(code)
+        return message or body[:MESSAGE_LIMIT]
+    if isinstance(error, str):
+        return error
+    return body[:MESSAGE_LIMIT] or "no body"
+
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 

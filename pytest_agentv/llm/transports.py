@@ -17,7 +17,7 @@ import json
 import os
 import ssl
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
@@ -30,23 +30,17 @@ if TYPE_CHECKING:
     import httpx
 
 from . import prices
-
-MESSAGE_LIMIT = 400
-
+from .retry import TransportError, error_message
 
 #: auto: the lean transport for the providers in ``LEAN_PROVIDERS``, litellm for the rest;
 #: litellm: litellm for every model.
 TransportChoice = Literal["auto", "litellm"]
 
-
 TRANSPORT_CHOICES: tuple[TransportChoice, ...] = get_args(TransportChoice)
-
 
 LEAN_PROVIDERS = frozenset({"openai", "azure"})
 
-
 OPENAI_API_BASE = "https://api.openai.com/v1"
-
 
 #: The Azure OpenAI API version used when neither the target nor AZURE_API_VERSION gives one.
 AZURE_API_VERSION = "2024-10-21"
@@ -101,18 +95,6 @@ class Reply:
     def __post_init__(self) -> None:
         # A model may send a lone surrogate escape: the store and reports must be UTF-8.
         object.__setattr__(self, "text", valid_text(self.text))
-
-
-class TransportError(Exception):
-    """A lean-transport call that failed: an HTTP error status (with the server's headers), or
-    a broken exchange (``status_code`` None: a malformed body), which is worth retrying."""
-
-    def __init__(
-        self, message: str, status_code: int | None = None, headers: Mapping[str, str] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.headers = headers
 
 
 class Transport(Protocol):
@@ -391,7 +373,7 @@ class LeanTransport:
         status = response.status_code
         if not 200 <= status < 300:
             raise TransportError(
-                f"HTTP {status}: {_error_message(response.text)}", status, response.headers
+                f"HTTP {status}: {error_message(response.text)}", status, response.headers
             )
         return self._reply(response.content, status)
 
@@ -416,20 +398,3 @@ class LeanTransport:
             completion_tokens=completion_tokens,
             cost_usd=price.cost(prompt_tokens, completion_tokens) if price else None,
         )
-
-
-def _error_message(body: str) -> str:
-    """The provider's own words from an error body (OpenAI's ``{"error": {...}}`` shape)."""
-    try:
-        error = json.loads(body).get("error")
-    except (ValueError, AttributeError):
-        error = None
-    if isinstance(error, dict):
-        message = str(error.get("message") or "")
-        code = error.get("code") or error.get("type")
-        if code and str(code) not in message:
-            message = f"{message} ({code})" if message else str(code)
-        return message or body[:MESSAGE_LIMIT]
-    if isinstance(error, str):
-        return error
-    return body[:MESSAGE_LIMIT] or "no body"

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 #: An eval item's result row, which goes on its report.
 result_key: pytest.StashKey[ResultRow] = pytest.StashKey()
 
-
 #: Rows of the ``assert_judged`` calls a test made.
 judged_key: pytest.StashKey[list[ResultRow]] = pytest.StashKey()
 

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from pydantic import (
     BaseModel,
     ConfigDict,
+    ValidationError,
     model_validator,
 )
 from pydantic_core import ErrorDetails
@@ -138,3 +139,12 @@ def problem_text(error: ErrorDetails) -> str:
         return wording.format(**error.get("ctx", {}))
     except (KeyError, IndexError):
         return message
+
+
+def problems(exc: ValidationError) -> str:
+    """Every problem of a validation error, ``loc: problem``, joined: for values given in
+    Python (``assert_judged``'s entries, a hook's evaluator settings), which have no file."""
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'entry'}: {problem_text(e)}"
+        for e in exc.errors(include_url=False)
+    )

@@ -17,9 +17,7 @@ from .base import Model, choice, limit
 
 TRAJECTORY_MODES = ("any_order", "in_order", "exact")
 
-
 FIELD_MATCHES = ("exact", "numeric_tolerance", "date")
-
 
 FIELD_AGGREGATIONS = ("weighted_average", "all_or_nothing")
 

@@ -3,7 +3,7 @@ aggregators, and the evaluators a case is graded by."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import (
@@ -24,9 +24,9 @@ from ..spellings import (
     canonical_kind,
     spelled,
 )
-from .base import Model, choice, finite_weight, limit
+from .base import Model, choice, finite_weight, limit, problems
 from .checks import CostSpec, FieldAccuracySpec, LatencySpec, TokenUsageSpec, ToolTrajectorySpec
-from .rubrics import RubricItem, rubric_ids_unique, rubric_list, rubrics_shorthand
+from .rubrics import RubricItem, rubric_ids_unique, rubric_items, rubric_list, rubrics_shorthand
 
 
 class PromptScript(Model):
@@ -238,7 +238,6 @@ KindSpec = (
     ToolTrajectorySpec | FieldAccuracySpec | LatencySpec | CostSpec | TokenUsageSpec | CompositeSpec
 )
 
-
 #: The built-in kinds whose settings are checked when the file loads.
 KIND_SPECS: dict[str, type[KindSpec]] = {
     "tool_trajectory": ToolTrajectorySpec,
@@ -267,3 +266,22 @@ def evaluator_entries(
             )
         )
     return tuple(entries)
+
+
+def python_entries(
+    evaluators: Iterable[Mapping[str, Any] | EvaluatorConfig] | None,
+    rubrics: Iterable[str | Mapping[str, Any] | RubricItem] | None,
+) -> tuple[EvaluatorConfig, ...]:
+    """The entries that grade an ``assert_judged`` answer, given in Python like an eval file's
+    (inline rubrics become an ``llm_judge``); an invalid one is a ``ValueError`` naming it."""
+    entries: list[EvaluatorConfig] = []
+    for index, entry in enumerate(evaluators or ()):
+        if isinstance(entry, EvaluatorConfig):
+            entries.append(entry)
+            continue
+        try:
+            entries.append(EvaluatorConfig.model_validate(dict(entry)))
+        except ValidationError as exc:
+            raise ValueError(f"evaluators[{index}] is invalid: {problems(exc)}") from None
+    items = [dict(item) if isinstance(item, Mapping) else item for item in rubrics or ()]
+    return evaluator_entries(entries, rubric_items(items), "llm_judge")

@@ -20,7 +20,6 @@ from .trials import TrialsConfig
 #: other object in the JSON Schema is closed, so editors flag a typo'd key as the loader does.
 _OPEN_MODELS = (EvaluatorConfig,)
 
-
 #: The models of an eval file's keys (messages aside).
 EVAL_FILE_MODELS: tuple[type[BaseModel], ...] = (
     EvalSuite,
@@ -33,7 +32,6 @@ EVAL_FILE_MODELS: tuple[type[BaseModel], ...] = (
     ScoreRange,
 )
 
-
 _SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
     *EVAL_FILE_MODELS,
     Message,
@@ -41,7 +39,6 @@ _SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
     TargetsFile,
     TargetConfig,
 )
-
 
 #: Required in the models but filled in by their ``before`` validators when a file leaves them
 #: out (rubric ``id`` from the position, evaluator ``name`` from the type).

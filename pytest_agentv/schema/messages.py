@@ -16,14 +16,11 @@ from .base import Model, also
 
 Role = Literal["system", "user", "assistant", "tool"]
 
-
 _SEGMENT_SHORTHAND = {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "object"}]}}
-
 
 _CONTENT_SHORTHAND = also(
     {"type": "string"}, {"type": "object"}, _SEGMENT_SHORTHAND, {"type": "null"}
 )
-
 
 MESSAGES_SHORTHAND = also({"type": "string"}, {"type": "object"})
 

@@ -14,9 +14,7 @@ from .base import Model
 
 _STRING = {"type": "string"}
 
-
 _POSITIVE = {"type": "number", "exclusiveMinimum": 0}
-
 
 _HEALTHCHECK = {
     "anyOf": [
@@ -43,7 +41,6 @@ _HEALTHCHECK = {
         },
     ]
 }
-
 
 #: Target settings pytest-agentv reads (any provider), with their JSON Schema. The loader warns
 #: about every other key, and the targets-file JSON Schema is made from this table.

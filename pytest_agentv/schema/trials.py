@@ -20,7 +20,6 @@ TrialStrategy = Literal[
     "pass_at_k", "pass_any", "pass_all", "mean", "confidence_interval", "adaptive"
 ]
 
-
 #: Keys that only the ``adaptive`` strategy reads.
 ADAPTIVE_KEYS = ("threshold", "confidence", "min", "max", "interval")
 

@@ -23,7 +23,7 @@ from ..errors import AgentvError, ConfigError
 from ..llm.client import LlmClient
 from ..llm.transports import ModelSpec
 from ..llm.usage import PlannedCall, prompt_tokens, unknown_answer
-from ..loader import FileWarning
+from ..loader.validation import FileWarning
 from ..paths import display_path, nearest_file
 from ..projectfiles import LoadedTargets, Where, load_targets_file
 from ..schema.targets import TargetConfig
@@ -32,7 +32,6 @@ from .model import LLM_PROVIDERS, LlmTarget, chat_messages, model_spec
 from .python import MockTarget, RecordedTarget
 
 TARGETS_FILE_NAMES = (".agentv/targets.yaml", ".agentv/targets.yml", "targets.yaml", "targets.yml")
-
 
 _ENV_REF = re.compile(r"^\$\{\{\s*([A-Za-z0-9_]+)\s*\}\}$")
 

@@ -34,9 +34,7 @@ from ..yamlfile import json_lines
 
 DEFAULT_CLI_TIMEOUT = 120.0
 
-
 _PLACEHOLDER = re.compile(r"\{([A-Z_]+)\}")
-
 
 _FILE_PLACEHOLDER = re.compile(r"\{(path|basename)\}")
 

@@ -1,4 +1,4 @@
-"""Eval files (YAML, or JSONL with its YAML sidecar) into models, by AgentV's rules.
+"""Eval files (YAML, or JSONL with its YAML sidecar, ``jsonl``) into models, by AgentV's rules.
 
 Errors read ``path:line:col: field.path: problem``: pydantic's error locations are walked down
 the YAML node tree (``yamlfile``) to the place the file says it; a JSONL case's node tree is
@@ -8,33 +8,20 @@ are checked against the registry the caller passes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
-from .errors import AgentvDeprecationWarning, AgentvWarning, EvalFileError, did_you_mean
-from .paths import sidecar_of
-from .schema.base import problem_text
-from .schema.evalfile import EvalCase, EvalSuite, JsonlSidecar, listed_evaluators
-from .schema.evaluators import KIND_SPECS, EvaluatorConfig
-from .schema.targets import TargetConfig
-from .spellings import LATER_FIELDS, SPELLED_TWICE, canonical_kind, generations, key_at, locate
-from .yamlfile import Loc, child_at, json_lines, json_node, line_col, parse_yaml, read_text
-
-M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class FileWarning:
-    line: int
-    message: str
-    category: type[Warning] = AgentvWarning
-    #: The file the warning is about, when it is not the eval file (a sidecar, a config file).
-    path: Path | None = None
+from ..errors import AgentvDeprecationWarning, AgentvWarning, EvalFileError
+from ..schema.evalfile import EvalCase, EvalSuite, listed_evaluators
+from ..schema.evaluators import KIND_SPECS, EvaluatorConfig
+from ..spellings import LATER_FIELDS, canonical_kind, generations, key_at, locate
+from ..yamlfile import Loc, child_at, line_col, parse_yaml
+from .jsonl import jsonl_document
+from .validation import FileWarning, unknown_key_warnings, validate
 
 
 @dataclass(frozen=True)
@@ -84,69 +71,6 @@ class LoadedFile:
         return EvalFileError(self.display, line, col, f"{'.'.join(map(str, loc))}: {problem}")
 
 
-def _validation_error(display: str, root: yaml.Node, exc: ValidationError) -> EvalFileError:
-    described: dict[str, tuple[int, int, str]] = {}
-    for err in exc.errors(include_url=False):
-        loc = tuple(err["loc"])
-        node, matched = locate(root, loc)
-        if err["type"] == SPELLED_TWICE and matched == len(loc):
-            node = key_at(locate(root, loc[:-1])[0], loc[-1]) or node
-        shown = loc[:matched] + (loc[matched : matched + 1] if err["type"] == "missing" else ())
-        message = problem_text(err)
-        field_path = ".".join(map(str, shown)) or "(top level)"
-        described.setdefault(field_path, (*line_col(node), message))
-    first_path, (line, col, message) = next(iter(described.items()))
-    more = f" (+{len(described) - 1} more)" if len(described) > 1 else ""
-    return EvalFileError(display, line, col, f"{first_path}: {message}{more}")
-
-
-def _known_names(model: type[BaseModel]) -> list[str]:
-    names: list[str] = []
-    for name, info in model.model_fields.items():
-        names.append(info.alias or name)
-        choices = getattr(info.validation_alias, "choices", None)
-        if choices:
-            names.extend(str(choice) for choice in choices)
-    return names
-
-
-def _unknown_keys(
-    model: BaseModel,
-    loc: Loc,
-    skip: tuple[type[BaseModel], ...],
-    also_known: Sequence[str] = (),
-) -> Iterator[tuple[Loc, str, list[str]]]:
-    """Yield ``(loc, key, known keys)`` for every unknown key in a validated model tree.
-
-    A built-in kind's settings sit in its evaluator entry: their unknown keys are the entry's.
-    """
-    if not isinstance(model, skip):
-        for key in model.model_extra or ():
-            yield (*loc, key), key, [*_known_names(type(model)), *also_known]
-    if isinstance(model, EvaluatorConfig) and model.spec is not None:
-        yield from _unknown_keys(model.spec, loc, skip, _known_names(EvaluatorConfig))
-    for name, info in type(model).model_fields.items():
-        value = getattr(model, name)
-        part = info.alias or name
-        if isinstance(value, BaseModel):
-            yield from _unknown_keys(value, (*loc, part), skip)
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                if isinstance(item, BaseModel):
-                    yield from _unknown_keys(item, (*loc, part, index), skip)
-
-
-def validate(model: type[M], data: Any, display: str, root: yaml.Node) -> M:
-    if not isinstance(data, dict):
-        kind = "a list" if isinstance(data, list) else type(data).__name__
-        line, col = line_col(root)
-        raise EvalFileError(display, line, col, f"expected a mapping at the top level, got {kind}")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise _validation_error(display, root, exc) from None
-
-
 def _used_key(case_node: yaml.Node, field_name: str) -> str:
     """The spelling (name or alias) a case used for a field, so locations match the file."""
     info = EvalCase.model_fields[field_name]
@@ -154,73 +78,6 @@ def _used_key(case_node: yaml.Node, field_name: str) -> str:
         if child_at(case_node, str(choice)) is not None:
             return str(choice)
     return field_name
-
-
-def unknown_key_warnings(
-    model: BaseModel, root: yaml.Node, display: str, path: Path | None = None
-) -> Iterator[FileWarning]:
-    for loc, key, known in _unknown_keys(model, (), (EvaluatorConfig, TargetConfig)):
-        node, _ = locate(root, loc)
-        key_node = key_at(locate(root, loc[:-1])[0], loc[-1])
-        line = line_col(key_node or node)[0]
-        message = (
-            f"{'.'.join(map(str, loc))}: unknown key '{key}' is ignored{did_you_mean(key, known)}"
-        )
-        yield FileWarning(line, f"{display}:{line}: {message}", path=path)
-
-
-def _jsonl_document(
-    path: Path, display: str
-) -> tuple[yaml.Node, dict[str, Any], list[FileWarning], tuple[str, Path] | None]:
-    """A JSONL dataset as one eval-file document: the sidecar's keys, and one case per line;
-    and the sidecar as it is shown and its path, if there is one.
-
-    The sidecar is validated on its own first, so that its problems name the sidecar; a case's
-    problems name its line of the ``.jsonl`` file.
-    """
-    data: dict[str, Any] = {}
-    pairs: list[tuple[yaml.Node, yaml.Node]] = []
-    warnings: list[FileWarning] = []
-    sidecar = sidecar_of(path)
-    side: tuple[str, Path] | None = None
-    if sidecar is not None:
-        shown = str(Path(display).with_name(sidecar.name))
-        side = (shown, sidecar)
-        side_root, side_data = parse_yaml(sidecar, shown)
-        model = validate(JsonlSidecar, side_data, shown, side_root)
-        for key in ("evalcases", "tests", "eval_cases"):
-            if key in side_data:
-                line, col = line_col(key_at(side_root, key) or side_root)
-                raise EvalFileError(
-                    shown,
-                    line,
-                    col,
-                    f"{key}: a JSONL sidecar holds file-level defaults only; the cases are the "
-                    f"lines of {path.name}",
-                )
-        warnings.extend(unknown_key_warnings(model, side_root, shown, sidecar))
-        for key_node, value_node in side_root.value:
-            if key_node.value in JsonlSidecar.model_fields or key_node.value == "$schema":
-                data[key_node.value] = side_data[key_node.value]
-                pairs.append((key_node, value_node))
-    cases: list[yaml.Node] = []
-    rows: list[Any] = []
-    for line, value in json_lines(read_text(path, display), display):
-        if not isinstance(value, dict):
-            kind = "an array" if isinstance(value, list) else type(value).__name__
-            raise EvalFileError(
-                display, line, 1, f"each line must be a JSON object (one eval case), got {kind}"
-            )
-        rows.append(value)
-        cases.append(json_node(value, line - 1))
-    if not rows:
-        raise EvalFileError(display, 1, 1, "no eval cases: every line of the file is blank")
-    data["evalcases"] = rows
-    cases_key = yaml.ScalarNode("tag:yaml.org,2002:str", "evalcases", cases[0].start_mark)
-    sequence = yaml.SequenceNode("tag:yaml.org,2002:seq", cases, cases[0].start_mark)
-    mark = yaml.Mark("", 0, 0, 0, None, 0)
-    root = yaml.MappingNode("tag:yaml.org,2002:map", [*pairs, (cases_key, sequence)], mark, mark)
-    return root, data, warnings, side
 
 
 def _refuse_later_fields(data: dict[str, Any], root: yaml.Node, display: str) -> None:
@@ -245,7 +102,7 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
     warnings: list[FileWarning] = []
     side: tuple[str, Path] | None = None
     if path.suffix == ".jsonl":
-        root, data, warnings, side = _jsonl_document(path, display)
+        root, data, warnings, side = jsonl_document(path, display)
     else:
         root, data = parse_yaml(path, display)
     if isinstance(data, dict):
