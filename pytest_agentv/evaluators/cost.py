@@ -7,33 +7,26 @@ Binary, as in AgentV: a cost equal to the budget passes. A target that reports n
 from __future__ import annotations
 
 from ..schema.checks import CostSpec
-from .base import (
-    EvaluationContext,
-    EvaluationScore,
-    entry_settings,
-    no_trace_data,
-    trace_number,
-    within_limit,
-)
+from .base import EvaluationContext, EvaluationScore, TraceLimit, entry_settings
 
 
 def _usd(value: float) -> str:
     return f"${value:.4f}"
 
 
+_COST = TraceLimit(
+    key="cost_usd",
+    what="cost",
+    limit_key="budget_usd",
+    unreported="Execution cost not reported by the target",
+    shown=lambda cost: f"Cost {_usd(cost)}",
+    bound=lambda budget: f"{_usd(budget)} budget",
+    reasoning=lambda cost, budget: f"Execution cost {_usd(cost)} (budget: {_usd(budget)})",
+)
+
+
 class CostEvaluator:
     kind = "cost"
 
     def evaluate(self, context: EvaluationContext) -> EvaluationScore:
-        budget = entry_settings(context, CostSpec).budget
-        cost = trace_number(context, "cost_usd")
-        details = {"budget_usd": budget, "cost_usd": cost}
-        if cost is None:
-            return no_trace_data("cost", "Execution cost not reported by the target", details)
-        return within_limit(
-            cost <= budget,
-            f"Cost {_usd(cost)}",
-            f"{_usd(budget)} budget",
-            f"Execution cost {_usd(cost)} (budget: {_usd(budget)})",
-            details,
-        )
+        return _COST.check(context, entry_settings(context, CostSpec).budget)

@@ -7,32 +7,24 @@ score 0 with "No duration data available in trace" as the miss.
 from __future__ import annotations
 
 from ..schema.checks import LatencySpec
-from .base import (
-    EvaluationContext,
-    EvaluationScore,
-    entry_settings,
-    no_trace_data,
-    trace_number,
-    within_limit,
-)
+from .base import EvaluationContext, EvaluationScore, TraceLimit, entry_settings
 from .text import js_number
+
+_LATENCY = TraceLimit(
+    key="duration_ms",
+    what="duration",
+    limit_key="threshold_ms",
+    unreported="Execution duration not reported by the target",
+    shown=lambda took: f"Duration {js_number(took)}ms",
+    bound=lambda limit: f"{js_number(limit)}ms threshold",
+    reasoning=lambda took, limit: (
+        f"Execution took {js_number(took)}ms (threshold: {js_number(limit)}ms)"
+    ),
+)
 
 
 class LatencyEvaluator:
     kind = "latency"
 
     def evaluate(self, context: EvaluationContext) -> EvaluationScore:
-        threshold = entry_settings(context, LatencySpec).threshold
-        duration = trace_number(context, "duration_ms")
-        details = {"threshold_ms": threshold, "duration_ms": duration}
-        if duration is None:
-            reasoning = "Execution duration not reported by the target"
-            return no_trace_data("duration", reasoning, details)
-        took, limit = js_number(duration), js_number(threshold)
-        return within_limit(
-            duration <= threshold,
-            f"Duration {took}ms",
-            f"{limit}ms threshold",
-            f"Execution took {took}ms (threshold: {limit}ms)",
-            details,
-        )
+        return _LATENCY.check(context, entry_settings(context, LatencySpec).threshold)

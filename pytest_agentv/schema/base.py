@@ -4,11 +4,14 @@ hold, and validation problems in the words error messages use."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     ValidationError,
     model_validator,
@@ -44,6 +47,44 @@ def finite_weight(value: float) -> float:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"weight must be a finite number >= 0 (got {value})")
     return value
+
+
+def _number_as_text(value: Any) -> Any:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+#: An id written as a number (``id: 1``) is the text of that number.
+Text = Annotated[str, BeforeValidator(_number_as_text)]
+#: A weight: a finite number >= 0 (a weight of 0 counts for nothing).
+Weight = Annotated[float, AfterValidator(finite_weight)]
+
+
+def at_least_zero(what: str) -> BeforeValidator:
+    """A threshold, budget or limit field: a finite number >= 0, named ``what`` in errors."""
+    return BeforeValidator(partial(limit, what=what))
+
+
+def first_repeat(names: Iterable[str]) -> str | None:
+    """The first name that comes again, if one does."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
+def named_once(attribute: str, problem: str) -> AfterValidator:
+    """A list whose items' ``attribute`` is each used once; ``problem`` names the one that is
+    not (``{}`` stands for it)."""
+
+    def check(values: list[Any]) -> list[Any]:
+        repeated = first_repeat(getattr(value, attribute) for value in values)
+        if repeated is not None:
+            raise ValueError(problem.format(repeated))
+        return values
+
+    return AfterValidator(check)
 
 
 def limit(value: Any, what: str) -> float:

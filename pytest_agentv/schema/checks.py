@@ -3,17 +3,12 @@ of a JSON answer, latency, cost and token usage."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import (
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ..spellings import spelled
-from .base import Model, choice, limit
+from .base import Model, at_least_zero, choice, limit
 
 TRAJECTORY_MODES = ("any_order", "in_order", "exact")
 
@@ -27,7 +22,7 @@ class TrajectoryStep(Model):
 
     tool: str = Field(min_length=1)
     args: Literal["any"] | dict[str, Any] | None = None
-    max_duration_ms: float | None = Field(
+    max_duration_ms: Annotated[float, at_least_zero("max_duration_ms")] | None = Field(
         None, validation_alias=spelled("TrajectoryStep", "max_duration_ms")
     )
 
@@ -37,11 +32,6 @@ class TrajectoryStep(Model):
         if value is not None and value != "any" and not isinstance(value, dict):
             raise ValueError(f"args must be 'any' or a mapping of argument values (got {value!r})")
         return value
-
-    @field_validator("max_duration_ms", mode="before")
-    @classmethod
-    def _max_duration(cls, value: Any) -> Any:
-        return None if value is None else limit(value, "max_duration_ms")
 
 
 class ToolTrajectorySpec(Model):
@@ -112,36 +102,27 @@ class FieldAccuracySpec(Model):
 class LatencySpec(Model):
     """``latency``: the case's duration (ms) is at most ``threshold``."""
 
-    threshold: float
-
-    @field_validator("threshold", mode="before")
-    @classmethod
-    def _threshold(cls, value: Any) -> float:
-        return limit(value, "threshold (milliseconds)")
+    threshold: Annotated[float, at_least_zero("threshold (milliseconds)")]
 
 
 class CostSpec(Model):
     """``cost``: the case's cost (USD) is at most ``budget``."""
 
-    budget: float
-
-    @field_validator("budget", mode="before")
-    @classmethod
-    def _budget(cls, value: Any) -> float:
-        return limit(value, "budget (USD)")
+    budget: Annotated[float, at_least_zero("budget (USD)")]
 
 
 class TokenUsageSpec(Model):
     """``token_usage``: input, output and total tokens within their limits."""
 
-    max_total: float | None = Field(None, validation_alias=spelled("TokenUsageSpec", "max_total"))
-    max_input: float | None = Field(None, validation_alias=spelled("TokenUsageSpec", "max_input"))
-    max_output: float | None = Field(None, validation_alias=spelled("TokenUsageSpec", "max_output"))
-
-    @field_validator("max_total", "max_input", "max_output", mode="before")
-    @classmethod
-    def _limits(cls, value: Any, info: ValidationInfo) -> float | None:
-        return None if value is None else limit(value, str(info.field_name))
+    max_total: Annotated[float, at_least_zero("max_total")] | None = Field(
+        None, validation_alias=spelled("TokenUsageSpec", "max_total")
+    )
+    max_input: Annotated[float, at_least_zero("max_input")] | None = Field(
+        None, validation_alias=spelled("TokenUsageSpec", "max_input")
+    )
+    max_output: Annotated[float, at_least_zero("max_output")] | None = Field(
+        None, validation_alias=spelled("TokenUsageSpec", "max_output")
+    )
 
     @model_validator(mode="after")
     def _some_limit(self) -> TokenUsageSpec:

@@ -2,35 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import (
-    Field,
-    field_validator,
-)
+from pydantic import BeforeValidator, Field, field_validator
 
 from ..spellings import spelled
-from .base import Model
-from .evaluators import EvaluatorConfig, evaluator_names_unique
+from .base import Model, Text
+from .evaluators import Entries, EvaluatorConfig
 from .messages import MESSAGES_SHORTHAND, Message, as_messages
-from .rubrics import RubricItem, rubric_ids_unique, rubric_list, rubrics_shorthand
+from .rubrics import Rubrics, rubrics_shorthand
 from .trials import TrialsConfig
+
+
+def _name_of(value: Any) -> Any:
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+#: A dataset name written as a number (``dataset: 2024``) is the text of that number.
+Dataset = Annotated[str, BeforeValidator(_name_of)]
 
 
 class Execution(Model):
     target: str | None = None
-    evaluators: list[EvaluatorConfig] | None = Field(
-        None, validation_alias=spelled("Execution", "evaluators")
-    )
+    evaluators: Entries | None = Field(None, validation_alias=spelled("Execution", "evaluators"))
     trials: TrialsConfig | None = None
-
-    _unique = field_validator("evaluators")(evaluator_names_unique)
 
 
 class EvalCase(Model):
     """One eval case as written in the file."""
 
-    id: str
+    id: Text
     description: str | None = None
     expected_outcome: str = Field("", validation_alias=spelled("EvalCase", "expected_outcome"))
     input_messages: list[Message] = Field(
@@ -43,19 +44,12 @@ class EvalCase(Model):
         validation_alias=spelled("EvalCase", "expected_messages"),
         json_schema_extra=MESSAGES_SHORTHAND,
     )
-    conversation_id: str | None = None
-    evaluators: list[EvaluatorConfig] | None = Field(
-        None, validation_alias=spelled("EvalCase", "evaluators")
-    )
+    conversation_id: Text | None = None
+    evaluators: Entries | None = Field(None, validation_alias=spelled("EvalCase", "evaluators"))
     execution: Execution | None = None
-    rubrics: list[RubricItem] | None = Field(None, json_schema_extra=rubrics_shorthand)
+    rubrics: Rubrics | None = Field(None, json_schema_extra=rubrics_shorthand)
     evaluator: str | None = None
     grader: str | None = None
-
-    @field_validator("id", "conversation_id", mode="before")
-    @classmethod
-    def _ids(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @field_validator("id")
     @classmethod
@@ -81,53 +75,26 @@ class EvalCase(Model):
     def _expected(cls, value: Any) -> Any:
         return [] if value is None else as_messages(value, "assistant")
 
-    @field_validator("rubrics", mode="before")
-    @classmethod
-    def _rubrics(cls, value: Any) -> Any:
-        return rubric_list(value)
 
-    _unique_rubrics = field_validator("rubrics")(rubric_ids_unique)
-
-    _unique = field_validator("evaluators")(evaluator_names_unique)
-
-
-class EvalSuite(Model):
-    """A whole eval file."""
+class JsonlSidecar(Model):
+    """The sidecar of a JSONL dataset: defaults for every case of the ``.jsonl`` beside it; an
+    eval file sets the same for its cases."""
 
     schema_: str | None = Field(None, alias="$schema")
     description: str | None = None
-    dataset: str | None = None
+    dataset: Dataset | None = None
     execution: Execution | None = None
-    target: str | None = None
     evaluator: str | None = None
+
+
+class EvalSuite(JsonlSidecar):
+    """A whole eval file."""
+
+    target: str | None = None
     grader: str | None = None
     evalcases: list[EvalCase] = Field(
         validation_alias=spelled("EvalSuite", "evalcases"), min_length=1
     )
-
-    @field_validator("dataset", mode="before")
-    @classmethod
-    def _dataset(cls, value: Any) -> Any:
-        return (
-            str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-        )
-
-
-class JsonlSidecar(Model):
-    """The sidecar of a JSONL dataset: defaults for every case of the ``.jsonl`` beside it."""
-
-    schema_: str | None = Field(None, alias="$schema")
-    description: str | None = None
-    dataset: str | None = None
-    execution: Execution | None = None
-    evaluator: str | None = None
-
-    @field_validator("dataset", mode="before")
-    @classmethod
-    def _dataset(cls, value: Any) -> Any:
-        return (
-            str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-        )
 
 
 def listed_evaluators(case: EvalCase, suite: EvalSuite) -> list[EvaluatorConfig]:

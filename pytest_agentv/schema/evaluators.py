@@ -4,7 +4,7 @@ aggregators, and the evaluators a case is graded by."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     Field,
@@ -24,9 +24,9 @@ from ..spellings import (
     canonical_kind,
     spelled,
 )
-from .base import Model, choice, finite_weight, limit, problems
+from .base import Model, Weight, choice, limit, named_once, problems
 from .checks import CostSpec, FieldAccuracySpec, LatencySpec, TokenUsageSpec, ToolTrajectorySpec
-from .rubrics import RubricItem, rubric_ids_unique, rubric_items, rubric_list, rubrics_shorthand
+from .rubrics import RubricItem, Rubrics, rubric_items, rubrics_shorthand
 
 
 class PromptScript(Model):
@@ -41,7 +41,7 @@ class EvaluatorConfig(Model):
 
     name: str
     type: str
-    weight: float = 1.0
+    weight: Weight = 1.0
     script: list[str] | str | None = Field(
         None, validation_alias=spelled("EvaluatorConfig", "script")
     )
@@ -49,7 +49,7 @@ class EvaluatorConfig(Model):
     timeout_seconds: float | None = Field(None, gt=0)
     prompt: str | PromptScript | None = None
     model: str | None = None
-    rubrics: list[RubricItem] | None = Field(
+    rubrics: Rubrics | None = Field(
         None,
         validation_alias=spelled("EvaluatorConfig", "rubrics"),
         json_schema_extra=rubrics_shorthand,
@@ -76,18 +76,6 @@ class EvaluatorConfig(Model):
         if "name" not in value and isinstance(value.get("type"), str):
             value = {**value, "name": value["type"]}
         return value
-
-    @field_validator("weight")
-    @classmethod
-    def _weight(cls, value: float) -> float:
-        return finite_weight(value)
-
-    @field_validator("rubrics", mode="before")
-    @classmethod
-    def _rubrics(cls, value: Any) -> Any:
-        return rubric_list(value)
-
-    _unique_rubrics = field_validator("rubrics")(rubric_ids_unique)
 
     @field_validator("script")
     @classmethod
@@ -142,13 +130,11 @@ def walk_entries(entries: Iterable[EvaluatorConfig]) -> Iterator[EvaluatorConfig
         yield from walk_entries(entry.members)
 
 
-def evaluator_names_unique(value: list[EvaluatorConfig] | None) -> list[EvaluatorConfig] | None:
-    seen: set[str] = set()
-    for entry in value or ():
-        if entry.name in seen:
-            raise ValueError(f"evaluator name '{entry.name}' is used twice; names must be unique")
-        seen.add(entry.name)
-    return value
+#: An ``evaluators`` list (``assertions`` in later AgentV): each name is used once.
+Entries = Annotated[
+    list[EvaluatorConfig],
+    named_once("name", "evaluator name '{}' is used twice; names must be unique"),
+]
 
 
 AGGREGATORS = ("weighted_average", "code_judge", "llm_judge")
@@ -201,12 +187,10 @@ class CompositeSpec(Model):
     """``composite``: member evaluators (composites nest) and their aggregator."""
 
     #: ``assertions`` is AgentV v3's name for the members.
-    evaluators: list[EvaluatorConfig] = Field(
+    evaluators: Entries = Field(
         min_length=1, validation_alias=spelled("CompositeSpec", "evaluators")
     )
     aggregator: AggregatorSpec
-
-    _unique = field_validator("evaluators")(evaluator_names_unique)
 
     @model_validator(mode="after")
     def _weights_name_members(self) -> CompositeSpec:

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    field_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .base import Model
-from .rubrics import RubricItem, rubric_ids_unique, rubric_list, rubrics_shorthand
+from .base import Model, Text, named_once
+from .rubrics import Rubrics, rubrics_shorthand
 
 
 class ProjectConfig(Model):
@@ -29,17 +24,12 @@ class Canary(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str
+    id: Text
     input: str
     answer: str
     expected_outcome: str
-    rubrics: list[RubricItem] | None = Field(None, json_schema_extra=rubrics_shorthand)
+    rubrics: Rubrics | None = Field(None, json_schema_extra=rubrics_shorthand)
     verdict: Literal["pass", "fail"]
-
-    @field_validator("id", mode="before")
-    @classmethod
-    def _id(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @field_validator("id")
     @classmethod
@@ -48,27 +38,12 @@ class Canary(BaseModel):
             raise ValueError("a canary id must be a non-empty single line")
         return value
 
-    @field_validator("rubrics", mode="before")
-    @classmethod
-    def _rubrics(cls, value: Any) -> Any:
-        return rubric_list(value)
-
-    _unique_rubrics = field_validator("rubrics")(rubric_ids_unique)
-
 
 class CalibrationFile(BaseModel):
     """``.agentv/calibration.yaml``: the canaries a judge is checked against before a run."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    canaries: list[Canary] = Field(min_length=1)
-
-    @field_validator("canaries")
-    @classmethod
-    def _unique_ids(cls, value: list[Canary]) -> list[Canary]:
-        seen: set[str] = set()
-        for canary in value:
-            if canary.id in seen:
-                raise ValueError(f"canary id '{canary.id}' is used twice")
-            seen.add(canary.id)
-        return value
+    canaries: Annotated[list[Canary], named_once("id", "canary id '{}' is used twice")] = Field(
+        min_length=1
+    )

@@ -6,9 +6,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
+    BeforeValidator,
     Field,
     ValidationError,
     ValidationInfo,
@@ -18,7 +20,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from ..spellings import field_groups, one_spelling, spelled
-from .base import Model, also, finite_weight, problem_text
+from .base import Model, Text, Weight, also, problem_text
 
 
 def rubrics_shorthand(schema: dict[str, Any]) -> None:
@@ -124,9 +126,9 @@ def _score_ranges(raw: Any, rubric: str) -> list[dict[str, Any]]:
 class RubricItem(Model):
     """One rubric criterion: a checklist item, or an item graded 0-10 against score ranges."""
 
-    id: str
+    id: Text
     expected_outcome: str = Field("", validation_alias=spelled("RubricItem", "expected_outcome"))
-    weight: float = 1.0
+    weight: Weight = 1.0
     required: bool | None = None
     required_min_score: int | None = None
     score_ranges: list[ScoreRange] | None = Field(None, json_schema_extra=_SCORE_RANGES_SHORTHAND)
@@ -155,16 +157,6 @@ class RubricItem(Model):
                     "give either required_min_score (0-10) or min_score (0-1), not both"
                 )
         return value
-
-    @field_validator("id", mode="before")
-    @classmethod
-    def _id(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @field_validator("weight")
-    @classmethod
-    def _weight(cls, value: float) -> float:
-        return finite_weight(value)
 
     @field_validator("required_min_score", mode="before")
     @classmethod
@@ -237,8 +229,8 @@ def _duplicate_rubric(items: Sequence[RubricItem]) -> tuple[int, str] | None:
     return None
 
 
-def rubric_ids_unique(value: list[RubricItem] | None) -> list[RubricItem] | None:
-    duplicate = _duplicate_rubric(value or ())
+def rubric_ids_unique(value: list[RubricItem]) -> list[RubricItem]:
+    duplicate = _duplicate_rubric(value)
     if duplicate is not None:
         index, message = duplicate
         raise ValidationError.from_exception_data(
@@ -253,6 +245,13 @@ def rubric_ids_unique(value: list[RubricItem] | None) -> list[RubricItem] | None
             ],
         )
     return value
+
+
+#: A rubric list as files write it: a string is a required checklist item, an item without an
+#: id is named ``rubric-<its position>``, and each id is used once.
+Rubrics = Annotated[
+    list[RubricItem], BeforeValidator(rubric_list), AfterValidator(rubric_ids_unique)
+]
 
 
 def rubric_items(items: Any) -> list[RubricItem]:

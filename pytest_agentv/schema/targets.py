@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     Field,
-    field_validator,
 )
 
 from ..spellings import TARGET_SETTING_ALIASES, spelled
-from .base import Model
+from .base import Model, named_once
 
 _STRING = {"type": "string"}
 
@@ -86,14 +85,4 @@ class TargetConfig(Model):
 
 class TargetsFile(Model):
     schema_: str | None = Field(None, alias="$schema")
-    targets: list[TargetConfig]
-
-    @field_validator("targets")
-    @classmethod
-    def _unique_names(cls, value: list[TargetConfig]) -> list[TargetConfig]:
-        seen: set[str] = set()
-        for target in value:
-            if target.name in seen:
-                raise ValueError(f"target name '{target.name}' is defined twice")
-            seen.add(target.name)
-        return value
+    targets: Annotated[list[TargetConfig], named_once("name", "target name '{}' is defined twice")]
