@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .runner import AgentvRun
     from .schema.evaluators import EvaluatorConfig
     from .schema.rubrics import RubricItem
-    from .trials import TrialPolicy
+    from .schema.trials import TrialsConfig
 
     Rubrics = Sequence[str | Mapping[str, Any] | RubricItem]
     Entries = Sequence[Mapping[str, Any] | EvaluatorConfig]
@@ -204,16 +204,17 @@ class AgentvJudge:
             answer = self.run.scheduler.run(awaited(answer))
         return answer
 
-    def _judgement(self, options: JudgeOptions, policy: TrialPolicy | None) -> Judgement:
+    def _judgement(self, options: JudgeOptions, trials: TrialsConfig | None) -> Judgement:
         """What grades the answers, prepared in the test's own thread: the entries are
         validated (a mistake is raised in the test's frame), hooks asked for evaluator kinds,
         and the needed judges looked for (``JudgeNotConfiguredError``)."""
         from .answers import TargetResponse
         from .cases import PreparedCase
-        from .evaluators.base import EvaluationContext
+        from .evaluators.base import EvaluationContext, entry_judges
         from .grading import Judgement
         from .schema.evaluators import python_entries
         from .schema.messages import render_content
+        from .trials import policy_for
 
         entries = python_entries(options.get("evaluators"), options.get("rubrics"))
         hook = self.item.ihook if self.item is not None else self.run.config.hook
@@ -247,14 +248,15 @@ class AgentvJudge:
                 trace_summary=_trace(response.trace_summary(), options.get("trace")),
             )
 
-        judged = self.run.check_judges(entries, evaluators, context(TargetResponse(""), 0))
+        session = self.run.session_judge()
+        judges = entry_judges(entries, evaluators, context(TargetResponse(""), 0))
         return Judgement(
             entries=entries,
             evaluators=evaluators,
             context=context,
             result=self._result(options),
-            policy=policy,
-            gate=self.run.trusted if judged else None,
+            policy=policy_for(trials),
+            gate=self.run.trusted if session is not None and session in judges else None,
             catches=(AgentvError,),
         )
 
@@ -284,15 +286,15 @@ class AgentvJudge:
         __tracebackhide__ = True
         from .answers import response_from
         from .grading import Grading, grade_answers, not_graded
-        from .trials import policy_from_argument
+        from .trials import trials_from_argument
 
         async def answer_at(attempt: int) -> TargetResponse:
             return response_from(await answer(), "assert_judged candidate")
 
-        policy = policy_from_argument(trials) if trials is not None else None
+        config = trials_from_argument(trials) if trials is not None else None
         grading: Grading | None = None
         try:
-            grading = Grading(self._judgement(options, policy))
+            grading = Grading(self._judgement(options, config))
         except AgentvError as exc:
             result = not_graded(self._result(options), exc)
         else:

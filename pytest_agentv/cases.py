@@ -148,8 +148,7 @@ def _segment_text(
                 path = resolve_reference(segment.value, start=folder, rootdir=rootdir)
                 text = read_reference(path, segment.value)
             except ConfigError as exc:
-                error = spec.loaded.error_at(seg_loc, str(exc), spec.index)
-                raise ConfigError(str(error)) from None
+                raise _FileProblem(seg_loc, str(exc)) from None
             if guidelines is not None and _is_guideline(
                 path, rootdir, spec.loaded.guideline_patterns
             ):
@@ -172,8 +171,26 @@ def guideline_block(guideline_files: dict[str, str]) -> str:
     return "\n\n".join(blocks)
 
 
+class _FileProblem(Exception):
+    """A file a case names cannot be read: where it is named, and why."""
+
+    def __init__(self, loc: tuple[int | str, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
 def prepare_case(spec: CaseSpec, rootdir: Path) -> PreparedCase:
-    """Read the case's file references (inside the rootdir only) and derive its values."""
+    """Read the case's file references (inside the rootdir only) and derive its values; a file
+    that cannot be read is a ``ConfigError`` at the place the eval file names it."""
+    try:
+        return _prepared(spec, rootdir)
+    except _FileProblem as problem:
+        raise ConfigError(
+            str(spec.loaded.error_at(problem.loc, str(problem), spec.index))
+        ) from None
+
+
+def _prepared(spec: CaseSpec, rootdir: Path) -> PreparedCase:
     case = spec.case
     files: list[str] = []
     guidelines: dict[str, str] = {}

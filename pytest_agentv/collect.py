@@ -24,7 +24,7 @@ from .evaluators import ScopedRegistry
 from .evaluators.base import Evaluator
 from .loader import LoadedFile, load_eval_file
 from .paths import display_path
-from .projectfiles import ProjectConfigs
+from .projectfiles import ProjectFiles
 from .redaction import shown
 from .reports.junit import record_properties, result_key
 from .results import ResultRow
@@ -122,21 +122,21 @@ def load_specs(
     display: str,
     rootdir: Path,
     registry: ScopedRegistry,
-    configs: ProjectConfigs | None = None,
+    files: ProjectFiles | None = None,
     trials: int | None = None,
 ) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
     """Everything collection does with an eval file, without pytest: raises ``AgentvError``.
 
-    The nearest ``.agentv/config.yaml`` (from ``configs``) gives the file its guideline
+    The nearest ``.agentv/config.yaml`` (from ``files``) gives the file its guideline
     patterns; its warnings come with the first eval file that uses it. ``trials`` is
     ``--agentv-trials``, with which every case's trials must still be able to settle.
     """
     loaded = load_eval_file(path, display, registry, rootdir)
-    if configs is not None and (config := configs.for_folder(path.parent)) is not None:
+    if files is not None and (config := files.config_for(path.parent)) is not None:
         loaded = replace(
             loaded,
             guideline_patterns=tuple(config.model.guideline_patterns),
-            warnings=(*configs.new_warnings(config), *loaded.warnings),
+            warnings=(*files.new_warnings(config), *loaded.warnings),
         )
     specs = CaseSpec.all_of(loaded)
     _check_trials(loaded, specs, trials)
@@ -180,11 +180,15 @@ class EvalFile(pytest.File):
                 display_path(self.path, run.rootdir),
                 run.rootdir,
                 registry,
-                run.configs,
+                run.files,
                 run.settings.trials,
             )
         except AgentvError as exc:
             raise self.CollectError(shown(str(exc))) from None
+        try:
+            run.targets.know(self.path.parent, run.files.targets_for(self.path.parent))
+        except AgentvError as exc:  # its cases are not graded, for this reason
+            run.targets.know(self.path.parent, exc)
         for warning in loaded.warnings:
             file = str(warning.path or self.path)
             warnings.warn_explicit(shown(warning.message), warning.category, file, warning.line)

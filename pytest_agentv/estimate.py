@@ -23,7 +23,7 @@ from .evaluators.base import Evaluator, plan_entries
 from .llm.usage import REPLY_TOKENS, PlannedCall, Usage, unknown_answer
 from .redaction import shown
 from .results import usd
-from .runner import AgentvRun, evaluation_context
+from .runner import AgentvRun
 from .targets import planned_answer
 
 #: A case, its evaluators, and whether an ``agentv_target`` fixture answers it.
@@ -107,7 +107,8 @@ async def _planned_calls(
 ) -> tuple[list[PlannedCall], bool]:
     """A case's model calls over all its trials: its target's, then its evaluators'; and
     whether the session's judge grades it."""
-    prepared, target, judged = run.begin(spec, evaluators, lookup_target=not fixture)
+    judgement, prepared, target = run.start(spec, evaluators, lookup_target=not fixture)
+    judged = judgement.gate is not None
     policy = run.trial_policy(spec)
     calls: list[PlannedCall] = []
     for attempt in range(policy.count if policy is not None else 1):
@@ -119,7 +120,7 @@ async def _planned_calls(
             response, asked = planned_answer(target, case)
         calls += asked
         calls += await plan_entries(
-            evaluation_context(case, target, response), spec.evaluators, evaluators
+            judgement.context(response, attempt), spec.evaluators, evaluators
         )
     return calls, judged
 

@@ -115,25 +115,44 @@ def load_project_config(path: Path, display: str) -> LoadedConfig:
     return LoadedConfig(path, display, model, found)
 
 
-class ProjectConfigs:
-    """``.agentv/config.yaml`` files, found like targets files (from an eval file's folder up to
-    the rootdir, the nearest wins) and loaded once each; their warnings are given out once."""
+#: Where targets files are looked for in each folder, nearest first.
+TARGETS_FILE_NAMES = (".agentv/targets.yaml", ".agentv/targets.yml", "targets.yaml", "targets.yml")
 
-    def __init__(self, rootdir: Path) -> None:
+
+class ProjectFiles:
+    """The ``.agentv/config.yaml`` and targets file of each eval file's folder, found from that
+    folder up to the rootdir (the nearest wins; ``--agentv-targets`` names one for every
+    folder), each loaded once, at collection; config warnings are given out once."""
+
+    def __init__(self, rootdir: Path, targets_file: Path | None = None) -> None:
         self.rootdir = rootdir
-        self._paths: dict[Path, Path | None] = {}
-        self._loaded: dict[Path, LoadedConfig] = {}
+        self.targets_file = targets_file
+        self._paths: dict[tuple[Path, tuple[str, ...]], Path | None] = {}
+        self._configs: dict[Path, LoadedConfig] = {}
+        self._targets: dict[Path, LoadedTargets] = {}
         self._warned: set[Path] = set()
 
-    def for_folder(self, folder: Path) -> LoadedConfig | None:
-        if folder not in self._paths:
-            self._paths[folder] = nearest_file(folder, self.rootdir, CONFIG_FILE_NAMES)
-        path = self._paths[folder]
+    def _nearest(self, folder: Path, names: tuple[str, ...]) -> Path | None:
+        if (folder, names) not in self._paths:
+            self._paths[(folder, names)] = nearest_file(folder, self.rootdir, names)
+        return self._paths[(folder, names)]
+
+    def config_for(self, folder: Path) -> LoadedConfig | None:
+        path = self._nearest(folder, CONFIG_FILE_NAMES)
         if path is None:
             return None
-        if path not in self._loaded:
-            self._loaded[path] = load_project_config(path, display_path(path, self.rootdir))
-        return self._loaded[path]
+        if path not in self._configs:
+            self._configs[path] = load_project_config(path, display_path(path, self.rootdir))
+        return self._configs[path]
+
+    def targets_for(self, folder: Path) -> LoadedTargets | None:
+        """The folder's targets file (raises ``AgentvError`` when it cannot be read)."""
+        path = self.targets_file or self._nearest(folder, TARGETS_FILE_NAMES)
+        if path is None:
+            return None
+        if path not in self._targets:
+            self._targets[path] = load_targets_file(path, display_path(path, self.rootdir))
+        return self._targets[path]
 
     def new_warnings(self, config: LoadedConfig) -> tuple[FileWarning, ...]:
         if config.path in self._warned:

@@ -22,7 +22,7 @@ from .calibration import Calibration
 from .cases import CaseSpec, PreparedCase, prepare_case
 from .errors import NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
-from .evaluators.base import EvaluationContext, Evaluator, judge_for
+from .evaluators.base import EvaluationContext, Evaluator, entry_judges
 from .grading import Grading, Judgement, grade_answers, not_graded
 from .llm.budget import Budget, Ledger
 from .llm.client import LlmClient, ModelClients
@@ -30,11 +30,10 @@ from .llm.replay import ReplayStore
 from .llm.retry import RetryPolicy
 from .llm.transports import ModelSpec
 from .paths import display_path
-from .projectfiles import ProjectConfigs
+from .projectfiles import ProjectFiles
 from .redaction import refresh_secrets
 from .results import CaseResult, Status
 from .scheduler import Scheduler, awaited, run_sync
-from .schema.evaluators import EvaluatorConfig, walk_entries
 from .settings import Settings
 from .targets import Target, TargetCatalog
 from .targets.python import FixtureTarget, RecordedTarget
@@ -108,13 +107,9 @@ class AgentvRun:
             else None
         )
         self.targets = TargetCatalog(
-            self.rootdir,
-            self.clients,
-            targets_file=settings.targets,
-            override=settings.target,
-            answers=answers,
+            self.rootdir, self.clients, override=settings.target, answers=answers
         )
-        self.configs = ProjectConfigs(self.rootdir)
+        self.files = ProjectFiles(self.rootdir, settings.targets)
         self.registry = EvaluatorRegistry(
             build_evaluator_registry(
                 resolve_judge_provider=self.resolve_judge,
@@ -161,24 +156,6 @@ class AgentvRun:
             return self.clients(self.targets.judge_target(context.judge_target, folder))
         return self.session_judge()
 
-    def check_judges(
-        self,
-        entries: Sequence[EvaluatorConfig],
-        evaluators: Mapping[str, Evaluator],
-        context: EvaluationContext,
-    ) -> bool:
-        """Raise ``JudgeNotConfiguredError`` before any work if a needed LLM judge is absent
-        (composite members and LLM aggregators included); return whether the session's judge
-        grades any of it (calibration vouches for that judge)."""
-        session = self.session_judge()
-        judged = False
-        for entry in walk_entries(entries):
-            evaluator = evaluators.get(entry.type)
-            if evaluator is not None:
-                judge = judge_for(evaluator, replace(context, evaluator=entry))
-                judged = judged or (judge is not None and judge is session)
-        return judged
-
     async def trusted(self) -> None:
         """Wait until the session's judge passed calibration (raise ``NotGradedError`` if it
         failed and calibration is enforced); at once without a calibration file."""
@@ -213,24 +190,39 @@ class AgentvRun:
         Checked at collection, so this does not raise for a collected case."""
         return policy_for(spec.trials, self.settings.trials)
 
-    def begin(
+    def start(
         self,
         spec: CaseSpec,
         evaluators: Mapping[str, Evaluator],
         fixture: Target | None = None,
         *,
         lookup_target: bool = True,
-    ) -> tuple[PreparedCase, Target | None, bool]:
-        """The synchronous part of a case: its files read, its target (the fixture's, else the
-        one its files name, unless ``lookup_target`` is off) and its judges checked (raises
-        ``AgentvError``); also whether the session's judge grades it (it then waits for
-        calibration)."""
-        prepared = prepare_case(spec, self.rootdir)
-        target = fixture if fixture is not None or not lookup_target else None
+    ) -> tuple[Judgement, PreparedCase, Target | None]:
+        """The synchronous start of a case (raises ``AgentvError``), before any answer: its
+        target (the fixture's, else the one its files name, unless ``lookup_target`` is off),
+        its judges (``JudgeNotConfiguredError`` when one is missing), its files read, and its
+        trials (checked at collection)."""
+        target = fixture
         if target is None and lookup_target:
             target = self.targets.target_for(spec)
-        context = evaluation_context(prepared, target, None)
-        return prepared, target, self.check_judges(spec.evaluators, evaluators, context)
+        name, judge_target = (target.name, target.judge_target) if target else ("", None)
+        seen_by = partial(EvaluationContext.for_answer, target=name, judge_target=judge_target)
+        # Judges are found from the case's folder: before its files are read, a case that needs
+        # one nobody configured is skipped.
+        unread = PreparedCase(spec.case.id, "", (), folder=spec.loaded.path.parent)
+        judges = entry_judges(spec.evaluators, evaluators, seen_by(unread, None))
+        session = self.session_judge()
+        prepared = prepare_case(spec, self.rootdir)
+        judgement = Judgement(
+            entries=spec.evaluators,
+            evaluators=evaluators,
+            context=partial(seen_by, prepared),
+            result=partial(case_result, spec, target=target.name if target else None),
+            policy=policy_for(spec.trials, self.settings.trials),
+            # Calibration vouches for the session's judge: its cases wait for it.
+            gate=self.trusted if session is not None and session in judges else None,
+        )
+        return judgement, prepared, target
 
     def _grading(
         self,
@@ -240,22 +232,12 @@ class AgentvRun:
     ) -> tuple[Grading, PreparedCase, Target] | CaseResult:
         """The case ready to grade, or how it ended when it cannot even start."""
         try:
-            prepared, target, judged = self.begin(spec, evaluators, fixture)
+            judgement, prepared, target = self.start(spec, evaluators, fixture)
         except Exception as exc:
             return not_graded(
                 partial(case_result, spec, target=fixture.name if fixture else None), exc
             )
         assert target is not None
-        judgement = Judgement(
-            entries=spec.evaluators,
-            evaluators=evaluators,
-            context=lambda response, attempt: evaluation_context(
-                replace(prepared, attempt=attempt), target, response
-            ),
-            result=partial(case_result, spec, target=target.name),
-            policy=self.trial_policy(spec),
-            gate=self.trusted if judged else None,
-        )
         return Grading(judgement), prepared, target
 
     async def run_case(
@@ -313,21 +295,6 @@ class AgentvRun:
 
     def close(self) -> None:
         self.scheduler.close(self.targets.aclose)
-
-
-def evaluation_context(
-    prepared: PreparedCase, target: Target | None, response: TargetResponse | None
-) -> EvaluationContext:
-    """What a case's evaluators see of one answer (none yet: to find their judges)."""
-    return EvaluationContext(
-        eval_case=prepared,
-        candidate=response.text if response else "",
-        target=target.name if target else "",
-        attempt=prepared.attempt,
-        output_messages=response.output_messages if response else None,
-        judge_target=target.judge_target if target else None,
-        trace_summary=response.trace_summary() if response else None,
-    )
 
 
 def case_result(spec: CaseSpec, status: Status, **values: Any) -> CaseResult:

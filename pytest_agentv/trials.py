@@ -216,6 +216,11 @@ def policy_for(config: TrialsConfig | None, override: int | None = None) -> Tria
 
 
 def policy_from_argument(trials: object) -> TrialPolicy | None:
+    """The trials ``assert_judged(..., trials=...)`` runs (see ``trials_from_argument``)."""
+    return policy_for(trials_from_argument(trials))
+
+
+def trials_from_argument(trials: object) -> TrialsConfig:
     """``assert_judged(..., trials=...)``: a count (with the default strategy) or a mapping like
     an ``execution.trials`` block. Raises ``ValueError`` naming the problem."""
     if isinstance(trials, int) and not isinstance(trials, bool):
@@ -234,9 +239,10 @@ def policy_from_argument(trials: object) -> TrialPolicy | None:
         where = ".".join(map(str, ("trials", *first["loc"])))
         raise ValueError(f"{where}: {problem_text(first)}") from None
     try:
-        return policy_for(config)
+        policy_for(config)
     except ConfigError as exc:
         raise ValueError(f"trials: {exc}") from None
+    return config
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from ..errors import ConfigError, did_you_mean
 from ..loader import EntryProblem
-from ..schema.evaluators import EvaluatorConfig, walk_entries
+from ..schema.evaluators import EvaluatorConfig
 from ..spellings import KIND_ALIASES, canonical_kind, later_kind_version
-from .base import Evaluator, ResolveJudge
+from .base import Evaluator, ResolveJudge, walk_entries
 from .code_judge import CodeEvaluator
 from .composite import CompositeEvaluator
 from .cost import CostEvaluator

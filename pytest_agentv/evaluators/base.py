@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
+from ..answers import TargetResponse
 from ..cases import PreparedCase
 from ..errors import AgentvError, ConfigError
 from ..llm.client import JudgeClient
@@ -42,6 +43,27 @@ class EvaluationContext:
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     #: The evaluators by kind this case runs with, so a composite can run its members.
     registry: Mapping[str, Evaluator] | None = None
+
+    @classmethod
+    def for_answer(
+        cls,
+        case: PreparedCase,
+        response: TargetResponse | None,
+        attempt: int = 0,
+        *,
+        target: str = "",
+        judge_target: str | None = None,
+    ) -> EvaluationContext:
+        """What a case's evaluators see of one attempt's answer (none yet: to find judges)."""
+        return cls(
+            eval_case=replace(case, attempt=attempt),
+            candidate=response.text if response else "",
+            target=target,
+            attempt=attempt,
+            output_messages=response.output_messages if response else None,
+            judge_target=judge_target,
+            trace_summary=response.trace_summary() if response else None,
+        )
 
     @property
     def prompt_inputs(self) -> dict[str, str]:
@@ -178,6 +200,28 @@ def judge_for(evaluator: Evaluator, context: EvaluationContext) -> JudgeClient |
     ask = getattr(evaluator, "judge_for", None)
     judge: JudgeClient | None = ask(context) if callable(ask) else None
     return judge
+
+
+def walk_entries(entries: Iterable[EvaluatorConfig]) -> Iterator[EvaluatorConfig]:
+    """Every entry and, depth first, the members of composites."""
+    for entry in entries:
+        yield entry
+        yield from walk_entries(entry.members)
+
+
+def entry_judges(
+    entries: Sequence[EvaluatorConfig],
+    evaluators: Mapping[str, Evaluator],
+    context: EvaluationContext,
+) -> list[JudgeClient]:
+    """The judges these entries will call (composite members and LLM aggregators included);
+    raises ``JudgeNotConfiguredError`` before any work when one is needed and nobody set it."""
+    found: list[JudgeClient] = []
+    for entry in walk_entries(entries):
+        evaluator = evaluators.get(entry.type)
+        judge = judge_for(evaluator, replace(context, evaluator=entry)) if evaluator else None
+        found += [judge] if judge is not None else []
+    return found
 
 
 def lookup_evaluator(registry: Mapping[str, Evaluator], kind: str) -> Evaluator:

@@ -3,7 +3,7 @@ aggregators, and the evaluators a case is graded by."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any
 
 from pydantic import (
@@ -121,13 +121,6 @@ class EvaluatorConfig(Model):
     def members(self) -> tuple[EvaluatorConfig, ...]:
         """A composite's member entries; none for other kinds."""
         return tuple(self._spec.evaluators) if isinstance(self._spec, CompositeSpec) else ()
-
-
-def walk_entries(entries: Iterable[EvaluatorConfig]) -> Iterator[EvaluatorConfig]:
-    """Every entry and, depth first, the members of composites."""
-    for entry in entries:
-        yield entry
-        yield from walk_entries(entry.members)
 
 
 #: An ``evaluators`` list (``assertions`` in later AgentV): each name is used once.

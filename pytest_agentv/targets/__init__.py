@@ -24,14 +24,11 @@ from ..llm.client import LlmClient
 from ..llm.transports import ModelSpec
 from ..llm.usage import PlannedCall, prompt_tokens, unknown_answer
 from ..loader.validation import FileWarning
-from ..paths import display_path, nearest_file
-from ..projectfiles import LoadedTargets, Where, load_targets_file
+from ..projectfiles import LoadedTargets, Where
 from ..schema.targets import TargetConfig
 from .cli import BatchCliTarget, CliTarget, Healthcheck, cli_timeout
 from .model import LLM_PROVIDERS, LlmTarget, chat_messages, model_spec
 from .python import MockTarget, RecordedTarget
-
-TARGETS_FILE_NAMES = (".agentv/targets.yaml", ".agentv/targets.yml", "targets.yaml", "targets.yml")
 
 _ENV_REF = re.compile(r"^\$\{\{\s*([A-Za-z0-9_]+)\s*\}\}$")
 
@@ -133,29 +130,25 @@ def build_target(
 
 
 class TargetCatalog:
-    """Targets files found from an eval file's folder up to the rootdir (or named by
-    ``--agentv-targets``), loaded once each, and the targets built from them, once per folder."""
+    """The targets file of each eval file's folder (read at collection and handed over with
+    ``know``), and the targets built from them, once per folder."""
 
     def __init__(
         self,
         rootdir: Path,
         clients: Callable[[ModelSpec], LlmClient],
         *,
-        targets_file: Path | None = None,
         override: str | None = None,
         answers: RecordedTarget | None = None,
     ) -> None:
         self.rootdir = rootdir
         self.clients = clients
-        self.targets_file_option = targets_file
         self.override = override
         self.answers = answers
-        self._paths: dict[Path, Path | None] = {}
-        self._loaded: dict[Path, LoadedTargets] = {}
+        self._files: dict[Path, LoadedTargets | AgentvError | None] = {}
         self._built: dict[tuple[str, Path], Target] = {}
         self._healthchecks: dict[tuple[Path, str], Healthcheck] = {}
         self._warned: set[tuple[Path, str]] = set()
-        self._lock = threading.Lock()
         self._build_lock = threading.Lock()
 
     async def aclose(self) -> None:
@@ -163,21 +156,16 @@ class TargetCatalog:
         for check in list(self._healthchecks.values()):
             await check.aclose()
 
-    def _path(self, folder: Path) -> Path | None:
-        if self.targets_file_option is not None:
-            return self.targets_file_option
-        if folder not in self._paths:
-            self._paths[folder] = nearest_file(folder, self.rootdir, TARGETS_FILE_NAMES)
-        return self._paths[folder]
+    def know(self, folder: Path, found: LoadedTargets | AgentvError | None) -> None:
+        """The targets file of a folder of eval files, as collection read it (or why it could
+        not): its cases use it, or are not graded for that reason."""
+        self._files[folder] = found
 
     def targets_file(self, folder: Path) -> LoadedTargets | None:
-        path = self._path(folder)
-        if path is None:
-            return None
-        with self._lock:
-            if path not in self._loaded:
-                self._loaded[path] = load_targets_file(path, display_path(path, self.rootdir))
-            return self._loaded[path]
+        found = self._files.get(folder)
+        if isinstance(found, AgentvError):
+            raise ConfigError(str(found))
+        return found
 
     def target_name(self, spec: CaseSpec) -> str:
         """``--agentv-target`` > case ``execution.target`` > file target > ``default``."""
