@@ -139,6 +139,12 @@ class ScopedRegistry:
             f"{', '.join(known)}. Add kinds with the pytest_agentv_make_evaluator hook"
         )
 
+    def entry_needs(self, kind: str) -> str | None:
+        """What a kind cannot grade without (a script, its settings), so that it cannot be a
+        file's default kind: an entry of its own must give it."""
+        needs = getattr(self.get(kind), "entry_needs", None)
+        return needs if isinstance(needs, str) else None
+
     def check_entry(
         self, entry: EvaluatorConfig, folder: Path, rootdir: Path
     ) -> Iterable[EntryProblem]:

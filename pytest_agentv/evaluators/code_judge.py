@@ -120,6 +120,8 @@ class CodeEvaluator:
     """Run a script judge (REQ-EVAL-003). Options given here are defaults for YAML entries."""
 
     kind = "code_judge"
+    #: A default kind needs this, which only an entry of its own gives.
+    entry_needs = "a script: list the code judge under 'evaluators' with its 'script'"
 
     def __init__(
         self,

@@ -31,6 +31,7 @@ from ..schema.evaluators import AggregatorSpec, CompositeSpec, EvaluatorConfig
 from ..yamlfile import Loc
 from . import prompts
 from .base import (
+    NEEDS_SETTINGS,
     EvaluationContext,
     EvaluationScore,
     Evaluator,
@@ -92,6 +93,7 @@ class CompositeEvaluator:
     for members when the context carries none (a composite called outside a case run)."""
 
     kind = "composite"
+    entry_needs = NEEDS_SETTINGS
 
     def __init__(
         self,

@@ -7,7 +7,8 @@ Binary, as in AgentV: a cost equal to the budget passes. A target that reports n
 from __future__ import annotations
 
 from ..schema.checks import CostSpec
-from .base import EvaluationContext, EvaluationScore, TraceLimit, entry_settings
+from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
+from .limits import TraceLimit
 
 
 def _usd(value: float) -> str:
@@ -27,6 +28,7 @@ _COST = TraceLimit(
 
 class CostEvaluator:
     kind = "cost"
+    entry_needs = NEEDS_SETTINGS
 
     def evaluate(self, context: EvaluationContext) -> EvaluationScore:
         return _COST.check(context, entry_settings(context, CostSpec).budget)

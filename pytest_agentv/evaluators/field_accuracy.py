@@ -23,7 +23,7 @@ from ..errors import ConfigError
 from ..loader import EntryProblem, zero_weights
 from ..schema.checks import FieldAccuracySpec, FieldSpec
 from ..schema.evaluators import EvaluatorConfig
-from .base import EvaluationContext, EvaluationScore, entry_settings
+from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
 from .text import deep_equal, first_json_object, js_number
 
 MAX_LISTED = 4
@@ -239,6 +239,7 @@ def expected_data(context: EvaluationContext) -> dict[str, Any] | None:
 
 class FieldAccuracyEvaluator:
     kind = "field_accuracy"
+    entry_needs = NEEDS_SETTINGS
 
     def check_entry(
         self, entry: EvaluatorConfig, folder: Path, rootdir: Path

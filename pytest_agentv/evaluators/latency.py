@@ -7,7 +7,8 @@ score 0 with "No duration data available in trace" as the miss.
 from __future__ import annotations
 
 from ..schema.checks import LatencySpec
-from .base import EvaluationContext, EvaluationScore, TraceLimit, entry_settings
+from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
+from .limits import TraceLimit
 from .text import js_number
 
 _LATENCY = TraceLimit(
@@ -25,6 +26,7 @@ _LATENCY = TraceLimit(
 
 class LatencyEvaluator:
     kind = "latency"
+    entry_needs = NEEDS_SETTINGS
 
     def evaluate(self, context: EvaluationContext) -> EvaluationScore:
         return _LATENCY.check(context, entry_settings(context, LatencySpec).threshold)

@@ -11,7 +11,8 @@ from typing import Any
 
 from ..schema.base import finite_number
 from ..schema.checks import TokenUsageSpec
-from .base import EvaluationContext, EvaluationScore, entry_settings, no_trace_data
+from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
+from .limits import no_trace_data
 from .text import js_number
 
 
@@ -21,6 +22,7 @@ def _count(usage: dict[str, Any], key: str) -> float | None:
 
 class TokenUsageEvaluator:
     kind = "token_usage"
+    entry_needs = NEEDS_SETTINGS
 
     def evaluate(self, context: EvaluationContext) -> EvaluationScore:
         spec = entry_settings(context, TokenUsageSpec)

@@ -21,7 +21,7 @@ from typing import Any
 from ..answers import ToolCall, tool_calls
 from ..schema.base import finite_number
 from ..schema.checks import ToolTrajectorySpec, TrajectoryStep
-from .base import EvaluationContext, EvaluationScore, entry_settings
+from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
 from .text import deep_equal, js_number
 
 NO_TRACE = "No trace available for evaluation"
@@ -178,6 +178,7 @@ def _any_order(
 
 class ToolTrajectoryEvaluator:
     kind = "tool_trajectory"
+    entry_needs = NEEDS_SETTINGS
 
     def evaluate(self, context: EvaluationContext) -> EvaluationScore:
         spec = entry_settings(context, ToolTrajectorySpec)

@@ -17,8 +17,8 @@ import yaml
 
 from ..errors import AgentvDeprecationWarning, AgentvWarning, EvalFileError
 from ..schema.evalfile import EvalCase, EvalSuite, listed_evaluators
-from ..schema.evaluators import KIND_SPECS, EvaluatorConfig
-from ..spellings import LATER_FIELDS, canonical_kind, generations, key_at, locate
+from ..schema.evaluators import EvaluatorConfig
+from ..spellings import LATER_FIELDS, generations, key_at, locate
 from ..yamlfile import Loc, child_at, line_col, parse_yaml
 from .jsonl import jsonl_document
 from .validation import FileWarning, unknown_key_warnings, validate
@@ -39,6 +39,8 @@ class KindRules(Protocol):
     kind checks in its entries when the file loads (a prompt file, weights...)."""
 
     def problem(self, kind: str) -> str | None: ...
+
+    def entry_needs(self, kind: str) -> str | None: ...
 
     def check_entry(
         self, entry: EvaluatorConfig, folder: Path, rootdir: Path
@@ -208,19 +210,9 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
         problem = kinds.problem(default_kind)
         if problem is not None:
             fail(where, problem)
-        listed = bool(case.rubrics or listed_evaluators(case, suite))
-        if canonical_kind(default_kind) == "code_judge" and not listed:
-            fail(
-                where,
-                f"'{default_kind}' as the default kind needs a script: list the code judge under "
-                "'evaluators' with its 'script'",
-            )
-        if canonical_kind(default_kind) in KIND_SPECS and not listed:
-            fail(
-                where,
-                f"'{default_kind}' as the default kind needs its settings: list it under "
-                "'evaluators' with them",
-            )
+        needs = kinds.entry_needs(default_kind)
+        if needs is not None and not (case.rubrics or listed_evaluators(case, suite)):
+            fail(where, f"'{default_kind}' as the default kind needs {needs}")
     warned: set[Loc] = set()
     for loc, found_here in found:
         where = (*loc, *found_here.loc)
