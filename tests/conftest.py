@@ -110,7 +110,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 #: session that stops at a collection error has pytest render a long traceback of its own
 #: interruption (a quarter of a second, parsing its own sources), which is never shown: the
 #: sessions go on past collection errors, which they report all the same.
-INNER_ADDOPTS = "-p agentv -p xdist -p xdist.looponfail -p pytest_asyncio.plugin --continue-on-collection-errors"
+INNER_ADDOPTS = (
+    "-p agentv -p xdist -p xdist.looponfail -p pytest_asyncio.plugin"
+    " --continue-on-collection-errors"
+)
 
 
 @pytest.fixture(autouse=True)
