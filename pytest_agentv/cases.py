@@ -84,6 +84,16 @@ class CaseSpec:
         return bool(self.case.rubrics or listed_evaluators(self.case, self.loaded.suite))
 
     @property
+    def question(self) -> str:
+        """The text of the case's input messages, without the files they name."""
+        return "\n\n".join(
+            text
+            for message in self.case.input_messages
+            for segment in message.content
+            if segment.type != "file" and (text := render_content(segment.value))
+        )
+
+    @property
     def line(self) -> int:
         """0-based line of the case in its file."""
         return self.loaded.case_lines[self.index]
@@ -195,12 +205,10 @@ def _prepared(spec: CaseSpec, rootdir: Path) -> PreparedCase:
     files: list[str] = []
     guidelines: dict[str, str] = {}
     chat: list[dict[str, Any]] = []
-    question_parts: list[str] = []
     for m_index, message in enumerate(case.input_messages):
         loc = ("evalcases", spec.index, "input_messages", m_index)
         text = _segment_text(spec, rootdir, message, loc, files, guidelines)
         chat.append({"role": message.role, "content": text})
-        question_parts.extend(render_content(s.value) for s in message.content if s.type != "file")
     expected: list[dict[str, Any]] = []
     for m_index, message in enumerate(case.expected_messages):
         has_files = any(s.type == "file" for s in message.content)
@@ -225,7 +233,7 @@ def _prepared(spec: CaseSpec, rootdir: Path) -> PreparedCase:
         )
     return PreparedCase(
         id=case.id,
-        question="\n\n".join(part for part in question_parts if part),
+        question=spec.question,
         input_messages=tuple(chat),
         expected_outcome=case.expected_outcome,
         reference_answer=reference,

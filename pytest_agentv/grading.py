@@ -9,11 +9,12 @@ A conversation runs this path once per turn.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from .answers import TargetResponse
+from .answers import TargetResponse, tool_calls
 from .errors import AgentvError, JudgeNotConfiguredError, NotGradedError
 from .evaluators.base import (
     CaseEvaluation,
@@ -80,6 +81,17 @@ def not_graded(
         usage=row,
         candidate=response.text if response else "",
         trace_summary=response.trace_summary() if response else None,
+        tool_calls=called(response),
+    )
+
+
+def called(response: TargetResponse | None) -> tuple[dict[str, Any], ...]:
+    """The tool calls of an answer, as a row shows them."""
+    if response is None:
+        return ()
+    return tuple(
+        {"tool": c.name, "input": c.args, "duration_ms": c.duration_ms, "error": c.error}
+        for c in tool_calls(response.output_messages)
     )
 
 
@@ -95,6 +107,9 @@ class Grading:
         self._single: TrialResult | None = None
         self._failure: CaseResult | None = None
         self._started = False
+        #: Each attempt's answer (the row shows one's tool calls), and the time spent on them.
+        self.responses: dict[int, TargetResponse] = {}
+        self.answer_seconds = 0.0
 
     def next_attempt(self) -> int | None:
         """The attempt to answer next, or None when the case is done."""
@@ -156,6 +171,7 @@ class Grading:
     ) -> None:
         """End the case as not graded; within trials, naming the attempt that could not be."""
         failure = not_graded(self.judgement.result, exc, self.usage, response)
+        failure.duration_ms = self.duration_ms()
         if self.trials is not None and self._started and failure.status == "error":
             failure.error = f"attempt {len(self.trials.results)}: {failure.error}"
             failure.grade = trial.grade if trial is not None else None
@@ -165,6 +181,7 @@ class Grading:
     def result(self) -> CaseResult:
         """How the case ended, with everything its attempts spent."""
         result, usage = self.judgement.result, self.usage.row()
+        timing = {"duration_ms": self.duration_ms()}
         if self._failure is not None:
             self._failure.usage = usage
             return self._failure
@@ -179,6 +196,8 @@ class Grading:
                 error=grade.error,
                 trace_summary=single.trace_summary,
                 usage=usage,
+                tool_calls=called(self.responses.get(single.attempt)),
+                **timing,
             )
         outcome = self.trials.conclude()
         return result(
@@ -189,7 +208,13 @@ class Grading:
             usage=usage,
             trials=outcome.trials,
             aggregation=outcome.aggregation,
+            tool_calls=called(self.responses.get(outcome.aggregation["shown_attempt"])),
+            **timing,
         )
+
+    def duration_ms(self) -> float | None:
+        """Milliseconds spent waiting for answers; None before any answer was asked for."""
+        return self.answer_seconds * 1000 if self._started else None
 
     def score(self) -> EvaluationScore:
         """What ``assert_judged`` returns: the evaluation's score, or the trials' aggregate
@@ -222,10 +247,14 @@ async def grade_answers(
     except AgentvError as exc:
         grading.fail(exc)
     while (attempt := grading.next_attempt()) is not None:
+        started = time.perf_counter()
         try:
             response = await answer(attempt)
         except judgement.catches as exc:
+            grading.answer_seconds += time.perf_counter() - started
             grading.fail(exc)
             break
+        grading.answer_seconds += time.perf_counter() - started
+        grading.responses[attempt] = response
         await on_loop(grading.grade(response, attempt))
     return grading.result()

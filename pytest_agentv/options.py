@@ -66,6 +66,25 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        "html",
+        "Write a self-contained HTML report of the run to PATH (every case, filterable)",
+        "path",
+        metavar="PATH",
+    ),
+    Option(
+        "markdown",
+        "Write a short Markdown summary of the run to PATH: totals, regressions, failures, cost",
+        "path",
+        metavar="PATH",
+    ),
+    Option(
+        "step_summary",
+        "Append the Markdown summary to the file GITHUB_STEP_SUMMARY names, when it is set",
+        "choice",
+        "on",
+        ("on", "off"),
+    ),
+    Option(
         "eval_patterns",
         "File name patterns collected as eval files",
         "list",

@@ -273,8 +273,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if reporter is not None and reporter.summary.over_budget() and session.exitstatus in (0, 5):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if reporter is not None:
-        reporter.close()  # now, so that a failure to write the results file still counts
-        if reporter.results.error is not None and session.exitstatus in (0, 5):
+        reporter.close()  # now, so that a failure to write a report still counts
+        if reporter.failures() and session.exitstatus in (0, 5):
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
     if _estimate_key in config.stash and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK

@@ -150,6 +150,13 @@ class ResultRow(TypedDict):
     #: and this score minus it (None unless both were graded).
     baseline_score: NotRequired[float | None]
     delta: NotRequired[float | None]
+    #: What the case asked and expected (eval cases; not ``assert_judged`` calls).
+    question: NotRequired[str]
+    expected_outcome: NotRequired[str]
+    #: Milliseconds spent waiting for the target's answers, all attempts together.
+    duration_ms: NotRequired[float]
+    #: The tool calls of the answer the row shows: ``{tool, input, duration_ms, error}``.
+    tool_calls: NotRequired[list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -194,6 +201,10 @@ class CaseResult:
     #: Set when the run has a baseline: the row then carries ``baseline_score`` and ``delta``.
     compared: bool = False
     baseline_score: float | None = None
+    question: str = ""
+    expected_outcome: str = ""
+    duration_ms: float | None = None
+    tool_calls: tuple[dict[str, Any], ...] = ()
 
     def row(self) -> ResultRow:
         """Plain builtins, redacted: what reports, JUnit XML and results files are made of."""
@@ -233,5 +244,13 @@ class CaseResult:
                 if baseline is not None and self.status == "graded"
                 else None
             )
+        for key, value in (
+            ("question", self.question),
+            ("expected_outcome", self.expected_outcome),
+            ("duration_ms", None if self.duration_ms is None else round(self.duration_ms, 3)),
+            ("tool_calls", list(self.tool_calls)),
+        ):
+            if value not in (None, "", []):
+                row[key] = value  # type: ignore[literal-required]
         redacted: ResultRow = redact_obj(row)
         return redacted

@@ -307,5 +307,7 @@ def case_result(spec: CaseSpec, status: Status, **values: Any) -> CaseResult:
         line=spec.line + 1,
         conversation_id=spec.case.conversation_id,
         evaluators_listed=spec.listed,
+        question=spec.question,
+        expected_outcome=spec.case.expected_outcome,
         **values,
     )

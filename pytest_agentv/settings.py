@@ -40,6 +40,10 @@ class Settings:
     targets: Path | None
     borderline: BorderlineMode
     results: Path | None
+    html: Path | None
+    markdown: Path | None
+    #: on or off, checked against the option's choices.
+    step_summary: str
     eval_patterns: tuple[str, ...]
     code_judge_timeout: float
     code_judge_env: tuple[str, ...]
@@ -79,6 +83,9 @@ class Settings:
             _check_folder(
                 values["cache_dir"], "--agentv-cache-dir", write=values["cache_mode"] != "replay"
             )
+        for name in ("html", "markdown"):
+            if values[name] is not None:
+                _check_folder(values[name].parent, f"--agentv-{name}", write=True)
         if values["calibration"] is None:
             default = config.rootpath / ".agentv" / "calibration.yaml"
             values["calibration"] = default if default.is_file() else None

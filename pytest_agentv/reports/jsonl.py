@@ -41,6 +41,19 @@ _AGENTV_KEYS = (
 )
 
 
+#: What else a case's row carries that a report of the file shows (``python -m pytest_agentv
+#: report``): the line of the case, what it asked and expected, its latency and tool calls, and
+#: the turns of a conversation.
+_REPORTED_KEYS = (
+    "line",
+    "question",
+    "expected_outcome",
+    "duration_ms",
+    "tool_calls",
+    "turns",
+)
+
+
 def results_line(row: ResultRow) -> dict[str, Any]:
     """A results-file line with AgentV's field names: listed evaluators are written under
     ``evaluator_results`` (one or several, with their details); the default judge's request
@@ -61,6 +74,11 @@ def results_line(row: ResultRow) -> dict[str, Any]:
     if "baseline_score" in row:
         line["baseline_score"] = row["baseline_score"]
         line["delta"] = row.get("delta")
+    line["gate_failed"] = row["gate_failed"]
+    line["usage"] = row["usage"]
+    for key in _REPORTED_KEYS:
+        if key in row:
+            line[key] = row[key]  # type: ignore[literal-required]
     return line
 
 

@@ -124,7 +124,7 @@ class Summary:
                     )
                     line = f"  not graded: {where}: {case['error']}"
                     terminalreporter.write_line(printable(line))
-        for line in self._calibration_lines():
+        for line in self.calibration_lines():
             terminalreporter.write_line(printable(line))
         t = self.trials
         if t["cases"]:
@@ -146,17 +146,21 @@ class Summary:
         )
         if self.spend is not None and self.settings.budget_usd is not None:
             terminalreporter.write_line(budget_line(self.settings.budget_usd, *self.spend()))
-        if self.baseline is not None:
-            from ..baseline import comparison_lines
+        for line in self.comparison_lines():
+            terminalreporter.write_line(printable(line))
 
-            compared = [case for case in self.cases if case["compared"]]
-            lines = comparison_lines(
-                self.baseline, compared, self.collected, self.settings.max_regression
-            )
-            for line in lines:
-                terminalreporter.write_line(printable(line))
+    def comparison_lines(self) -> list[str]:
+        """The comparison with ``--agentv-baseline`` (nothing without one)."""
+        if self.baseline is None:
+            return []
+        from ..baseline import comparison_lines
 
-    def _calibration_lines(self) -> list[str]:
+        compared = [case for case in self.cases if case["compared"]]
+        return comparison_lines(
+            self.baseline, compared, self.collected, self.settings.max_regression
+        )
+
+    def calibration_lines(self) -> list[str]:
         """How the judge did on the canaries (the worst process's, under pytest-xdist)."""
         if not self.calibrations:
             return []

@@ -1,0 +1,92 @@
+"""``--agentv-html``: the run as one self-contained HTML page (its stylesheet and script inlined,
+no request leaves it), written at the end of the run from the rows the spool kept.
+
+Jinja2 is imported here, when a page is written, never when the plugin loads. Autoescape is
+on: whatever an answer or a judge wrote is text on the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..results import usd
+from ..verdicts import fmt
+from .view import LABELS, RunFacts, case_view, shown_row
+
+if TYPE_CHECKING:
+    from .spool import RowSpool
+
+_TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f} s" if value < 120 else f"{int(value // 60)} min {value % 60:.0f} s"
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f} ms" if value < 1000 else _seconds(value / 1000)
+
+
+def _usd(value: float | None) -> str:
+    return "cost unknown" if value is None else usd(value)
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.2f}"
+
+
+def _cases(spool: RowSpool) -> Iterator[dict[str, Any]]:
+    """Each case as the page shows it, with a link of its own (``file::id``; a second row of
+    the same case gets ``~2``)."""
+    taken: dict[str, int] = {}
+    for row in spool.rows():
+        view = case_view(row, "")
+        anchor = view["where"]
+        taken[anchor] = taken.get(anchor, 0) + 1
+        if taken[anchor] > 1:
+            anchor = f"{anchor}~{taken[anchor]}"
+        view["anchor"] = anchor
+        yield view
+
+
+def write_html(path: Path, facts: RunFacts, spool: RowSpool) -> None:
+    """Write the page, case after case as the spool reads them back. Raises ``OSError``."""
+    import jinja2
+    from markupsafe import Markup
+
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_TEMPLATES),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters.update(score=fmt, usd=_usd, ms=_ms, seconds=_seconds, signed=_signed)
+    template = environment.get_template("report.html.j2")
+    tally = spool.tally
+    usage = facts.usage
+    if usage is not None and usage.get("unpriced_calls"):
+        run_cost = f"cost unknown ({usage['unpriced_calls']} calls to models without a price)"
+    elif usage is not None:
+        run_cost = usd(float(usage.get("cost_usd") or 0.0))
+    else:
+        run_cost = _usd(None if tally.unpriced else tally.cost)
+    chunks = template.generate(
+        facts=shown_row(vars(facts)),
+        tally=tally,
+        labels=LABELS,
+        run_cost=run_cost,
+        error=spool.error,
+        cases=_cases(spool),
+        css=Markup((_TEMPLATES / "report.css").read_text("utf-8")),
+        js=Markup((_TEMPLATES / "report.js").read_text("utf-8")),
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as stream:
+        for chunk in chunks:
+            stream.write(chunk)
