@@ -1,5 +1,10 @@
-"""``python -m pytest_agentv schema eval|targets``: print the JSON Schema of eval files or
-targets files, made from the models the loader validates with (so it cannot drift from them)."""
+"""``python -m pytest_agentv``: tools that work without a pytest run.
+
+``schema eval|targets`` prints the JSON Schema of eval files or targets files, made from the
+models the loader validates with (so it cannot drift from them). ``report RESULTS.jsonl``
+renders a results file (ours, AgentV v2.5.8's or a later AgentV's) as the HTML page or the
+Markdown summary a run writes, optionally compared with a baseline results file.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,40 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .errors import AgentvError
+    from .reports.rows import read_results
+
+    try:
+        spool, facts = read_results(args.results, args.baseline)
+    except AgentvError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.markdown is not None:
+            from .reports.markdown import markdown, write_markdown
+
+            text = markdown(facts, spool.tally, spool.error)
+            if str(args.markdown) == "-":
+                sys.stdout.write(text)
+                return 0
+            write_markdown(args.markdown, text)
+            written = args.markdown
+        else:
+            from .reports.html import write_html
+
+            written = args.output or Path("report.html")
+            write_html(written, facts, spool)
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        spool.close()
+    print(f"{written}: {spool.tally.total_line()}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -18,7 +57,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "schema", help="print the JSON Schema of eval files or targets files"
     )
     schema.add_argument("kind", choices=("eval", "targets"))
+    report = commands.add_parser(
+        "report",
+        help="render a results file (ours, AgentV v2.5.8's or v4's) as HTML or Markdown",
+    )
+    report.add_argument("results", type=Path, help="the results file (JSON Lines)")
+    report.add_argument(
+        "--baseline", type=Path, help="a previous results file to compare scores with"
+    )
+    output = report.add_mutually_exclusive_group()
+    output.add_argument(
+        "-o", "--output", type=Path, help="the HTML page to write (default: report.html)"
+    )
+    output.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="PATH",
+        help="write the Markdown summary instead (-: stdout)",
+    )
     args = parser.parse_args(argv)
+    if args.command == "report":
+        return _report(args)
     from .schema.jsonschema import json_schema
 
     json.dump(json_schema(args.kind), sys.stdout, indent=2, ensure_ascii=False)
