@@ -85,7 +85,9 @@ class Settings:
             )
         for name in ("html", "markdown"):
             if values[name] is not None:
-                _check_folder(values[name].parent, f"--agentv-{name}", write=True)
+                _check_folder(
+                    values[name].parent, f"--agentv-{name}", write=True, given=values[name]
+                )
         if values["calibration"] is None:
             default = config.rootpath / ".agentv" / "calibration.yaml"
             values["calibration"] = default if default.is_file() else None
@@ -106,9 +108,10 @@ class Settings:
         )
 
 
-def _check_folder(path: Path, flag: str, *, write: bool) -> None:
-    """A folder the run will write to, checked before anything is spent (a model call's reply
-    would otherwise be paid for and then fail to be stored). It is created only when needed."""
+def _check_folder(path: Path, flag: str, *, write: bool, given: Path | None = None) -> None:
+    """A folder the run will write to (``path``, or the folder of the file ``given``), checked
+    before anything is spent (a model call's reply would otherwise be paid for and then fail to
+    be stored). It is created only when needed."""
     existing = path
     problem = None
     try:
@@ -122,7 +125,8 @@ def _check_folder(path: Path, flag: str, *, write: bool) -> None:
         problem = f"{exc.filename or existing}: {exc.strerror or exc}"
     if problem is not None:
         raise pytest.UsageError(
-            f"{flag}={path} cannot be used: {problem}; give a folder that exists or can be created"
+            f"{flag}={given or path} cannot be used: {problem}; give a "
+            f"{'file in a folder' if given else 'folder'} that exists or can be created"
         )
 
 

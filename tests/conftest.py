@@ -90,9 +90,10 @@ targets:
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Tests never see a developer's own judge settings or provider keys."""
+    """Tests never see a developer's own judge settings or provider keys, nor a CI job's
+    summary file (their runs would append to it)."""
     for name in list(os.environ):
-        if name.startswith("AGENTV_") or name.endswith(("_API_KEY", "_API_BASE")):
+        if name.startswith("AGENTV_") or name.endswith(("_API_KEY", "_API_BASE", "_STEP_SUMMARY")):
             monkeypatch.delenv(name)
     yield
 

@@ -21,24 +21,37 @@ if TYPE_CHECKING:
 _TEMPLATES = Path(__file__).parent / "templates"
 
 
-def _seconds(value: float | None) -> str:
-    if value is None:
+def _number(value: Any) -> float | None:
+    """What a filter shows: a number, or nothing (a field a row does not have)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _seconds(value: Any) -> str:
+    seconds = _number(value)
+    if seconds is None:
         return "-"
-    return f"{value:.1f} s" if value < 120 else f"{int(value // 60)} min {value % 60:.0f} s"
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds // 60:.0f} min {seconds % 60:.0f} s"
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
+def _ms(value: Any) -> str:
+    ms = _number(value)
+    if ms is None:
         return "-"
-    return f"{value:.0f} ms" if value < 1000 else _seconds(value / 1000)
+    return f"{ms:.0f} ms" if ms < 1000 else _seconds(ms / 1000)
 
 
-def _usd(value: float | None) -> str:
-    return "cost unknown" if value is None else usd(value)
+def _usd(value: Any) -> str:
+    amount = _number(value)
+    return "cost unknown" if amount is None else usd(amount)
 
 
-def _signed(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.2f}"
+def _signed(value: Any) -> str:
+    delta = _number(value)
+    return "-" if delta is None else f"{delta:+.2f}"
+
+
+def _score(value: Any) -> str:
+    return fmt(_number(value))
 
 
 def _cases(spool: RowSpool) -> Iterator[dict[str, Any]]:
@@ -66,7 +79,7 @@ def write_html(path: Path, facts: RunFacts, spool: RowSpool) -> None:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters.update(score=fmt, usd=_usd, ms=_ms, seconds=_seconds, signed=_signed)
+    environment.filters.update(score=_score, usd=_usd, ms=_ms, seconds=_seconds, signed=_signed)
     template = environment.get_template("report.html.j2")
     tally = spool.tally
     usage = facts.usage

@@ -177,6 +177,7 @@ def case_view(row: Mapping[str, Any], anchor: str) -> dict[str, Any]:
     if isinstance(aggregation, dict) and "pass_rate" in aggregation:
         trials_line = trials_summary(aggregation)  # type: ignore[arg-type]
     trace = row.get("trace_summary") or {}
+    evaluators = _evaluator_views(row.get("evaluator_results") or ())
     return {
         "row": row,
         "anchor": anchor,
@@ -190,7 +191,13 @@ def case_view(row: Mapping[str, Any], anchor: str) -> dict[str, Any]:
         "cost": case_cost(row),
         "tokens": case_tokens(row),
         "latency": latency_ms(row),
-        "evaluators": _evaluator_views(row.get("evaluator_results") or ()),
+        "evaluators": evaluators,
+        # The case's own checks, unless its evaluators show them (AgentV v2.5.8 rows may have
+        # them only at the top).
+        "own_checks": not any(
+            e["rubric"] or e.get("hits") or e.get("misses") or e.get("assertions")
+            for e in evaluators
+        ),
         "evaluator_names": sorted(set(_names(row.get("evaluator_results") or ()))),
         "tools_by_name": trace.get("tool_calls_by_name") or trace.get("tool_calls") or {},
         "tool_calls": [
