@@ -92,7 +92,7 @@ def test_the_page_shows_every_field(judged: pytest.Pytester, fake_llm: FakeOpenA
         "✗ tone Is friendly (required)tone checked",
         "✓ channel Says where the money goeschannel checked",
     ]
-    assert [text(r) for r in rubric.find_class("reason")][-1] == "rubric: checked every item"
+    assert [text(r) for r in rubric.find_class("reason")][-1] == "checked every item"
     assert "baseline: 0.90 → 0.67 (delta -0.23)" in text(rubric)
 
     steady = text(case(doc, "evals/support.eval.yaml::steady"))
@@ -119,10 +119,14 @@ def test_the_markdown_summary_names_regressions_and_failures(
     assert written.startswith("### agentv report: 2 failed, 1 not graded\n")
     assert "7 evaluations: 3 pass, 1 borderline, 2 fail, 1 not graded, 0 skipped" in written
     regressed = written.index("**Regressed: 2 cases** (score dropped)")
-    assert written.index("| evals/support.eval.yaml::wrong-policy | 1.00 | 0.00 | -1.00 |") > regressed
+    assert (
+        written.index("| evals/support.eval.yaml::wrong-policy | 1.00 | 0.00 | -1.00 |") > regressed
+    )
     failed = written.index("**Failed: 2 cases**")
     assert failed > regressed
-    assert "| evals/support.eval.yaml::wrong-policy | 0.00 | window (code\\_judge) 0.00 |" in written
+    assert (
+        "| evals/support.eval.yaml::wrong-policy | 0.00 | window (code\\_judge) 0.00 |" in written
+    )
     assert "| rubric (llm\\_judge) 0.67, a required check not met |" in written
     assert "**Not graded: 1 case**" in written
     assert "**Cost:** $0.000054 for 2 model calls" in written
@@ -202,7 +206,9 @@ def test_hostile_answers_are_text(project: pytest.Pytester, run_args: list[str])
     assert "\u202e" not in rtl and "total: \\u202e1 $ 0001\\u202c" in rtl
     summary = (project.path / "summary.md").read_text()
     assert "<" not in summary and "\u202e" not in summary
-    assert "\\| a \\| b \\| &lt;img src=x&gt; \\# \\[link\\](http://example.com) \\`code\\`" in summary
+    assert (
+        "\\| a \\| b \\| &lt;img src=x&gt; \\# \\[link\\](http://example.com) \\`code\\`" in summary
+    )
 
 
 def test_a_report_that_cannot_be_written_fails_the_run(project: pytest.Pytester) -> None:

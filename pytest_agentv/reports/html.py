@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 from typing import TYPE_CHECKING, Any
 
 from ..results import usd
@@ -54,6 +55,12 @@ def _score(value: Any) -> str:
     return fmt(_number(value))
 
 
+def _fragment(anchor: str) -> str:
+    """A case's link as people read it (``#file::id``): only what a fragment cannot hold is
+    escaped."""
+    return quote(anchor, safe=":/?@!$&'()*+,;=~")
+
+
 def _cases(spool: RowSpool) -> Iterator[dict[str, Any]]:
     """Each case as the page shows it, with a link of its own (``file::id``; a second row of
     the same case gets ``~2``)."""
@@ -79,7 +86,9 @@ def write_html(path: Path, facts: RunFacts, spool: RowSpool) -> None:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters.update(score=_score, usd=_usd, ms=_ms, seconds=_seconds, signed=_signed)
+    environment.filters.update(
+        fragment=_fragment, score=_score, usd=_usd, ms=_ms, seconds=_seconds, signed=_signed
+    )
     template = environment.get_template("report.html.j2")
     tally = spool.tally
     usage = facts.usage

@@ -198,6 +198,7 @@ def case_view(row: Mapping[str, Any], anchor: str) -> dict[str, Any]:
             e["rubric"] or e.get("hits") or e.get("misses") or e.get("assertions")
             for e in evaluators
         ),
+        "own_reasoning": not any(e.get("reasoning") for e in evaluators),
         "evaluator_names": sorted(set(_names(row.get("evaluator_results") or ()))),
         "tools_by_name": trace.get("tool_calls_by_name") or trace.get("tool_calls") or {},
         "tool_calls": [
