@@ -1,4 +1,4 @@
-"""The six benchmarks. Each measures the plugin against a baseline taken in the same run.
+"""The seven benchmarks. Each measures the plugin against a baseline taken in the same run.
 
 A benchmark returns rows for the table (measured, baseline, ratio, target, verdict) and the raw
 samples behind them for the JSON file. It raises ``BenchError`` when a run did not do what it
@@ -58,6 +58,8 @@ class Sizes:
     judged_large: int = 200
     judged_cpu_cases: int = 300
     judged_repeats: int = 3
+    report_cases: int = 1000
+    report_repeats: int = 3
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -70,6 +72,8 @@ class Sizes:
             replay_cases=20,
             judged_cpu_cases=100,
             judged_repeats=1,
+            report_cases=200,
+            report_repeats=1,
         )
 
 
@@ -841,6 +845,59 @@ def judged(sizes: Sizes) -> Result:
     return result
 
 
+# -- 7. report --------------------------------------------------------------------------------
+def report(sizes: Sizes) -> Result:
+    """A run's HTML report (``--agentv-html``, with a baseline): its size, and how fast headless
+    Chromium opens it and filters it to the failures."""
+    from browser import chromium, open_and_filter, outcomes, write_project
+
+    n = sizes.report_cases
+    result = Result("report")
+    with project("report") as proj:
+        write_project(proj, n)
+        args = ["--agentv-html=report.html", "--agentv-baseline=baseline.jsonl"]
+        run = run_pytest(proj, args).expect(**outcomes(n))
+        page = proj.path / "report.html"
+        size = page.stat().st_size
+        with chromium() as browser:
+            open_and_filter(browser, page)  # warm-up
+            samples = [open_and_filter(browser, page) for _ in range(sizes.report_repeats)]
+    opened = median([s["open_ms"] for s in samples])
+    filtered = median([s["filter_fail_ms"] for s in samples])
+    expected_failures = outcomes(n)["failed"]
+    if any(s["filter_fail_shown"] != expected_failures for s in samples):
+        raise BenchError(f"filtering to failures did not show the {expected_failures} failures")
+    result.details = {"cases": n, "bytes": size, "run_wall": run.wall, "samples": samples}
+    result.rows += [
+        Row(
+            metric=f"{n} cases: report size",
+            measured=size / (1024 * 1024),
+            unit="MiB",
+            target="< 5 MB",
+            status=verdict(size < 5_000_000),
+        ),
+        Row(
+            metric=f"open it in headless Chromium (median of {sizes.report_repeats})",
+            measured=opened,
+            unit="ms",
+        ),
+        Row(metric="filter to failures", measured=filtered, unit="ms"),
+        Row(
+            metric="open + filter",
+            measured=(opened + filtered) / 1000,
+            unit="s",
+            target="< 2 s",
+            status=verdict(opened + filtered < 2000),
+        ),
+        Row(
+            metric="search the text / sort by delta",
+            measured=f"{median([s['search_ms'] for s in samples]):.0f} / "
+            f"{median([s['sort_delta_ms'] for s in samples]):.0f} ms",
+        ),
+    ]
+    return result
+
+
 BENCHMARKS: dict[str, Callable[[Sizes], Result]] = {
     "throughput": throughput,
     "overhead": overhead,
@@ -848,6 +905,7 @@ BENCHMARKS: dict[str, Callable[[Sizes], Result]] = {
     "memory": memory,
     "replay": replay,
     "judged": judged,
+    "report": report,
 }
 
 
