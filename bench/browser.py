@@ -6,9 +6,6 @@ verdict, a baseline to compare with), and headless Chromium to open the page and
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +28,7 @@ targets:
 """
 
 #: An in-process evaluator with every verdict: a case's score comes from its number.
-EVALUATOR = '''
+EVALUATOR = """
 
 from pytest_agentv import EvaluationScore
 
@@ -55,7 +52,7 @@ class Graded:
 
 def pytest_agentv_make_evaluator(config, kind):
     return Graded() if kind == "graded" else None
-'''
+"""
 
 
 def outcomes(cases: int) -> dict[str, int]:
@@ -91,38 +88,15 @@ def write_project(proj: Project, cases: int) -> None:
 
 @contextmanager
 def chromium() -> Iterator[Any]:
-    """Headless Chromium as the tests start it (no network of its own, a fresh profile)."""
+    """Headless Chromium as the browser test starts it."""
+    from headless import NoBrowser
+    from headless import chromium as start
+
     try:
-        from selenium import webdriver
-    except ImportError:
-        raise BenchError("selenium is not installed (pip install -e '.[test]')") from None
-    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if binary is None or driver is None:
-        raise BenchError("no browser: apt-get install -y chromium chromium-driver")
-    os.environ["SE_OFFLINE"] = "true"
-    options = webdriver.ChromeOptions()
-    options.binary_location = binary
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,900",
-    ):
-        options.add_argument(flag)
-    with tempfile.TemporaryDirectory(prefix="agentv-bench-chromium-") as profile:
-        options.add_argument(f"--user-data-dir={profile}")
-        browser = webdriver.Chrome(
-            service=webdriver.ChromeService(executable_path=driver), options=options
-        )
-        try:
+        with start() as browser:
             yield browser
-        finally:
-            browser.quit()
+    except NoBrowser as exc:
+        raise BenchError(str(exc)) from None
 
 
 #: Runs in the page: choose a filter or sort, let the browser lay the page out, and say how

@@ -9,8 +9,15 @@ import json
 
 import pytest
 
+from tests.conftest import TARGETS as CONFTEST_TARGETS
 from tests.fake_openai import FakeOpenAI, checklist
 from tests.helpers import judge_ini, write
+
+#: The keyword judge most cases use: does the answer give the 30-day window?
+WINDOW = (
+    "{name: window, type: code_judge, script: [python, ../keywords.py], "
+    "config: {keywords: [30 days]}}"
+)
 
 SUITE = """\
 description: The support bot's refund answers
@@ -21,7 +28,7 @@ evalcases:
     input: How long do I have to return an item?
     execution:
       evaluators:
-        - {name: window, type: code_judge, script: [python, ../keywords.py], config: {keywords: [30 days]}}
+        - $WINDOW
   - id: refund-details
     expected_outcome: Gives the window, how refunds are paid and what to bring
     input: What is your refund policy, in detail?
@@ -37,14 +44,14 @@ evalcases:
     execution:
       target: wrong
       evaluators:
-        - {name: window, type: code_judge, script: [python, ../keywords.py], config: {keywords: [30 days]}}
+        - $WINDOW
   - id: agent-crashes
     expected_outcome: Gives the 30-day refund window
     input: Is the agent working?
     execution:
       target: crashing
       evaluators:
-        - {name: window, type: code_judge, script: [python, ../keywords.py], config: {keywords: [30 days]}}
+        - $WINDOW
   - id: tone-rubric
     expected_outcome: A friendly and complete refund answer
     input: I want a refund for my broken kettle.
@@ -58,8 +65,8 @@ evalcases:
     execution:
       trials: {count: 3, strategy: mean}
       evaluators:
-        - {name: window, type: code_judge, script: [python, ../keywords.py], config: {keywords: [30 days]}}
-"""
+        - $WINDOW
+""".replace("$WINDOW", WINDOW)
 
 TOOLS = """\
 evalcases:
@@ -97,18 +104,14 @@ def agentv_target():
     return answer
 """
 
-TARGETS = """\
-targets:
-  - name: default
-    provider: mock
-    response: "Refunds are accepted within 30 days of purchase."
-  - name: wrong
-    provider: mock
-    response: "We never give refunds."
+TARGETS = (
+    CONFTEST_TARGETS
+    + """\
   - name: crashing
     provider: cli
     command_template: python ../crash.py
 """
+)
 
 CRASH = "import sys\n\nsys.exit('the agent crashed')\n"
 

@@ -8,59 +8,28 @@ Skipped, saying why, only where no browser is installed (``.ci/run`` installs De
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.headless import NoBrowser, chromium
 from tests.report_suite import make_suite
 
 if TYPE_CHECKING:
     from tests.fake_openai import FakeOpenAI
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-#: Chromium as CI runs it: no network of its own, a fresh profile.
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1280,900",
-)
 
 
 @pytest.fixture
-def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    webdriver = pytest.importorskip(
-        "selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')"
-    )
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        pytest.skip(
-            "no browser installed: apt-get install -y chromium chromium-driver (as .ci/run does)"
-        )
-    monkeypatch.setenv("SE_OFFLINE", "true")  # selenium must not look for drivers online
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in FLAGS:
-        options.add_argument(flag)
-    with tempfile.TemporaryDirectory(prefix="agentv-chromium-") as profile:
-        options.add_argument(f"--user-data-dir={profile}")
-        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-        service = webdriver.ChromeService(executable_path=driver_path)
-        driver = webdriver.Chrome(service=service, options=options)
-        try:
+def browser() -> Iterator[Any]:
+    try:
+        with chromium() as driver:
             yield driver
-        finally:
-            driver.quit()
+    except NoBrowser as exc:
+        pytest.skip(str(exc))
 
 
 def shown_cases(driver: Any) -> list[str]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from ..results import usd
 from ..verdicts import fmt

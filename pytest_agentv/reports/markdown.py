@@ -63,7 +63,7 @@ def _cost_line(facts: RunFacts, tally: Tally) -> str:
             f"({usage['reused']} replies reused from the store), {usage['tokens']:,} tokens"
         )
     if facts.budget:
-        line += f"; {cell(facts.budget, 300)}"
+        line += f"; {cell(facts.budget.removeprefix('agentv '), 300)}"
     if facts.duration_s is not None:
         line += f"; the run took {facts.duration_s:.1f} s"
     return line
