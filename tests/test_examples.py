@@ -12,9 +12,11 @@ from tests.helpers import judge_ini
 
 def test_examples_run_offline(pytester: pytest.Pytester) -> None:
     pytester.copy_example(".")
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-html", "report.html")
     result.assert_outcomes(passed=18, skipped=8, xfailed=2)
     assert result.ret == pytest.ExitCode.OK
+    page = (pytester.path / "report.html").read_text()
+    assert 'id="evals/refunds.eval.yaml::showcase-wrong-policy"' in page
     # The async example gathers two judged answers: whether the second one records its skip
     # before the first skip ends the test depends on timing.
     result.stdout.re_match_lines([r".* [78] skipped \(no judge\).*"])
