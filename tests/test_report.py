@@ -355,3 +355,29 @@ def test_report_names_the_line_of_a_bad_row(pytester: pytest.Pytester) -> None:
     assert result.ret == 2
     result.stderr.fnmatch_lines(["error: bad.jsonl:2: a results row needs a string 'eval_id'*"])
     assert not (pytester.path / "report.html").exists()
+
+
+def test_no_secret_reaches_the_reports(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SHOP_ADMIN_TOKEN", "tok-7f3a9c2e51d8")
+    write(
+        project,
+        "conftest.py",
+        "import os, pytest\n\n\n@pytest.fixture\ndef agentv_target():\n"
+        "    return lambda case: 'the admin token is ' + os.environ['SHOP_ADMIN_TOKEN']\n",
+    )
+    write(
+        project,
+        "s.eval.yaml",
+        "evalcases:\n  - {id: leak, input: Hi, evaluators: [{name: kw, type: code_judge, "
+        "script: [python, keywords.py], config: {keywords: [nothing]}}]}\n",
+    )
+    project.runpytest("--agentv-html=r.html", "--agentv-markdown=r.md").assert_outcomes(failed=1)
+    page = (project.path / "r.html").read_text()
+    assert "the admin token is [redacted]" in page
+    assert "7f3a9c2e" not in page and "7f3a9c2e" not in (project.path / "r.md").read_text()
+    row = {"eval_id": "old", "score": 1, "candidate_answer": "key sk-abcdefghijklmnop1234"}
+    write(project, "old.jsonl", json.dumps(row) + "\n")
+    assert report(project, "old.jsonl", "-o", "old.html").ret == 0
+    assert "sk-abcdefgh" not in (project.path / "old.html").read_text()
