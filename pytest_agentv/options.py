@@ -172,10 +172,31 @@ OPTIONS: tuple[Option, ...] = (
     Option("cache_dir", "Folder of the judge record/replay store", "path", metavar="PATH"),
     Option(
         "concurrency",
-        "Eval cases whose target and judge work may run at once",
+        "Model calls in flight at once for the whole run (all pytest-xdist workers together; "
+        "halved after a 429, then grown back), and eval cases each process runs at once",
         "int",
         8,
         metavar="N",
+    ),
+    Option(
+        "rpm",
+        "Start at most N requests per minute to each model, for the whole run",
+        "int",
+        metavar="N",
+    ),
+    Option(
+        "tpm",
+        "Send at most N tokens per minute to each model, for the whole run (prompt and reply, "
+        "counted as estimated until the model reports them)",
+        "int",
+        metavar="N",
+    ),
+    Option(
+        "rate_window",
+        "Seconds that --agentv-rpm and --agentv-tpm count in (a minute; shorter in tests)",
+        "float",
+        60.0,
+        metavar="SECONDS",
     ),
     Option(
         "fail_on_error",

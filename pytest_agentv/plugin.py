@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .assertions import AgentvJudge
     from .evaluators.base import Evaluator
     from .llm.budget import Ledger
+    from .llm.limits import LimitServer
     from .runner import AgentvRun
 
 reporter_key = pytest.StashKey[AgentvReporter]()
@@ -39,6 +40,9 @@ _ledger_key: pytest.StashKey[Ledger] = pytest.StashKey()
 #: ``--agentv-estimate``: the lines printed instead of running the selected items.
 _estimate_key = pytest.StashKey[list[str]]()
 _LEDGER_INPUT = "agentv_budget_ledger"
+#: pytest-xdist: where the controller serves the run's model-call limits to its workers.
+_LIMITS_INPUT = "agentv_call_limits"
+_limits_key: pytest.StashKey[LimitServer] = pytest.StashKey()
 _sigterm_key = pytest.StashKey[Callable[..., object] | int | None]()
 #: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
 run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
@@ -53,11 +57,13 @@ def _run(config: pytest.Config) -> AgentvRun:
         from .runner import AgentvRun
 
         reporter = config.stash.get(reporter_key, None)
+        socket = getattr(config, "workerinput", {}).get(_LIMITS_INPUT)
         run = config.stash[run_key] = AgentvRun(
             config,
             config.stash[settings_key],
             ledger=config.stash.get(_ledger_key, None),
             baseline=reporter.baseline if reporter is not None else None,
+            limits_socket=Path(socket) if socket else None,
         )
     return run
 
@@ -128,14 +134,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     ledger = config.stash.get(_ledger_key, None)
     if ledger is not None and _LEDGER_INPUT not in getattr(config, "workerinput", {}):
         ledger.path.unlink(missing_ok=True)  # this process made it
+    server = config.stash.get(_limits_key, None)
+    if server is not None:
+        from .runner import stop_limits
+
+        stop_limits(server)
+        del config.stash[_limits_key]
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist: each worker shares the controller's budget ledger."""
-    ledger = node.config.stash.get(_ledger_key, None)
+    """pytest-xdist: each worker shares the controller's budget ledger and model-call limits."""
+    config = node.config
+    ledger = config.stash.get(_ledger_key, None)
     if ledger is not None:
         node.workerinput[_LEDGER_INPUT] = str(ledger.path)
+    server = config.stash.get(_limits_key, None)
+    if server is None:
+        from .runner import serve_limits
+
+        server = config.stash[_limits_key] = serve_limits(config.stash[settings_key])
+    node.workerinput[_LIMITS_INPUT] = str(server.path)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -9,9 +9,13 @@ outcome.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
+import tempfile
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -26,6 +30,7 @@ from .evaluators.base import EvaluationContext, Evaluator, entry_judges
 from .grading import Grading, Judgement, grade_answers, not_graded
 from .llm.budget import Budget, Ledger
 from .llm.client import LlmClient, ModelClients
+from .llm.limits import CallLimits, Limits, LimitServer, RemoteLimits
 from .llm.replay import ReplayStore
 from .llm.retry import RetryPolicy
 from .llm.transports import ModelSpec
@@ -33,7 +38,7 @@ from .paths import display_path
 from .projectfiles import ProjectFiles
 from .redaction import refresh_secrets
 from .results import CaseResult, Status
-from .scheduler import Scheduler, awaited, run_sync
+from .scheduler import Scheduler, awaited, run_sync, shared_loop
 from .settings import Settings
 from .targets import Target, TargetCatalog
 from .targets.python import FixtureTarget, RecordedTarget
@@ -55,6 +60,7 @@ class AgentvRun:
         *,
         ledger: Ledger | None = None,
         baseline: PreviousResults | None = None,
+        limits_socket: Path | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -91,13 +97,12 @@ class AgentvRun:
             attempt_timeout=settings.judge_attempt_timeout,
             backoff=settings.judge_backoff,
         )
+        # Under pytest-xdist the limits are the controller's, for every worker at once.
+        limits: Limits = (
+            RemoteLimits(limits_socket) if limits_socket is not None else call_limits(settings)
+        )
         self.clients = ModelClients(
-            policy,
-            self.store,
-            on_rate_limit=self.scheduler.limit.on_rate_limit,
-            on_success=self.scheduler.limit.on_success,
-            transport=settings.judge_transport,
-            budget=self.budget,
+            policy, self.store, limits, transport=settings.judge_transport, budget=self.budget
         )
         answers = (
             RecordedTarget(
@@ -295,6 +300,25 @@ class AgentvRun:
 
     def close(self) -> None:
         self.scheduler.close(self.targets.aclose)
+
+
+def call_limits(settings: Settings) -> CallLimits:
+    """The run's limits on model calls, from its options."""
+    return CallLimits(settings.concurrency, settings.rpm, settings.tpm, settings.rate_window)
+
+
+def serve_limits(settings: Settings) -> LimitServer:
+    """The controller's limits, served to pytest-xdist workers from the plugin's loop."""
+    folder = Path(tempfile.mkdtemp(prefix="agentv-"))
+    server = LimitServer(call_limits(settings), folder / "limits.sock")
+    asyncio.run_coroutine_threadsafe(server.start(), shared_loop()).result(timeout=30)
+    return server
+
+
+def stop_limits(server: LimitServer) -> None:
+    with contextlib.suppress(Exception):
+        asyncio.run_coroutine_threadsafe(server.close(), shared_loop()).result(timeout=30)
+    shutil.rmtree(server.path.parent, ignore_errors=True)
 
 
 def case_result(spec: CaseSpec, status: Status, **values: Any) -> CaseResult:

@@ -5,8 +5,8 @@ the scheduler starts the target and evaluator work of upcoming items — at most
 once, never more than a few windows ahead of the item pytest is running — and each item then
 waits only for its own result. Outcomes and reports stay exactly those of a sequential run.
 
-On a 429 the effective concurrency halves (at most once per cooldown) and grows back by one after
-as many successes as the current limit (AIMD), so a rate-limited run slows down instead of failing.
+Model calls are held to the run's limits on their own (``llm/limits.py``): a case started early
+waits for its call's slot, not for other cases.
 
 The event loop lives in a daemon thread shared by every session of the process, because litellm
 caches HTTP clients per loop; a session that ends cancels its own pending work.
@@ -19,7 +19,6 @@ import concurrent.futures
 import contextlib
 import itertools
 import threading
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -79,35 +78,9 @@ async def _done() -> None:
     """Stands in for work already started, so the plan does not keep its arguments alive."""
 
 
-class AdaptiveLimit:
-    """Additive increase, multiplicative decrease of the number of cases in flight."""
-
-    def __init__(self, maximum: int, cooldown: float = 2.0) -> None:
-        self.maximum = maximum
-        self.current = maximum
-        self.cooldown = cooldown
-        self._successes = 0
-        self._last_decrease = float("-inf")
-
-    def on_rate_limit(self) -> None:
-        now = time.monotonic()
-        if now - self._last_decrease >= self.cooldown:
-            self.current = max(1, self.current // 2)
-            self._last_decrease = now
-            self._successes = 0
-
-    def on_success(self) -> None:
-        if self.current >= self.maximum:
-            return
-        self._successes += 1
-        if self._successes >= self.current:
-            self.current += 1
-            self._successes = 0
-
-
 class Scheduler:
     def __init__(self, concurrency: int) -> None:
-        self.limit = AdaptiveLimit(concurrency)
+        self.concurrency = concurrency
         self.lookahead = max(1, concurrency) * 4
         self._plan: list[tuple[Hashable, Work]] = []
         self._index: dict[Hashable, int] = {}
@@ -120,7 +93,7 @@ class Scheduler:
 
     @property
     def enabled(self) -> bool:
-        return self.limit.maximum > 1
+        return self.concurrency > 1
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run item-time work on the plugin loop and wait for it (from pytest's thread)."""
@@ -216,7 +189,7 @@ class Scheduler:
             self._cursor <= required
             or (
                 not self._halted
-                and self._in_flight < self.limit.current
+                and self._in_flight < self.concurrency
                 and self._cursor <= self._position + self.lookahead
             )
         ):

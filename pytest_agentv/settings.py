@@ -61,6 +61,9 @@ class Settings:
     cache_mode: str
     cache_dir: Path
     concurrency: int
+    rpm: int | None
+    tpm: int | None
+    rate_window: float
     fail_on_error: bool
     trials: int | None
     answers: Path | None
@@ -155,7 +158,7 @@ def _parse(option: Option, raw: str, source: str, base: Path) -> Any:
             text,
             option,
             source,
-            minimum=1 if option.name in ("concurrency", "trials") else 0,
+            minimum=1 if option.name in ("concurrency", "trials", "rpm", "tpm") else 0,
             maximum=MAX_TRIALS if option.name == "trials" else None,
         ),
         "float": lambda: _number(

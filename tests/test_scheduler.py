@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pytest_agentv.scheduler import AdaptiveLimit
+from pytest_agentv.llm.limits import CallLimits
 from tests.fake_openai import Action, Delay, FakeOpenAI, Gate, Request, Status
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import still_running, write
@@ -217,19 +217,19 @@ def test_each_xdist_worker_prefetches_its_share(
 
 
 def test_adaptive_limit_halves_then_recovers() -> None:
-    limit = AdaptiveLimit(8, cooldown=0.0)
-    limit.on_rate_limit()
+    limit = CallLimits(8, cooldown=0.0)
+    limit.rate_limited()
     assert limit.current == 4
-    limit.on_rate_limit()
-    limit.on_rate_limit()
-    limit.on_rate_limit()
+    limit.rate_limited()
+    limit.rate_limited()
+    limit.rate_limited()
     assert limit.current == 1
     for _ in range(1 + 2 + 3 + 4 + 5 + 6 + 7):
-        limit.on_success()
+        limit.succeeded()
     assert limit.current == 8
-    limit.on_success()
+    limit.succeeded()
     assert limit.current == 8
-    slow_cooldown = AdaptiveLimit(8, cooldown=60)
-    slow_cooldown.on_rate_limit()
-    slow_cooldown.on_rate_limit()
+    slow_cooldown = CallLimits(8, cooldown=60)
+    slow_cooldown.rate_limited()
+    slow_cooldown.rate_limited()
     assert slow_cooldown.current == 4

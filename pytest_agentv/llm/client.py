@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ReplayMissError
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     pass
 
 from .budget import Budget
+from .limits import UNLIMITED, CallLimits, Grant, Limits
 from .replay import ReplayStore, request_key
 from .retry import RetryPolicy, with_retries
 from .transports import (
@@ -26,7 +27,7 @@ from .transports import (
     Transport,
     uses_lean_transport,
 )
-from .usage import current_usage
+from .usage import REPLY_TOKENS, current_usage, prompt_tokens
 
 T = TypeVar("T")
 
@@ -50,8 +51,7 @@ class LlmClient:
         spec: ModelSpec,
         policy: RetryPolicy | None = None,
         store: ReplayStore | None = None,
-        on_rate_limit: Callable[[], None] | None = None,
-        on_success: Callable[[], None] | None = None,
+        limits: Limits | None = None,
         transport: str = "auto",
         budget: Budget | None = None,
     ) -> None:
@@ -59,8 +59,7 @@ class LlmClient:
         self.policy = policy or RetryPolicy()
         self.store = store
         self.budget = budget
-        self._on_rate_limit = on_rate_limit
-        self._on_success = on_success
+        self.limits: Limits = limits if limits is not None else CallLimits(UNLIMITED)
         self.transport_choice = transport
         self._transport: Transport | None = None
         self._schema_support: bool | None = None
@@ -232,21 +231,24 @@ class LlmClient:
     ) -> Reply:
         transport = self.transport
 
-        def send(timeout: float) -> Awaitable[Reply]:
-            return transport.send(
+        async def send(timeout: float, grant: Grant) -> Reply:
+            reply = await transport.send(
                 messages,
                 temperature=temperature,
                 max_tokens=max_tokens,
                 response_format=response_format,
                 timeout=timeout,
             )
+            grant.used = reply.prompt_tokens + reply.completion_tokens
+            return reply
 
         return await with_retries(
             send,
             self.policy,
             label or f"call to {self.spec.model}",
-            on_rate_limit=self._on_rate_limit,
-            on_success=self._on_success,
+            limits=self.limits,
+            model=self.spec.model,
+            estimate=prompt_tokens(messages) + (max_tokens or REPLY_TOKENS),
         )
 
 
@@ -301,16 +303,14 @@ class ModelClients:
         self,
         policy: RetryPolicy,
         store: ReplayStore | None,
-        on_rate_limit: Callable[[], None] | None = None,
-        on_success: Callable[[], None] | None = None,
+        limits: Limits | None = None,
         transport: str = "auto",
         budget: Budget | None = None,
     ) -> None:
         self.policy = policy
         self.store = store
         self.budget = budget
-        self._on_rate_limit = on_rate_limit
-        self._on_success = on_success
+        self.limits = limits
         self.transport = transport
         self._clients: dict[ModelSpec, LlmClient] = {}
         self._lock = threading.Lock()
@@ -323,8 +323,7 @@ class ModelClients:
                     spec,
                     self.policy,
                     self.store,
-                    on_rate_limit=self._on_rate_limit,
-                    on_success=self._on_success,
+                    limits=self.limits,
                     transport=self.transport,
                     budget=self.budget,
                 )

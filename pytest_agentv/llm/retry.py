@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import NotGradedError
 from ..redaction import redact
+from .limits import Grant, Limits
 
 if TYPE_CHECKING:
     pass
@@ -159,34 +160,38 @@ def classify(exc: BaseException) -> Failure:
 
 
 async def with_retries(
-    send: Callable[[float], Awaitable[T]],
+    send: Callable[[float, Grant], Awaitable[T]],
     policy: RetryPolicy,
     who: str,
     *,
-    on_rate_limit: Callable[[], None] | None = None,
-    on_success: Callable[[], None] | None = None,
+    limits: Limits,
+    model: str,
+    estimate: int,
 ) -> T:
-    """``send(attempt_timeout)`` until it succeeds or the policy gives up (``NotGradedError``
-    naming ``who``, the attempts and the last failure). Each attempt is bounded by what is left of
-    the call's deadline; ``on_rate_limit`` and ``on_success`` tell the scheduler how it went."""
+    """``send(attempt_timeout, grant)`` until it succeeds or the policy gives up
+    (``NotGradedError`` naming ``who``, the attempts and the last failure). Each attempt first
+    takes a slot of the run's ``limits`` (``send`` sets ``grant.used`` to the tokens it spent);
+    the call's deadline starts with its first slot, so waiting for the run's limits never counts
+    against it, and each attempt is bounded by what is left of it."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + policy.deadline
+    deadline: float | None = None
     attempt = 0
     while True:
         attempt += 1
-        budget = max(min(deadline - loop.time(), policy.attempt_timeout), 0.001)
-        try:
-            reply = await asyncio.wait_for(send(policy.attempt_timeout), budget)
-        except (asyncio.CancelledError, NotGradedError):
-            raise
-        except Exception as exc:
-            failure = classify(exc)
-        else:
-            if on_success is not None:
-                on_success()
-            return reply
-        if failure.rate_limited and on_rate_limit is not None:
-            on_rate_limit()
+        async with limits.slot(model, estimate) as grant:
+            deadline = deadline if deadline is not None else loop.time() + policy.deadline
+            budget = max(min(deadline - loop.time(), policy.attempt_timeout), 0.001)
+            try:
+                reply = await asyncio.wait_for(send(policy.attempt_timeout, grant), budget)
+            except (asyncio.CancelledError, NotGradedError):
+                raise
+            except Exception as exc:
+                failure = classify(exc)
+            else:
+                limits.succeeded()
+                return reply
+        if failure.rate_limited:
+            limits.rate_limited()
         where = f"{who} failed after {attempt} attempt{'s' if attempt > 1 else ''}"
         if not failure.retryable:
             raise NotGradedError(f"{where} (not retryable): {failure.message}")

@@ -1,0 +1,97 @@
+"""One set of limits on model calls for the whole run: calls in flight across pytest-xdist
+workers, requests and tokens per minute per model. Asserted on what the loopback judge saw
+(counts and bounds), never on how long anything took."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pytest_agentv.llm.limits import CallLimits
+from tests.fake_openai import Delay, FakeOpenAI, Request
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import write
+from tests.test_scheduler import cases
+
+
+def slow_judge(server: FakeOpenAI, seconds: float) -> None:
+    server.responder = lambda request: Delay(seconds, freeform_reply(0.9))  # type: ignore[assignment]
+
+
+def most_in_window(requests: list[Request], window: float) -> int:
+    """The most requests that arrived within any ``window`` seconds."""
+    times = sorted(request.at for request in requests)
+    return max(
+        sum(1 for later in times[start:] if later < first + window)
+        for start, first in enumerate(times)
+    )
+
+
+def test_concurrency_holds_across_xdist_workers(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    """``-n 4 --agentv-concurrency 2`` used to allow 4 x 2 judge calls at once."""
+    slow_judge(fake_llm, 0.3)
+    write(judged, "c.eval.yaml", cases(24))
+    judged.runpytest("-n", "4", "--agentv-concurrency=2").assert_outcomes(passed=24)
+    assert len(fake_llm.requests) == 24
+    assert fake_llm.peak_in_flight <= 2
+
+
+def test_requests_per_minute_hold_across_workers(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    write(judged, "c.eval.yaml", cases(12))
+    judged.runpytest(
+        "-n", "2", "--agentv-rpm=4", "--agentv-rate-window=1", "--agentv-concurrency=8"
+    ).assert_outcomes(passed=12)
+    assert len(fake_llm.requests) == 12
+    assert most_in_window(fake_llm.requests, 1.0) <= 4
+    assert span(fake_llm.requests) >= 2.0
+
+
+def test_requests_per_minute_in_one_process(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    write(judged, "c.eval.yaml", cases(9))
+    judged.runpytest("--agentv-rpm=3", "--agentv-rate-window=1").assert_outcomes(passed=9)
+    assert most_in_window(fake_llm.requests, 1.0) <= 3
+
+
+def span(requests: list[Request]) -> float:
+    times = [request.at for request in requests]
+    return max(times) - min(times)
+
+
+def test_tokens_per_minute_count_each_call(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    """The fake judge reports 120 tokens a call: 12 calls (1,440 tokens) cannot all start in
+    one window of 1,000."""
+    write(judged, "c.eval.yaml", cases(12))
+    judged.runpytest("--agentv-tpm=1000", "--agentv-rate-window=1").assert_outcomes(passed=12)
+    assert most_in_window(fake_llm.requests, 1.0) * 120 <= 1000
+    assert span(fake_llm.requests) >= 1.0
+
+
+def test_a_call_larger_than_the_allowance_still_goes_alone() -> None:
+    async def scenario() -> list[int]:
+        limits = CallLimits(4, tpm=10, window=0.2)
+        seen: list[int] = []
+
+        async def call(i: int) -> None:
+            async with limits.slot("m", 50) as grant:
+                seen.append(limits.in_flight)
+                grant.used = 50
+
+        await asyncio.gather(*(call(i) for i in range(3)))
+        return seen
+
+    assert asyncio.run(scenario()) == [1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("rpm", "0"), ("tpm", "-5"), ("rpm", "many"), ("rate-window", "0")],
+)
+def test_bad_limits_are_usage_errors(project: pytest.Pytester, option: str, value: str) -> None:
+    result = project.runpytest(f"--agentv-{option}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--agentv-{option}={value} is invalid*"])
