@@ -168,8 +168,12 @@ def test_batch_under_xdist_runs_once_per_worker_at_most(project: pytest.Pytester
         ('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', "*line 2: id 'a' is given twice*"),
         ('{"text": "no id"}\n', "*line 1: each line must be a JSON object with a string 'id'*"),
         ('{"id": "a", "text": \n', "*batch output of cli target 'default':1:*invalid JSON*"),
+        (
+            '{"id": "a", "text": "x", "text": "y"}\n',
+            "*batch output of cli target 'default':1:*duplicate key 'text'*",
+        ),
     ],
-    ids=["duplicate", "no-id", "bad-json"],
+    ids=["duplicate", "no-id", "bad-json", "key-twice"],
 )
 def test_bad_batch_output_leaves_every_case_ungraded(
     project: pytest.Pytester, output: str, problem: str

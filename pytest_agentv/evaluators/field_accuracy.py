@@ -19,7 +19,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DuplicateKeyError
 from ..loader import EntryProblem, zero_weights
 from ..schema.checks import FieldAccuracySpec, FieldSpec
 from ..schema.evaluators import EvaluatorConfig
@@ -232,6 +232,9 @@ def expected_data(context: EvaluationContext) -> dict[str, Any] | None:
         if isinstance(content, str):
             try:
                 return first_json_object(content)
+            except DuplicateKeyError as exc:
+                name = context.evaluator.name if context.evaluator else "field_accuracy"
+                raise ConfigError(f"{name}: the expected JSON object has a {exc}") from None
             except ValueError:
                 continue
     return None
@@ -262,10 +265,11 @@ class FieldAccuracyEvaluator:
             )
         try:
             candidate = first_json_object(context.candidate)
-        except ValueError:
+        except ValueError as exc:
+            duplicate = f" (it has a {exc})" if isinstance(exc, DuplicateKeyError) else ""
             return EvaluationScore.graded(
                 0.0,
-                misses=("Failed to parse candidate answer as JSON",),
+                misses=(f"Failed to parse candidate answer as JSON{duplicate}",),
                 expected_aspect_count=len(spec.fields),
                 reasoning="Candidate answer is not valid JSON",
             )
