@@ -313,13 +313,12 @@ class AgentvJudge:
     def settle(self, result: CaseResult) -> None:
         """Put the result on the calling test, then return (pass), xfail, skip or fail."""
         __tracebackhide__ = True
-        from .reports.junit import judged_key, record_properties
+        from .reports.junit import record_judged
         from .verdicts import apply_verdict, settle_ungraded
 
         row = result.row()
         if self.item is not None:
-            self.item.stash.setdefault(judged_key, []).append(row)
-            record_properties(self.item, row)
+            record_judged(self.item, row)
         settings = self.run.settings
         settle_ungraded(
             row,

@@ -165,6 +165,25 @@ def test_junit_properties_on_the_calling_test(
     assert props["agentv.tokens"] == "120"
 
 
+def test_later_calls_in_one_test_get_numbered_junit_keys(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_twice="""
+        from pytest_agentv import assert_judged
+
+        def test_it():
+            assert_judged({"text": "a", "duration_ms": 5}, evaluators=[
+                {"name": "fast", "type": "latency", "threshold": 10}])
+            assert_judged({"text": "b", "duration_ms": 9}, evaluators=[
+                {"name": "faster", "type": "latency", "threshold": 10}])
+        """
+    )
+    project.runpytest("--junitxml=junit.xml").assert_outcomes(passed=1)
+    names = [p.get("name") for p in ET.parse(project.path / "junit.xml").iter("property")]
+    assert len(names) == len(set(names)), names
+    assert {"agentv.evaluator.fast.score", "agentv.2.evaluator.faster.score"} <= set(names)
+    assert {"agentv.score", "agentv.2.score"} <= set(names)
+
+
 def test_skips_without_a_judge_and_require_judge(project: pytest.Pytester) -> None:
     project.makepyfile(
         test_nojudge="""

@@ -183,6 +183,43 @@ def test_junit_properties(scores: pytest.Pytester) -> None:
     assert cases["bad"].find("failure") is not None
 
 
+def test_junit_keys_of_dotted_evaluator_names_never_collide(scores: pytest.Pytester) -> None:
+    """A composite ``a`` with member ``b.c`` and a composite ``a.b`` with member ``c`` both
+    wrote ``agentv.evaluator.a.b.c.score``: a name holding a dot is quoted, others are not."""
+
+    def fixed(name: str, score: float) -> str:
+        config = json.dumps({"score": score})
+        return f"{{name: '{name}', type: code_judge, script: [python, score.py], config: {config}}}"
+
+    average = "aggregator: {type: weighted_average}"
+    write(
+        scores,
+        "d.eval.yaml",
+        f"""
+        evalcases:
+          - id: dotted
+            input: q
+            evaluators:
+              - {{name: a, type: composite, evaluators: [{fixed("b.c", 0.2)}], {average}}}
+              - {{name: a.b, type: composite, evaluators: [{fixed("c", 0.9)}], {average}}}
+              - {fixed('"q', 0.7)}
+        """,
+    )
+    scores.runpytest("--junitxml=junit.xml")
+    pairs = [
+        (p.get("name"), p.get("value"))
+        for p in ET.parse(scores.path / "junit.xml").iter("property")
+    ]
+    names = [name for name, _ in pairs]
+    assert len(names) == len(set(names)), names
+    props = dict(pairs)
+    assert props["agentv.evaluator.a.score"] == "0.2000"
+    assert props['agentv.evaluator.a."b.c".score'] == "0.2000"
+    assert props['agentv.evaluator."a.b".score'] == "0.9000"
+    assert props['agentv.evaluator."a.b".c.score'] == "0.9000"
+    assert props['agentv.evaluator."\\"q".score'] == "0.7000"
+
+
 XUNIT2_SCHEMA = Path(__file__).with_name("junit-xunit2.xsd")
 
 

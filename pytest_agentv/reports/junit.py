@@ -2,11 +2,14 @@
 
 A case's row travels on the report that ends it as ``report.agentv`` (plain builtins, so
 pytest-xdist can carry it to the controller); its scores, verdicts, trials, deltas and cost are
-the test's JUnit properties (``agentv.score``, ``agentv.evaluator.<name>.score``...).
+the test's JUnit properties (``agentv.score``, ``agentv.evaluator.<name>.score``...), one key
+each: evaluator names holding a dot are quoted, and a test's later ``assert_judged`` calls are
+numbered (``agentv.2.score``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -24,12 +27,19 @@ result_key: pytest.StashKey[ResultRow] = pytest.StashKey()
 judged_key: pytest.StashKey[list[ResultRow]] = pytest.StashKey()
 
 
+def key_part(name: str) -> str:
+    """An evaluator name as one part of a property key: as written, or as a JSON string when it
+    holds a dot or starts with a quote, so that no two paths share a key (a composite ``a``
+    with member ``b.c`` writes ``a."b.c"``, a composite ``a.b`` with member ``c`` ``"a.b".c``)."""
+    return json.dumps(name, ensure_ascii=False) if "." in name or name.startswith('"') else name
+
+
 def _evaluator_properties(
     entries: Sequence[EvaluatorRow], prefix: str
 ) -> Iterator[tuple[str, str]]:
     """Each evaluator's score and verdict; a composite's members under its name."""
     for entry in entries:
-        name = f"{prefix}.{entry['name']}"
+        name = f"{prefix}.{key_part(entry['name'])}"
         yield f"{name}.score", f"{entry['score']:.4f}"
         yield f"{name}.verdict", entry["verdict"]
         yield from _evaluator_properties(entry.get("evaluator_results", ()), name)
@@ -70,6 +80,14 @@ def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, st
 def record_properties(item: pytest.Item, row: ResultRow, prefix: str = "agentv") -> None:
     # Appended to the item, not the report: junitxml writes them from the teardown report.
     item.user_properties.extend(properties_for(row, prefix))
+
+
+def record_judged(item: pytest.Item, row: ResultRow) -> None:
+    """Keep an ``assert_judged`` row on its test, with its properties: the first call's keys are
+    ``agentv.*``, later calls' are numbered (``agentv.2.*``...) so that no key is written twice."""
+    judged = item.stash.setdefault(judged_key, [])
+    judged.append(row)
+    record_properties(item, row, f"agentv.{len(judged)}" if len(judged) > 1 else "agentv")
 
 
 def attach(item: pytest.Item, report: pytest.TestReport) -> None:
