@@ -130,7 +130,8 @@ class ResultRow(TypedDict):
     file: str | None
     line: int | None
     target: str | None
-    score: float
+    #: None, like the verdict, for a case that was not graded or was skipped: it has no score.
+    score: float | None
     verdict: Verdict | None
     gate_failed: bool
     hits: list[str]
@@ -197,9 +198,9 @@ class CaseResult:
 
     def row(self) -> ResultRow:
         """Plain builtins, redacted: what reports, JUnit XML and results files are made of."""
-        # A case that was not graded has no verdict, whatever its evaluators said.
+        # A case that was not graded has no score nor verdict, whatever its evaluators said.
         grade = self.grade
-        verdict = grade.verdict if grade and self.status == "graded" else None
+        graded = grade if self.status == "graded" else None
         misses = list(grade.misses) if grade else ([f"Error: {self.error}"] if self.error else [])
         row = ResultRow(
             status=self.status,
@@ -210,8 +211,8 @@ class CaseResult:
             file=self.file,
             line=self.line,
             target=self.target,
-            score=grade.score if grade else 0.0,
-            verdict=verdict,
+            score=graded.score if graded else None,
+            verdict=graded.verdict if graded else None,
             gate_failed=grade.gate_failed if grade else False,
             hits=list(grade.hits) if grade else [],
             misses=misses,
@@ -229,9 +230,7 @@ class CaseResult:
             baseline = self.baseline_score
             row["baseline_score"] = baseline
             row["delta"] = (
-                round(row["score"] - baseline, 6)
-                if baseline is not None and self.status == "graded"
-                else None
+                round(graded.score - baseline, 6) if baseline is not None and graded else None
             )
         redacted: ResultRow = redact_obj(row)
         return redacted

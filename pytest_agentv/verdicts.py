@@ -60,7 +60,8 @@ def _table(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
 
 def _gate_note(result: ResultRow | EvaluatorRow) -> str:
     """Say why a score that would pass or be borderline failed: a gate."""
-    if result["gate_failed"] and score_to_verdict(result["score"]) != "fail":
+    score = result["score"]
+    if result["gate_failed"] and score is not None and score_to_verdict(score) != "fail":
         return " (a required criterion or check was not met)"
     return ""
 

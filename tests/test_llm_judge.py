@@ -245,7 +245,7 @@ def test_garbage_replies_three_attempts_then_not_graded(
         ]
     )
     row = results(judged)["refund"]
-    assert (row["score"], row["hits"], row["misses"]) == (0.0, [], [])
+    assert (row["score"], row["hits"], row["misses"]) == (None, [], [])
     assert "could not be parsed" in row["error"]
 
 

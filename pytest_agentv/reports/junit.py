@@ -37,21 +37,21 @@ def key_part(name: str) -> str:
 def _evaluator_properties(
     entries: Sequence[EvaluatorRow], prefix: str
 ) -> Iterator[tuple[str, str]]:
-    """Each evaluator's score and verdict; a composite's members under its name."""
+    """Each evaluator's score and verdict (none for one that could not grade); a composite's
+    members under its name."""
     for entry in entries:
         name = f"{prefix}.{key_part(entry['name'])}"
-        yield f"{name}.score", f"{entry['score']:.4f}"
-        yield f"{name}.verdict", entry["verdict"]
+        if "error" not in entry:
+            yield f"{name}.score", f"{entry['score']:.4f}"
+            yield f"{name}.verdict", entry["verdict"]
         yield from _evaluator_properties(entry.get("evaluator_results", ()), name)
 
 
 def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, str]]:
     """JUnit ``<property>`` pairs for one graded (or ungraded) evaluation."""
-    props: list[tuple[str, str]] = [
-        (f"{prefix}.status", row["status"]),
-        (f"{prefix}.score", f"{row['score']:.4f}"),
-        (f"{prefix}.verdict", str(row["verdict"])),
-    ]
+    props: list[tuple[str, str]] = [(f"{prefix}.status", row["status"])]
+    if row["score"] is not None and row["verdict"] is not None:  # graded: not an error, a skip
+        props += [(f"{prefix}.score", f"{row['score']:.4f}"), (f"{prefix}.verdict", row["verdict"])]
     props.extend(_evaluator_properties(row["evaluator_results"], f"{prefix}.evaluator"))
     trials, aggregation = row["trials"], row["aggregation"]
     if trials is not None:
