@@ -269,3 +269,11 @@ def test_json_that_gives_a_key_twice(agentv_judge: AgentvJudge) -> None:
         assert_judged(
             '{"amount": 1500}', reference_answer='{"amount": 1, "amount": 1500}', evaluators=[entry]
         )
+
+
+def test_a_huge_difference_prints_readably(agentv_judge: AgentvJudge) -> None:
+    """``diff=1e+308``, as JavaScript's ``toFixed`` gives it: not 309 digits (nor a crash)."""
+    huge = grade(
+        agentv_judge, {"amount": 1e308}, field("amount", "numeric_tolerance", tolerance=1e300)
+    )
+    assert huge.misses == ("amount (outside tolerance: diff=1e+308, tolerance=1e+300)",)

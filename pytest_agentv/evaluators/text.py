@@ -1,6 +1,6 @@
 """What answers and expected values hold, read and compared as AgentV does: JSON objects found in
-text (the whole text, a fenced block, or objects inside prose), JSON equality, and numbers printed
-as JavaScript prints them.
+text (the whole text, a fenced block, or objects inside prose) and JSON equality. (Numbers are
+printed as JavaScript prints them by ``results.js_number``.)
 """
 
 from __future__ import annotations
@@ -74,8 +74,3 @@ def deep_equal(a: Any, b: Any) -> bool:
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(deep_equal(a[key], b[key]) for key in a)
     return type(a) is type(b) and bool(a == b)
-
-
-def js_number(value: float) -> str:
-    """A number as AgentV's messages print it: ``45``, not ``45.0``."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))

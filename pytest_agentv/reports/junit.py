@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ..results import js_fixed
 from .jsonl import compact_json
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, st
     if usage["calls"] or usage["reused"]:
         props.append((f"{prefix}.tokens", str(usage["tokens"])))
         cost = usage["cost_usd"]
-        props.append((f"{prefix}.cost_usd", "unknown" if cost is None else f"{cost:.6f}"))
+        props.append((f"{prefix}.cost_usd", "unknown" if cost is None else js_fixed(cost, 6)))
     if row["error"]:
         props.append((f"{prefix}.error", row["error"]))
     return props
