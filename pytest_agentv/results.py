@@ -1,8 +1,8 @@
 """``CaseResult`` and its row: the one result contract that JUnit properties, the results file,
 the terminal summary, failure reports and ``assert_judged`` all read.
 
-A row is plain builtins (it travels on pytest reports, across pytest-xdist) and is redacted
-once, when it is made.
+A row is plain builtins (it travels on pytest reports, across pytest-xdist) and is redacted,
+and what people read of it made printable, once, when it is made.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from .redaction import redact_obj
+from .redaction import printable, redact_obj
 
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
@@ -267,4 +267,21 @@ class CaseResult:
                 round(graded.score - baseline, 6) if baseline is not None and graded else None
             )
         redacted: ResultRow = redact_obj(row)
+        _made_printable(redacted)
         return redacted
+
+
+#: What people read of a row (and of its evaluators' rows): shown as ``printable`` makes it in
+#: every report, the results file included. Ids and answers are data, kept as written.
+_READ = ("hits", "misses", "reasoning", "error")
+
+
+def _made_printable(row: Any) -> None:
+    for key in _READ:
+        value = row.get(key)
+        if isinstance(value, str):
+            row[key] = printable(value)
+        elif isinstance(value, list):
+            row[key] = [printable(item) if isinstance(item, str) else item for item in value]
+    for member in row.get("evaluator_results") or ():
+        _made_printable(member)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ..redaction import printable
 from ..results import js_fixed
 from .jsonl import compact_json
 
@@ -31,8 +32,11 @@ judged_key: pytest.StashKey[list[ResultRow]] = pytest.StashKey()
 def key_part(name: str) -> str:
     """An evaluator name as one part of a property key: as written, or as a JSON string when it
     holds a dot or starts with a quote, so that no two paths share a key (a composite ``a``
-    with member ``b.c`` writes ``a."b.c"``, a composite ``a.b`` with member ``c`` ``"a.b".c``)."""
-    return json.dumps(name, ensure_ascii=False) if "." in name or name.startswith('"') else name
+    with member ``b.c`` writes ``a."b.c"``, a composite ``a.b`` with member ``c`` ``"a.b".c``);
+    in that string every character outside ASCII is escaped, so that none of a name with an
+    invisible or reordering character (U+202E) is hidden either."""
+    plain = "." not in name and not name.startswith('"') and printable(name) == name
+    return name if plain else json.dumps(name)
 
 
 def _evaluator_properties(
