@@ -200,7 +200,7 @@ class EvalFile(pytest.File):
         for (spec, evaluators), name in zip(cases, names, strict=True):
             run.collected.add((spec.loaded.display, spec.dataset, spec.case.id))
             if not defined:
-                for file, warning in run.targets.ignored_settings(spec):
+                for file, warning in run.targets.setting_notes(spec):
                     warnings.warn_explicit(warning.message, warning.category, file, warning.line)
             item = EvalItem.from_parent(
                 self,

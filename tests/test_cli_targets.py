@@ -293,6 +293,51 @@ def test_settings_we_do_not_implement_warn_once_by_name(project: pytest.Pytester
     assert "log_format" not in text  # a target no case uses says nothing
 
 
+def test_a_placeholder_inside_quotes_warns_at_its_line(project: pytest.Pytester) -> None:
+    """``"{PROMPT}"``: the value is already one shell-quoted argument, and inside double quotes
+    its single quotes are literal, so a prompt's ``$(...)`` would run."""
+    write(project, "agent.py", "import sys; print('Refunds within 30 days', sys.argv[1:])\n")
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - name: default
+            provider: cli
+            command_template: python agent.py "{PROMPT}" --id='{EVAL_ID}' {FILES}
+            healthcheck:
+              command_template: test -n "x{OUTPUT_FILE}"
+          - name: plain
+            provider: cli
+            command_template: python agent.py {PROMPT} --say="hi there"
+        """,
+    )
+    write(
+        project,
+        "w.eval.yaml",
+        """
+        execution:
+          evaluators:
+            - {name: k, type: code_judge, script: [python, keywords.py], keywords: [days]}
+        evalcases:
+          - {id: a, input: q}
+          - {id: b, input: q, execution: {target: plain}}
+        """,
+    )
+    result = project.runpytest("-W", "always")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*.agentv/targets.yaml:5: target 'default': command_template writes {PROMPT}, "
+            "{EVAL_ID} inside quotes, which is unsafe: placeholders are filled in as "
+            "shell-quoted single arguments already*; write them without quotes",
+            "*.agentv/targets.yaml:7: target 'default': healthcheck.command_template writes "
+            "{OUTPUT_FILE} inside quotes*",
+        ]
+    )
+    assert "target 'plain'" not in result.stdout.str()
+
+
 def test_an_output_file_flood_is_not_read(project: pytest.Pytester) -> None:
     """stdout is capped at 1 MiB; an answer written to {OUTPUT_FILE} is bounded the same way."""
     write(project, "flood.py", "import sys\nopen(sys.argv[1], 'w').write('x' * 3_000_000)\n")
