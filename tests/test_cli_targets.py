@@ -255,6 +255,27 @@ def test_http_healthcheck(
         result.stdout.fnmatch_lines(["*healthcheck*failed: GET *answered HTTP 503*"])
 
 
+def two_keyword_cases(project: pytest.Pytester, b_target: str = "") -> None:
+    """Cases ``a`` and ``b`` graded by the keywords judge (``b`` answered by ``b_target``)."""
+    b = (
+        f"{{id: b, input: q, execution: {{target: {b_target}}}}}"
+        if b_target
+        else "{id: b, input: q}"
+    )
+    write(
+        project,
+        "w.eval.yaml",
+        f"""
+        execution:
+          evaluators:
+            - {{name: k, type: code_judge, script: [python, keywords.py], keywords: [days]}}
+        evalcases:
+          - {{id: a, input: q}}
+          - {b}
+        """,
+    )
+
+
 def test_settings_we_do_not_implement_warn_once_by_name(project: pytest.Pytester) -> None:
     write(project, "agent.py", "print('Refunds within 30 days')\n")
     write(
@@ -272,18 +293,7 @@ def test_settings_we_do_not_implement_warn_once_by_name(project: pytest.Pytester
             log_format: json
         """,
     )
-    write(
-        project,
-        "w.eval.yaml",
-        """
-        execution:
-          evaluators:
-            - {name: k, type: code_judge, script: [python, keywords.py], keywords: [days]}
-        evalcases:
-          - {id: a, input: q}
-          - {id: b, input: q}
-        """,
-    )
+    two_keyword_cases(project)
     result = project.runpytest("-W", "always")
     result.assert_outcomes(passed=2)
     text = result.stdout.str()
@@ -293,37 +303,25 @@ def test_settings_we_do_not_implement_warn_once_by_name(project: pytest.Pytester
     assert "log_format" not in text  # a target no case uses says nothing
 
 
+QUOTED_PLACEHOLDERS = """
+targets:
+  - name: default
+    provider: cli
+    command_template: python agent.py "{PROMPT}" --id='{EVAL_ID}' {FILES}
+    healthcheck:
+      command_template: test -n "x{OUTPUT_FILE}"
+  - name: plain
+    provider: cli
+    command_template: python agent.py {PROMPT} --say="hi there"
+"""
+
+
 def test_a_placeholder_inside_quotes_warns_at_its_line(project: pytest.Pytester) -> None:
     """``"{PROMPT}"``: the value is already one shell-quoted argument, and inside double quotes
     its single quotes are literal, so a prompt's ``$(...)`` would run."""
     write(project, "agent.py", "import sys; print('Refunds within 30 days', sys.argv[1:])\n")
-    write(
-        project,
-        ".agentv/targets.yaml",
-        """
-        targets:
-          - name: default
-            provider: cli
-            command_template: python agent.py "{PROMPT}" --id='{EVAL_ID}' {FILES}
-            healthcheck:
-              command_template: test -n "x{OUTPUT_FILE}"
-          - name: plain
-            provider: cli
-            command_template: python agent.py {PROMPT} --say="hi there"
-        """,
-    )
-    write(
-        project,
-        "w.eval.yaml",
-        """
-        execution:
-          evaluators:
-            - {name: k, type: code_judge, script: [python, keywords.py], keywords: [days]}
-        evalcases:
-          - {id: a, input: q}
-          - {id: b, input: q, execution: {target: plain}}
-        """,
-    )
+    write(project, ".agentv/targets.yaml", QUOTED_PLACEHOLDERS)
+    two_keyword_cases(project, b_target="plain")
     result = project.runpytest("-W", "always")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
