@@ -11,10 +11,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import NotGradedError
+from .errors import DuplicateKeyError, NotGradedError
 from .redaction import valid_data
 from .schema.base import finite_number
 from .schema.messages import render_content
+from .yamlfile import json_decoder
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,8 @@ def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
                 args = function.get("arguments")
             if isinstance(args, str):
                 try:
-                    args = json.loads(args)
-                except (ValueError, RecursionError):
+                    args = json_decoder(nan=True).decode(args)
+                except (ValueError, RecursionError):  # a key given twice too: not an object
                     pass
             found.append(
                 ToolCall(
@@ -168,9 +169,12 @@ def parse_output_text(text: str, what: str) -> TargetResponse:
     """CLI output: JSON ``{text}`` / ``{output_messages, ...}``, or plain text."""
     stripped = text.strip()
     if stripped.startswith("{"):
-        # What cannot be parsed (nested too deep included) is plain text, as in AgentV.
+        # What cannot be parsed (nested too deep included) is plain text, as in AgentV; JSON
+        # that gives a key twice is neither an answer (which one?) nor text.
         try:
-            data = json.loads(stripped)
+            data = json_decoder(nan=True).decode(stripped)
+        except DuplicateKeyError as exc:
+            raise NotGradedError(f"{what} printed a JSON object with a {exc}") from None
         except (ValueError, RecursionError):
             data = None
         if isinstance(data, dict) and ("text" in data or data.get("output_messages")):

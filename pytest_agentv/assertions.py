@@ -181,8 +181,10 @@ class AgentvJudge:
     ) -> EvaluationScore:
         __tracebackhide__ = True
         _check_options("assert_judged", options)
-        answer = partial(self._answer_here, candidate)
-        return run_sync(self._assert(answer, trials, options, self.run.scheduler.blocking))
+        blocking = self.run.scheduler.blocking
+        return run_sync(
+            self._assert(partial(_answer_of, candidate, blocking), trials, options, blocking)
+        )
 
     async def assert_judged_async(
         self,
@@ -195,14 +197,6 @@ class AgentvJudge:
         _check_options("assert_judged_async", options)
         answer = partial(_answer_of, candidate)
         return await self._assert(answer, trials, options, self.run.scheduler.waiting)
-
-    async def _answer_here(self, candidate: Any) -> Any:
-        """A callable's answer, called in the test's thread (an async one is awaited on the
-        plugin's loop); anything else is the answer itself. Never suspends (``run_sync``)."""
-        answer = candidate() if callable(candidate) else candidate
-        if inspect.isawaitable(answer):
-            answer = self.run.scheduler.run(awaited(answer))
-        return answer
 
     def _judgement(self, options: JudgeOptions, trials: TrialsConfig | None) -> Judgement:
         """What grades the answers, prepared in the test's own thread: the entries are
@@ -313,13 +307,12 @@ class AgentvJudge:
     def settle(self, result: CaseResult) -> None:
         """Put the result on the calling test, then return (pass), xfail, skip or fail."""
         __tracebackhide__ = True
-        from .reports.junit import judged_key, record_properties
+        from .reports.junit import record_judged
         from .verdicts import apply_verdict, settle_ungraded
 
         row = result.row()
         if self.item is not None:
-            self.item.stash.setdefault(judged_key, []).append(row)
-            record_properties(self.item, row)
+            record_judged(self.item, row)
         settings = self.run.settings
         settle_ungraded(
             row,
@@ -337,10 +330,18 @@ class AgentvJudge:
         )
 
 
-async def _answer_of(candidate: Any) -> Any:
-    """A callable's answer, awaited where it is async (in the caller's event loop)."""
-    answer = candidate() if callable(candidate) else candidate
-    return await answer if inspect.isawaitable(answer) else answer
+async def _answer_of(candidate: Any, on_loop: OnLoop[Any] | None = None) -> Any:
+    """A callable's answer (called once per trial); anything else is the answer itself. An async
+    one is awaited in the caller's event loop, or with ``on_loop`` (the sync wrapper: on the
+    plugin's loop, never suspending). What the agent raises leaves the test not graded, as an
+    ``agentv_target`` fixture's exception leaves its case; the test's own code is not in here."""
+    from .targets.python import agent_call, callable_name
+
+    with agent_call(f"assert_judged agent ({callable_name(candidate)})"):
+        answer = candidate() if callable(candidate) else candidate
+        if inspect.isawaitable(answer):
+            answer = await (awaited(answer) if on_loop is None else on_loop(awaited(answer)))
+    return answer
 
 
 def _given(candidate: Any) -> Callable[[], Awaitable[Any]]:

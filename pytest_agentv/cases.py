@@ -103,6 +103,12 @@ class CaseSpec:
         """``file:line`` of the case, as failure headlines and not-graded reasons show it."""
         return f"{self.loaded.display}:{self.line + 1}"
 
+    def located(self, problem: str) -> str:
+        """``problem`` at the case (``file:line: problem``), unless it already names its place
+        in the case's file (``file:line:col: field: ...``): the location is said once."""
+        own = problem.startswith(f"{self.loaded.display}:")
+        return problem if own else f"{self.where}: {problem}"
+
     @property
     def dataset(self) -> str:
         name = self.loaded.path.name

@@ -25,7 +25,7 @@ from .evaluators.base import Evaluator
 from .loader import LoadedFile, load_eval_file
 from .paths import display_path
 from .projectfiles import ProjectFiles
-from .redaction import shown
+from .redaction import printable, shown
 from .reports.junit import record_properties, result_key
 from .results import ResultRow
 from .runner import AgentvRun, CaseWork
@@ -99,11 +99,13 @@ _UNSAFE = re.compile(r"::|[/\\\[\]\s]+")
 def test_names(ids: Sequence[str]) -> list[str]:
     """pytest names for case ids: an id AgentV accepts may hold ``/``, ``[``, ``]``, ``::`` or
     spaces, which pytest reads as path, parameter or node separators (or which make ``-k`` and
-    node ids awkward); those become ``_``, and a name already taken gets ``-2``, ``-3``... The
-    results row keeps the id as written."""
-    taken = {case_id for case_id in ids if not _UNSAFE.search(case_id)}
+    node ids awkward); those become ``_``, as does the backslash of an invisible or reordering
+    character made visible (U+202E is ``_u202e``), and a name already taken gets ``-2``,
+    ``-3``... The results row keeps the id as written."""
+    visible = [printable(case_id) for case_id in ids]
+    taken = {case_id for case_id in visible if not _UNSAFE.search(case_id)}
     names: list[str] = []
-    for case_id in ids:
+    for case_id in visible:
         if not _UNSAFE.search(case_id):
             names.append(case_id)
             continue
@@ -198,7 +200,7 @@ class EvalFile(pytest.File):
         for (spec, evaluators), name in zip(cases, names, strict=True):
             run.collected.add((spec.loaded.display, spec.dataset, spec.case.id))
             if not defined:
-                for file, warning in run.targets.ignored_settings(spec):
+                for file, warning in run.targets.setting_notes(spec):
                     warnings.warn_explicit(warning.message, warning.category, file, warning.line)
             item = EvalItem.from_parent(
                 self,
@@ -273,7 +275,7 @@ class EvalItem(pytest.Function):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, self.spec.line, f"eval: {self.spec.case.id}"
+        return self.path, self.spec.line, f"eval: {printable(self.spec.case.id)}"
 
 
 def early_work(items: Sequence[pytest.Item]) -> list[CaseWork]:

@@ -33,6 +33,11 @@ class ReplayMissError(NotGradedError):
     """Replay mode found no stored reply for a request it would have to send."""
 
 
+class DuplicateKeyError(ValueError):
+    """JSON data gives a key twice: which of its values was meant is unknown (``json`` would
+    silently keep the last one), so nothing read from it counts."""
+
+
 class JudgeNotConfiguredError(AgentvError):
     """An LLM judge is needed but none is configured; the case is skipped, not failed."""
 

@@ -70,7 +70,7 @@ async def estimate(
             continue
         except AgentvError as exc:
             failing += 1
-            first_failure = first_failure or shown(f"{spec.where}: {exc}")
+            first_failure = first_failure or shown(spec.located(str(exc)))
             continue
         usage.plan(calls)
         judged_any = judged_any or judged

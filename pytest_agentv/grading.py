@@ -55,7 +55,7 @@ class Judgement:
     #: Awaited before the first answer when the session's judge grades (calibration).
     gate: Callable[[], Coroutine[Any, Any, None]] | None = None
     #: What ends the case as not graded when an answer or the grading raises it; anything else
-    #: propagates (an ``assert_judged`` agent's own exception belongs to its test).
+    #: propagates (``assert_judged``: an agent's exception arrives as ``NotGradedError``).
     catches: tuple[type[BaseException], ...] = (Exception,)
 
 

@@ -5,9 +5,11 @@ an eval file's folder up to the rootdir (the nearest wins) and read at collectio
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -15,7 +17,7 @@ from .errors import did_you_mean
 from .loader.validation import FileWarning, unknown_key_warnings, validate
 from .paths import display_path, nearest_file
 from .schema.project import CalibrationFile, ProjectConfig
-from .schema.targets import TARGET_SETTINGS, TargetConfig, TargetsFile
+from .schema.targets import CLI_PLACEHOLDERS, TARGET_SETTINGS, TargetConfig, TargetsFile
 from .spellings import AGENTV_ONLY_TARGET_SETTINGS, TARGET_SETTING_ALIASES, key_at, locate
 from .yamlfile import child_at, line_col, parse_yaml
 
@@ -30,8 +32,9 @@ class LoadedTargets:
     display: str
     model: TargetsFile
     positions: dict[str, tuple[int, int]] = field(default_factory=dict)
-    #: Per target: settings pytest-agentv ignores (AgentV-only or unknown), each with its line.
-    ignored: dict[str, tuple[FileWarning, ...]] = field(default_factory=dict)
+    #: Per target: warnings about its settings, each with its line (settings pytest-agentv
+    #: ignores, AgentV-only or unknown; a placeholder written inside quotes).
+    notes: dict[str, tuple[FileWarning, ...]] = field(default_factory=dict)
 
     def where(self, target: TargetConfig, key: str | None = None) -> str:
         """``file:line:col`` of a setting (``healthcheck.url`` inside a mapping), else of the
@@ -58,7 +61,7 @@ def load_targets_file(path: Path, display: str) -> LoadedTargets:
         root_for_errors = root
     model = validate(TargetsFile, data, display, root_for_errors)
     positions: dict[str, tuple[int, int]] = {}
-    ignored: dict[str, tuple[FileWarning, ...]] = {}
+    notes_by_target: dict[str, tuple[FileWarning, ...]] = {}
     known = [*TARGET_SETTINGS, *TARGET_SETTING_ALIASES, "name", "provider", "judge_target"]
     for index, target in enumerate(model.targets):
         node, _ = locate(root_for_errors, ("targets", index))
@@ -87,8 +90,60 @@ def load_targets_file(path: Path, display: str) -> LoadedTargets:
                     line, f"{display}:{line}: target '{target.name}': '{written}' is {why}; ignored"
                 )
             )
-        ignored[target.name] = tuple(notes)
-    return LoadedTargets(path, display, model, positions, ignored)
+        for key, template in _command_templates(target.settings):
+            quoted = _quoted_placeholders(template)
+            if quoted:
+                line = positions.get(f"{target.name}.{key}", positions[target.name])[0]
+                notes.append(
+                    FileWarning(line, _quoted_note(display, line, target.name, key, quoted))
+                )
+        notes_by_target[target.name] = tuple(notes)
+    return LoadedTargets(path, display, model, positions, notes_by_target)
+
+
+def _command_templates(settings: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """A target's shell command templates: its own, and its healthcheck's."""
+    template, check = settings.get("command_template"), settings.get("healthcheck")
+    if isinstance(template, str):
+        yield "command_template", template
+    if isinstance(check, dict):
+        check = check.get("command_template")
+    if isinstance(check, str) and "://" not in check:
+        yield "healthcheck.command_template", check
+
+
+_PLACEHOLDER = re.compile(r"\{(?:" + "|".join(CLI_PLACEHOLDERS) + r")\}")
+
+
+def _quoted_placeholders(template: str) -> list[str]:
+    """The placeholders a shell command writes inside quotes (``"{PROMPT}"``, ``'q={PROMPT}'``)."""
+    found: list[str] = []
+    quote = ""
+    index = 0
+    while index < len(template):
+        placeholder = _PLACEHOLDER.match(template, index) if quote else None
+        if placeholder is not None:
+            found.append(placeholder.group())
+            index = placeholder.end()
+            continue
+        char = template[index]
+        if char == "\\" and quote != "'":
+            index += 1  # what a backslash escapes is no quote
+        elif char in "'\"" and quote in ("", char):
+            quote = "" if quote else char
+        index += 1
+    return found
+
+
+def _quoted_note(display: str, line: int, target: str, key: str, quoted: list[str]) -> str:
+    """Each value is already one shell-quoted argument: quotes around it open it up again (in
+    double quotes a prompt's ``$(...)`` would run; in single quotes its own quotes end them)."""
+    names = ", ".join(dict.fromkeys(quoted))
+    return (
+        f"{display}:{line}: target '{target}': {key} writes {names} inside quotes, which is "
+        "unsafe: placeholders are filled in as shell-quoted single arguments already (a "
+        "prompt's $(...) would run inside double quotes); write them without quotes"
+    )
 
 
 def load_calibration_file(path: Path, display: str) -> CalibrationFile:

@@ -117,17 +117,25 @@ def redact(text: str) -> str:
     return _pattern().sub(REDACTED, valid_text(text))
 
 
-#: Control characters (ANSI and OSC escapes start with ESC), except newline and tab.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: Control characters (ANSI and OSC escapes start with ESC), except newline and tab; and the
+#: invisible marks and controls that reorder text (U+202E shows ``evil\u202egnp`` as "evilpng").
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def printable(text: str) -> str:
-    """Text that cannot drive the terminal: control characters shown as ``\\x1b`` escapes.
+    """Text that cannot drive the terminal nor reorder what is shown: control characters and
+    bidirectional controls shown as ``\\x1b`` and ``\\u202e`` escapes.
 
     Judges and targets write what they like; nothing they wrote reaches the terminal as an
-    escape sequence (clearing lines, setting the window title, hiding text).
+    escape sequence (clearing lines, setting the window title, hiding text), and no id or
+    message is shown in another order than it is written.
     """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _CONTROL.sub(_escape, text)
 
 
 def shown(text: str) -> str:

@@ -1,17 +1,19 @@
 """``CaseResult`` and its row: the one result contract that JUnit properties, the results file,
 the terminal summary, failure reports and ``assert_judged`` all read.
 
-A row is plain builtins (it travels on pytest reports, across pytest-xdist) and is redacted
-once, when it is made.
+A row is plain builtins (it travels on pytest reports, across pytest-xdist) and is redacted,
+and what people read of it made printable, once, when it is made.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from .redaction import redact_obj
+from .redaction import printable, redact_obj
 
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
@@ -33,9 +35,41 @@ class UsageRow(TypedDict):
     unpriced_calls: int
 
 
+def js_number(value: float) -> str:
+    """A number as JavaScript prints it, as AgentV's messages do: ``45``, not ``45.0``; ``1e+308``,
+    not 309 digits (a limit or a number from hostile data); ``0.000001``, then ``1e-7``."""
+    number = float(value)
+    if not math.isfinite(number):
+        return "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
+    if number == 0:
+        return "0"
+    # The shortest digits that read back as the number, and where its decimal point goes.
+    shortest = Decimal(repr(abs(number))).normalize().as_tuple()
+    digits = "".join(map(str, shortest.digits))
+    point = int(shortest.exponent) + len(digits)
+    if len(digits) <= point <= 21:
+        text = digits + "0" * (point - len(digits))
+    elif 0 < point <= 21:
+        text = f"{digits[:point]}.{digits[point:]}"
+    elif -6 < point <= 0:
+        text = f"0.{'0' * -point}{digits}"
+    else:
+        fraction = f".{digits[1:]}" if len(digits) > 1 else ""
+        text = f"{digits[0]}{fraction}e{'+' if point > 0 else '-'}{abs(point - 1)}"
+    return f"-{text}" if number < 0 else text
+
+
+def js_fixed(value: float, places: int) -> str:
+    """``value.toFixed(places)`` as JavaScript gives it: ties rounded away from zero, and from
+    1e21 on the number as ``js_number`` prints it (``1e+308``), not hundreds of digits."""
+    if abs(value) >= 1e21 or not math.isfinite(value):
+        return js_number(value)
+    return str(Decimal(value).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
+
+
 def usd(amount: float) -> str:
     """A dollar amount as reports show it: cents to four places, small sums to six."""
-    return f"${amount:.4f}" if amount == 0 or abs(amount) >= 0.01 else f"${amount:.6f}"
+    return f"${js_fixed(amount, 4 if amount == 0 or abs(amount) >= 0.01 else 6)}"
 
 
 def no_usage() -> UsageRow:
@@ -130,7 +164,8 @@ class ResultRow(TypedDict):
     file: str | None
     line: int | None
     target: str | None
-    score: float
+    #: None, like the verdict, for a case that was not graded or was skipped: it has no score.
+    score: float | None
     verdict: Verdict | None
     gate_failed: bool
     hits: list[str]
@@ -208,9 +243,9 @@ class CaseResult:
 
     def row(self) -> ResultRow:
         """Plain builtins, redacted: what reports, JUnit XML and results files are made of."""
-        # A case that was not graded has no verdict, whatever its evaluators said.
+        # A case that was not graded has no score nor verdict, whatever its evaluators said.
         grade = self.grade
-        verdict = grade.verdict if grade and self.status == "graded" else None
+        graded = grade if self.status == "graded" else None
         misses = list(grade.misses) if grade else ([f"Error: {self.error}"] if self.error else [])
         row = ResultRow(
             status=self.status,
@@ -221,8 +256,8 @@ class CaseResult:
             file=self.file,
             line=self.line,
             target=self.target,
-            score=grade.score if grade else 0.0,
-            verdict=verdict,
+            score=graded.score if graded else None,
+            verdict=graded.verdict if graded else None,
             gate_failed=grade.gate_failed if grade else False,
             hits=list(grade.hits) if grade else [],
             misses=misses,
@@ -240,9 +275,7 @@ class CaseResult:
             baseline = self.baseline_score
             row["baseline_score"] = baseline
             row["delta"] = (
-                round(row["score"] - baseline, 6)
-                if baseline is not None and self.status == "graded"
-                else None
+                round(graded.score - baseline, 6) if baseline is not None and graded else None
             )
         for key, value in (
             ("question", self.question),
@@ -253,4 +286,21 @@ class CaseResult:
             if value not in (None, "", []):
                 row[key] = value  # type: ignore[literal-required]
         redacted: ResultRow = redact_obj(row)
+        _made_printable(redacted)
         return redacted
+
+
+#: What people read of a row (and of its evaluators' rows): shown as ``printable`` makes it in
+#: every report, the results file included. Ids and answers are data, kept as written.
+_READ = ("hits", "misses", "reasoning", "error")
+
+
+def _made_printable(row: Any) -> None:
+    for key in _READ:
+        value = row.get(key)
+        if isinstance(value, str):
+            row[key] = printable(value)
+        elif isinstance(value, list):
+            row[key] = [printable(item) if isinstance(item, str) else item for item in value]
+    for member in row.get("evaluator_results") or ():
+        _made_printable(member)

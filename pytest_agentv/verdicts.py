@@ -15,7 +15,7 @@ import pytest
 
 from .baseline import regressed_by
 from .redaction import printable
-from .results import AggregationRow, EvaluatorRow, ResultRow, Verdict
+from .results import AggregationRow, EvaluatorRow, ResultRow, Verdict, js_fixed
 
 Outcome = Literal["passed", "xfailed", "failed"]
 
@@ -60,7 +60,8 @@ def _table(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
 
 def _gate_note(result: ResultRow | EvaluatorRow) -> str:
     """Say why a score that would pass or be borderline failed: a gate."""
-    if result["gate_failed"] and score_to_verdict(result["score"]) != "fail":
+    score = result["score"]
+    if result["gate_failed"] and score is not None and score_to_verdict(score) != "fail":
         return " (a required criterion or check was not met)"
     return ""
 
@@ -116,6 +117,12 @@ def evaluator_details(results: Sequence[EvaluatorRow], depth: int = 0) -> list[s
     return lines
 
 
+def _dollars(amount: float | None) -> str:
+    """A cost: ``$1e+308`` rather than 309 digits; None where costs a target reported added up
+    to more than a float holds (JSON, and so a row, has no infinity)."""
+    return "an unknown amount" if amount is None else f"${js_fixed(amount, 4)}"
+
+
 def _stop_reason(aggregation: AggregationRow) -> str:
     stopped = aggregation["stopped"]
     threshold = aggregation.get("threshold")
@@ -130,9 +137,9 @@ def _stop_reason(aggregation: AggregationRow) -> str:
     if stopped == "failed":
         return "stopped at the first failing trial"
     if stopped == "cost_limit":
-        spent = f"stopped by cost_limit_usd after ${aggregation['cost_usd']:.4f}"
+        spent = f"stopped by cost_limit_usd after {_dollars(aggregation['cost_usd'])}"
         return f"{spent}, unsettled" if unsettled else spent
-    return f"spent ${aggregation['cost_usd']:.4f}"
+    return f"spent {_dollars(aggregation['cost_usd'])}"
 
 
 def trials_summary(aggregation: AggregationRow) -> str:
@@ -171,7 +178,7 @@ def trials_lines(result: ResultRow) -> list[str]:
             str(trial["attempt"]),
             fmt(trial["score"]),
             trial["verdict"] + (" (gate)" if trial["gate_failed"] else ""),
-            f"${trial['cost_usd']:.4f}",
+            _dollars(trial["cost_usd"]),
         )
         for trial in trials
     ]

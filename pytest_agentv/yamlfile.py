@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from .errors import EvalFileError
+from .errors import DuplicateKeyError, EvalFileError
 from .paths import MAX_FILE_BYTES
 from .redaction import has_surrogate, valid_data
 
@@ -313,15 +313,11 @@ _LONE_SURROGATE_ESCAPE = re.compile(f"{_HIGH}(?!{_LOW})|(?<!{_HIGH}){_LOW}")
 _JSON_BRACKET = re.compile(r"[\[\]{}]")
 
 
-class _DuplicateKeyError(ValueError):
-    pass
-
-
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for key, value in pairs:
         if key in data:
-            raise _DuplicateKeyError(
+            raise DuplicateKeyError(
                 f"duplicate key '{key}'; JSON would silently keep only the last one"
             )
         data[key] = value
@@ -330,6 +326,14 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def json_decoder(*, nan: bool = False) -> json.JSONDecoder:
+    """The one way JSON data is read (files, replies, outputs): a key given twice is refused
+    (``DuplicateKeyError``), not left to the last one; ``NaN``/``Infinity`` are too, unless
+    ``nan`` (a reader that checks its numbers, to say what is wrong with one)."""
+    constant = None if nan else _no_constant
+    return json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=constant)
 
 
 def parse_json_line(text: str, display: str, line: int, *, repair: bool = False) -> Any:
@@ -347,7 +351,7 @@ def parse_json_line(text: str, display: str, line: int, *, repair: bool = False)
                     display, line, 1, f"JSON is nested deeper than {MAX_DEPTH} levels"
                 )
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        value = json_decoder().decode(text)
     except json.JSONDecodeError as exc:
         raise EvalFileError(display, line, exc.colno, f"invalid JSON: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:

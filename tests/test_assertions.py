@@ -165,6 +165,25 @@ def test_junit_properties_on_the_calling_test(
     assert props["agentv.tokens"] == "120"
 
 
+def test_later_calls_in_one_test_get_numbered_junit_keys(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_twice="""
+        from pytest_agentv import assert_judged
+
+        def test_it():
+            assert_judged({"text": "a", "duration_ms": 5}, evaluators=[
+                {"name": "fast", "type": "latency", "threshold": 10}])
+            assert_judged({"text": "b", "duration_ms": 9}, evaluators=[
+                {"name": "faster", "type": "latency", "threshold": 10}])
+        """
+    )
+    project.runpytest("--junitxml=junit.xml").assert_outcomes(passed=1)
+    names = [p.get("name") for p in ET.parse(project.path / "junit.xml").iter("property")]
+    assert len(names) == len(set(names)), names
+    assert {"agentv.evaluator.fast.score", "agentv.2.evaluator.faster.score"} <= set(names)
+    assert {"agentv.score", "agentv.2.score"} <= set(names)
+
+
 def test_skips_without_a_judge_and_require_judge(project: pytest.Pytester) -> None:
     project.makepyfile(
         test_nojudge="""
@@ -245,6 +264,102 @@ def test_evaluator_crash_message_is_redacted(
     result.stdout.fnmatch_lines(["*assert_judged was not graded: c: Evaluator 'c' failed: *"])
     for text in (result.stdout.str(), (judged.path / "junit.xml").read_text()):
         assert "tok-canary" not in text
+
+
+AGENT_RAISES = """
+import asyncio
+import os
+
+import pytest
+
+from pytest_agentv import assert_judged, assert_judged_async
+from pytest_agentv.redaction import register_secret
+
+FAST = [{"name": "fast", "type": "latency", "threshold": 1000}]
+
+
+def broken_agent():
+    raise RuntimeError("upstream refused key " + os.environ["MY_API_TOKEN"])
+
+
+def leaky_agent():
+    register_secret("reg-canary-41c7e0d9b2")
+    raise ValueError("registered reg-canary-41c7e0d9b2")
+
+
+async def broken_async_agent():
+    await asyncio.sleep(0)
+    broken_agent()
+
+
+def test_sync():
+    assert_judged(broken_agent, evaluators=FAST)
+
+
+def test_sync_trials():
+    assert_judged(broken_agent, evaluators=FAST, trials=3)
+
+
+def test_registered():
+    assert_judged(leaky_agent, evaluators=FAST)
+
+
+def test_sync_awaits_an_async_agent():
+    assert_judged(broken_async_agent, evaluators=FAST, trials=2)
+
+
+@pytest.mark.asyncio
+async def test_async():
+    await assert_judged_async(broken_async_agent, evaluators=FAST)
+
+
+@pytest.mark.asyncio
+async def test_async_trials():
+    await assert_judged_async(broken_agent, evaluators=FAST, trials=2)
+
+
+def test_skip_in_the_agent():
+    def skipping():
+        pytest.skip("no agent here")
+
+    assert_judged(skipping, evaluators=FAST)
+
+
+def test_own_code():
+    assert_judged({"text": "fine", "duration_ms": 1}, evaluators=FAST)
+    raise KeyError("the test's own bug")
+"""
+
+
+@pytest.mark.parametrize("fail_on_error", ["yes", "no"])
+def test_an_agent_callable_that_raises_is_not_graded_and_redacted(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, fail_on_error: str
+) -> None:
+    monkeypatch.setenv("MY_API_TOKEN", "tok-canary-93e1a7c5f2b8")
+    project.makepyfile(test_agent=AGENT_RAISES)
+    result = project.runpytest(
+        f"--agentv-fail-on-error={fail_on_error}", "--junitxml=junit.xml", "-rs"
+    )
+    ungraded = 6
+    if fail_on_error == "yes":
+        result.assert_outcomes(failed=ungraded + 1, skipped=1)
+    else:
+        result.assert_outcomes(failed=1, skipped=ungraded + 1)
+    result.stdout.fnmatch_lines(
+        [
+            "*assert_judged was not graded: assert_judged agent (broken_agent) raised "
+            "RuntimeError: upstream refused key [[]redacted]*",
+            "*assert_judged was not graded: attempt 0: assert_judged agent (broken_agent) "
+            "raised RuntimeError*",
+            "*assert_judged agent (leaky_agent) raised ValueError: registered [[]redacted]*",
+            "*assert_judged agent (broken_async_agent) raised RuntimeError*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*no agent here*"])
+    result.stdout.fnmatch_lines(['*KeyError: "the test\'s own bug"*'])
+    for text in (result.stdout.str(), (project.path / "junit.xml").read_text()):
+        assert "tok-canary" not in text and "reg-canary" not in text
+        assert "Traceback" not in text
 
 
 def test_outside_a_session_is_a_clear_error() -> None:

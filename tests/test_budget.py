@@ -323,3 +323,23 @@ def test_the_estimate_notes_what_it_cannot_count(
     assert skipped.ret == pytest.ExitCode.OK
     skipped.stdout.fnmatch_lines(["6 case(s) need a judge that is not configured: they would skip"])
     assert fake_llm.requests == []
+
+
+def test_the_estimate_says_a_case_problem_where_it_is_once(project: pytest.Pytester) -> None:
+    """A problem that names its place in the file (``file:line:col: field``) is not prefixed
+    with the case's own ``file:line`` again."""
+    write(
+        project,
+        "m.eval.yaml",
+        """
+        evalcases:
+          - id: missing-file
+            input: [{role: user, content: [{type: file, value: missing.txt}]}]
+            evaluators: [{name: kw, type: code_judge, script: [python, keywords.py]}]
+        """,
+    )
+    result = project.runpytest("--agentv-estimate")
+    assert result.ret == pytest.ExitCode.OK
+    [note] = [line for line in result.stdout.lines if "could not be prepared" in line]
+    assert note.count("m.eval.yaml:") == 1, note
+    assert "(the first: m.eval.yaml:4:" in note

@@ -168,8 +168,12 @@ def test_batch_under_xdist_runs_once_per_worker_at_most(project: pytest.Pytester
         ('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', "*line 2: id 'a' is given twice*"),
         ('{"text": "no id"}\n', "*line 1: each line must be a JSON object with a string 'id'*"),
         ('{"id": "a", "text": \n', "*batch output of cli target 'default':1:*invalid JSON*"),
+        (
+            '{"id": "a", "text": "x", "text": "y"}\n',
+            "*batch output of cli target 'default':1:*duplicate key 'text'*",
+        ),
     ],
-    ids=["duplicate", "no-id", "bad-json"],
+    ids=["duplicate", "no-id", "bad-json", "key-twice"],
 )
 def test_bad_batch_output_leaves_every_case_ungraded(
     project: pytest.Pytester, output: str, problem: str
@@ -251,6 +255,27 @@ def test_http_healthcheck(
         result.stdout.fnmatch_lines(["*healthcheck*failed: GET *answered HTTP 503*"])
 
 
+def two_keyword_cases(project: pytest.Pytester, b_target: str = "") -> None:
+    """Cases ``a`` and ``b`` graded by the keywords judge (``b`` answered by ``b_target``)."""
+    b = (
+        f"{{id: b, input: q, execution: {{target: {b_target}}}}}"
+        if b_target
+        else "{id: b, input: q}"
+    )
+    write(
+        project,
+        "w.eval.yaml",
+        f"""
+        execution:
+          evaluators:
+            - {{name: k, type: code_judge, script: [python, keywords.py], keywords: [days]}}
+        evalcases:
+          - {{id: a, input: q}}
+          - {b}
+        """,
+    )
+
+
 def test_settings_we_do_not_implement_warn_once_by_name(project: pytest.Pytester) -> None:
     write(project, "agent.py", "print('Refunds within 30 days')\n")
     write(
@@ -268,18 +293,7 @@ def test_settings_we_do_not_implement_warn_once_by_name(project: pytest.Pytester
             log_format: json
         """,
     )
-    write(
-        project,
-        "w.eval.yaml",
-        """
-        execution:
-          evaluators:
-            - {name: k, type: code_judge, script: [python, keywords.py], keywords: [days]}
-        evalcases:
-          - {id: a, input: q}
-          - {id: b, input: q}
-        """,
-    )
+    two_keyword_cases(project)
     result = project.runpytest("-W", "always")
     result.assert_outcomes(passed=2)
     text = result.stdout.str()
@@ -287,6 +301,39 @@ def test_settings_we_do_not_implement_warn_once_by_name(project: pytest.Pytester
     assert text.count("'timout_seconds' is not a setting pytest-agentv or AgentV knows") == 1
     assert "(did you mean 'timeout_seconds'?)" in text
     assert "log_format" not in text  # a target no case uses says nothing
+
+
+QUOTED_PLACEHOLDERS = """
+targets:
+  - name: default
+    provider: cli
+    command_template: python agent.py "{PROMPT}" --id='{EVAL_ID}' {FILES}
+    healthcheck:
+      command_template: test -n "x{OUTPUT_FILE}"
+  - name: plain
+    provider: cli
+    command_template: python agent.py {PROMPT} --say="hi there"
+"""
+
+
+def test_a_placeholder_inside_quotes_warns_at_its_line(project: pytest.Pytester) -> None:
+    """``"{PROMPT}"``: the value is already one shell-quoted argument, and inside double quotes
+    its single quotes are literal, so a prompt's ``$(...)`` would run."""
+    write(project, "agent.py", "import sys; print('Refunds within 30 days', sys.argv[1:])\n")
+    write(project, ".agentv/targets.yaml", QUOTED_PLACEHOLDERS)
+    two_keyword_cases(project, b_target="plain")
+    result = project.runpytest("-W", "always")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*.agentv/targets.yaml:5: target 'default': command_template writes {PROMPT}, "
+            "{EVAL_ID} inside quotes, which is unsafe: placeholders are filled in as "
+            "shell-quoted single arguments already*; write them without quotes",
+            "*.agentv/targets.yaml:7: target 'default': healthcheck.command_template writes "
+            "{OUTPUT_FILE} inside quotes*",
+        ]
+    )
+    assert "target 'plain'" not in result.stdout.str()
 
 
 def test_an_output_file_flood_is_not_read(project: pytest.Pytester) -> None:

@@ -173,6 +173,30 @@ def test_malformed_stdout_is_score_zero_with_a_miss(stdout: bytes, miss: str) ->
 
 
 @pytest.mark.parametrize(
+    "stdout",
+    [b'{"score": 0, "score": 1}', b'{"score": 1, "details": {"a": 1, "a": 2}}'],
+    ids=["score", "nested"],
+)
+def test_output_that_gives_a_key_twice_is_not_graded(stdout: bytes) -> None:
+    parsed = parse_judge_output(stdout)
+    assert parsed.error is not None
+    assert parsed.error.startswith("code judge output is outside its contract: duplicate key")
+    assert parsed.misses == (parsed.error,)
+
+
+def test_a_judge_that_gives_a_key_twice_leaves_the_case_not_graded(
+    project: pytest.Pytester,
+) -> None:
+    write(project, "twice.py", 'print(\'{"score": 0, "score": 1}\')\n')
+    write(project, "f.eval.yaml", judge_case("[python, twice.py]"))
+    result = project.runpytest("--agentv-results=out.jsonl")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*eval 'judged' was not graded*duplicate key 'score'*"])
+    row = json.loads((project.path / "out.jsonl").read_text())
+    assert (row["status"], row["verdict"]) == ("error", None)
+
+
+@pytest.mark.parametrize(
     ("script", "miss"),
     [
         ('"echo judge broke >&2; exit 2"', "code judge exited with code 2: judge broke"),

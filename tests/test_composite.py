@@ -246,6 +246,21 @@ def test_code_aggregator_reads_members_and_gates(here: pytest.Pytester) -> None:
     assert props["agentv.evaluator.safety_gate.safety.verdict"] == "fail"
 
 
+def test_a_code_aggregator_that_gives_a_key_twice_is_not_graded(agentv_judge: AgentvJudge) -> None:
+    printer = ["python", "-c", 'print(\'{"score": 0, "score": 1}\')']
+    entry = composite(
+        "gate",
+        {"name": "fast", "type": "latency", "threshold": 1000},
+        type="code_judge",
+        path=printer,
+    )
+    score = evaluate(agentv_judge, entry, {"text": "x", "duration_ms": 1})
+    assert score.error is not None
+    assert "outside its contract: duplicate key 'score'" in score.error
+    evaluation = agentv_judge.evaluate({"text": "x", "duration_ms": 1}, evaluators=[entry])
+    assert evaluation.grade().error is not None
+
+
 def test_llm_aggregator_and_members_with_their_own_prompts(
     judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:

@@ -19,6 +19,7 @@ from pytest_agentv import (
     assert_judged,
 )
 from pytest_agentv.evaluators.latency import LatencyEvaluator
+from pytest_agentv.results import js_fixed, js_number
 from tests.helpers import write
 
 
@@ -67,6 +68,64 @@ def test_token_usage_limits(agentv_judge: AgentvJudge) -> None:
         ("Output tokens 500 > 100",),
     )
     assert output.expected_aspect_count == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (45.0, "45"),
+        (-2.5, "-2.5"),
+        (1e20, "100000000000000000000"),
+        (1e21, "1e+21"),
+        (1e308, "1e+308"),
+        (1.7976931348623157e308, "1.7976931348623157e+308"),
+        (0.000001, "0.000001"),
+        (1e-7, "1e-7"),
+        (123.456, "123.456"),
+    ],
+)
+def test_numbers_print_as_javascript_prints_them(value: float, shown: str) -> None:
+    assert js_number(value) == shown
+    assert js_fixed(value, 2) == (shown if abs(value) >= 1e21 else f"{value:.2f}")
+
+
+def test_huge_numbers_from_hostile_data_print_readably(agentv_judge: AgentvJudge) -> None:
+    """A number near the float limit is ``1e+308``, not a 309-digit integer, in hits, misses
+    and reasoning; small ties round as JavaScript's ``toFixed`` does."""
+    slow = grade(agentv_judge, {"duration_ms": 1e308}, type="latency", threshold=1e300)
+    assert slow.misses == ("Duration 1e+308ms > 1e+300ms threshold",)
+    dear = grade(agentv_judge, {"cost_usd": 1e308}, type="cost", budget=0.1)
+    assert dear.misses == ("Cost $1e+308 > $0.1000 budget",)
+    assert grade(agentv_judge, {"cost_usd": 0.03125}, type="cost", budget=1).hits == (
+        "Cost $0.0313 <= $1.0000 budget",
+    )
+    usage = {"token_usage": {"input": 1e308, "output": 1}}
+    tokens = grade(agentv_judge, usage, type="token_usage", max_input=1e300)
+    assert tokens.misses == ("Input tokens 1e+308 > 1e+300",)
+    calls = [{"role": "assistant", "tool_calls": [{"tool": "Read", "duration_ms": 1e308}]}]
+    step = {"tool": "Read", "max_duration_ms": 1e300}
+    trajectory = (
+        agentv_judge.evaluate(
+            calls,
+            evaluators=[
+                {"name": "t", "type": "tool_trajectory", "mode": "exact", "expected": [step]}
+            ],
+        )
+        .evaluator_results[0]
+        .score
+    )
+    assert trajectory.misses == ("Read took 1e+308ms (max: 1e+300ms)",)
+
+
+def test_huge_costs_print_readably_in_a_failure_report() -> None:
+    answer = {"text": "x", "duration_ms": 5, "cost_usd": 1e308}
+    with pytest.raises(JudgedAssertionError) as failed:
+        assert_judged(
+            answer, evaluators=[{"name": "fast", "type": "latency", "threshold": 1}], trials=2
+        )
+    report = str(failed.value)
+    assert "$1e+308" in report and "0" * 30 not in report
+    assert "spent an unknown amount" in report  # two of them add up to more than a float
 
 
 @pytest.mark.parametrize(

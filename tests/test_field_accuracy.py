@@ -249,3 +249,31 @@ def test_hostile_json_in_an_answer(agentv_judge: AgentvJudge) -> None:
     assert (deep.score, deep.misses) == (0.0, ("Failed to parse candidate answer as JSON",))
     braces = "{" * 200_000 + json.dumps({"invoice_number": "INV-001"})
     assert grade(agentv_judge, braces, field("invoice_number")).score == 1.0
+
+
+def test_json_that_gives_a_key_twice(agentv_judge: AgentvJudge) -> None:
+    """An answer that gives a field twice says two things: it fails, naming the key, rather than
+    the last value passing; expected text that does leaves the case not graded."""
+    twice = grade(agentv_judge, '{"amount": 1, "amount": 1500}', field("amount"))
+    assert (twice.score, twice.misses) == (
+        0.0,
+        (
+            "Failed to parse candidate answer as JSON (it has a duplicate key 'amount'; "
+            "JSON would silently keep only the last one)",
+        ),
+    )
+    entry = {"name": "fields", "type": "field_accuracy", "fields": [field("amount")]}
+    with pytest.raises(
+        pytest.fail.Exception, match="fields: the expected JSON object has a duplicate key"
+    ):
+        assert_judged(
+            '{"amount": 1500}', reference_answer='{"amount": 1, "amount": 1500}', evaluators=[entry]
+        )
+
+
+def test_a_huge_difference_prints_readably(agentv_judge: AgentvJudge) -> None:
+    """``diff=1e+308``, as JavaScript's ``toFixed`` gives it: not 309 digits (nor a crash)."""
+    huge = grade(
+        agentv_judge, {"amount": 1e308}, field("amount", "numeric_tolerance", tolerance=1e300)
+    )
+    assert huge.misses == ("amount (outside tolerance: diff=1e+308, tolerance=1e+300)",)

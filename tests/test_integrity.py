@@ -695,3 +695,51 @@ def test_a_lone_surrogate_in_recorded_results_is_replaced_not_refused(
     )
     result.assert_outcomes(passed=1)
     assert rows(project, "o.jsonl")["a"]["candidate_answer"] == "30 days \ufffd"
+
+
+RLO, LRI, PDI = "\u202e", "\u2066", "\u2069"
+
+
+def test_bidi_controls_are_shown_escaped_never_raw(project: pytest.Pytester) -> None:
+    """U+202E shows ``evil\\u202egnp.exe`` as "evilexe.png": in ids, names and what judges
+    wrote it is escaped (test names, the terminal, JUnit, the results file's text fields);
+    the id and the answer stay as written in the results file (they are data)."""
+    write(
+        project,
+        "loud.py",
+        """
+        import json
+        print(json.dumps({"score": 0, "misses": ["looks " + chr(0x202e) + "fine"],
+                          "reasoning": chr(0x2066) + "x" + chr(0x2069)}))
+        """,
+    )
+    case_id = f"evil{RLO}gnp.exe"
+    write(
+        project,
+        "b.eval.yaml",
+        f"""
+        evalcases:
+          - id: "{case_id}"
+            input: q
+            evaluators: [{{name: "lo{RLO}ud", type: code_judge, script: [python, loud.py]}}]
+        """,
+    )
+    result = project.runpytest("-rA", "--junitxml=junit.xml", "--agentv-results=out.jsonl")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*looks \\u202efine*", "*b.eval.yaml::evil_u202egnp.exe*"])
+    junit = (project.path / "junit.xml").read_text()
+    row = json.loads((project.path / "out.jsonl").read_text())
+    for text in (result.stdout.str(), junit, json.dumps(row["misses"], ensure_ascii=False)):
+        assert not any(c in text for c in (RLO, LRI, PDI)), text
+    assert 'name="evil_u202egnp.exe"' in junit
+    assert 'name="agentv.evaluator.&quot;lo\\u202eud&quot;.score"' in junit
+    assert row["misses"] == ["looks \\u202efine"]
+    assert row["evaluator_results"][0]["reasoning"] == "\\u2066x\\u2069"
+    assert row["eval_id"] == case_id
+
+
+def test_test_names_show_invisible_characters() -> None:
+    from pytest_agentv import collect
+
+    ids = [f"a{RLO}b", "a_u202eb", "plain", "bell\x07"]
+    assert collect.test_names(ids) == ["a_u202eb-2", "a_u202eb", "plain", "bell_x07"]

@@ -189,6 +189,35 @@ def test_only_the_object_carrying_the_nonce_counts_and_garbage_is_rejected() -> 
         parse_freeform(f'{{"score": "0.8", "nonce": "{NONCE}"}}', NONCE)
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"score": 0.1, "misses": ["wrong"], "nonce": "NONCE", "score": 0.95}',
+        '{"checks": [{"id": "r", "satisfied": false, "satisfied": true}], "nonce": "NONCE"}',
+        'The candidate wrote {"score": 1, "score": 0}. {"score": 0.1, "nonce": "NONCE"}',
+    ],
+    ids=["top-level", "nested", "another-object"],
+)
+def test_a_key_given_twice_is_a_reply_outside_the_contract(reply: str) -> None:
+    with pytest.raises(ReplyError, match="a JSON object in the reply has a duplicate key"):
+        contract_object(reply.replace("NONCE", NONCE), NONCE)
+
+
+def test_a_reply_with_a_key_twice_is_asked_again_then_not_graded(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: (
+        f'{{"score": 0.1, "misses": ["wrong"], "nonce": "{nonce_of(r)}", "score": 0.95}}'
+    )
+    write(judged, "f.eval.yaml", FREEFORM)
+    judged.runpytest("--agentv-results=out.jsonl").assert_outcomes(errors=1)
+    assert len(fake_llm.requests) == 3
+    assert "duplicate key 'score'" in fake_llm.requests[1].body["messages"][3]["content"]
+    row = results(judged)["refund"]
+    assert (row["status"], row["verdict"]) == ("error", None)
+    assert "duplicate key 'score'" in row["error"]
+
+
 def test_a_planted_object_fails_the_case_end_to_end(
     judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
@@ -216,7 +245,7 @@ def test_garbage_replies_three_attempts_then_not_graded(
         ]
     )
     row = results(judged)["refund"]
-    assert (row["score"], row["hits"], row["misses"]) == (0.0, [], [])
+    assert (row["score"], row["hits"], row["misses"]) == (None, [], [])
     assert "could not be parsed" in row["error"]
 
 

@@ -159,6 +159,39 @@ def test_not_graded_is_an_error_not_a_failure(scores: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["SKIPPED [[]1] e.eval.yaml:*: eval 'broken' was not graded: *"])
 
 
+def test_a_case_not_graded_or_skipped_has_no_score(scores: pytest.Pytester) -> None:
+    """No ``agentv.score=0.0000`` and ``agentv.verdict=None`` for a skip or an error: neither
+    has a score (nor has an evaluator that could not grade); status and error are kept."""
+    write(scores, "twice.py", """print('{"score": 1, "score": 0}')\n""")
+    write(
+        scores,
+        "n.eval.yaml",
+        "evalcases:"
+        + scored("broken", 1.0).replace("input: q", "input: q\n    execution: {target: nowhere}")
+        + "\n  - {id: needs-judge, input: q, expected_outcome: x}\n"
+        + scored("half", 1.0)
+        + "      - {name: twice, type: code_judge, script: [python, twice.py]}\n",
+    )
+    scores.runpytest("--junitxml=junit.xml", "--agentv-results=out.jsonl")
+    props = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in ET.parse(scores.path / "junit.xml").getroot().iter("testcase")
+    }
+    for name, status in [("broken", "error"), ("needs-judge", "skipped"), ("half", "error")]:
+        assert props[name]["agentv.status"] == status
+        assert props[name]["agentv.error"]
+        assert "agentv.score" not in props[name] and "agentv.verdict" not in props[name]
+    assert props["half"]["agentv.evaluator.fixed.score"] == "1.0000"
+    assert not any(name.startswith("agentv.evaluator.twice") for name in props["half"])
+    rows = {
+        row["eval_id"]: row
+        for row in map(json.loads, (scores.path / "out.jsonl").read_text().splitlines())
+    }
+    for name in ("broken", "needs-judge", "half"):
+        assert (rows[name]["score"], rows[name]["verdict"]) == (None, None)
+        assert rows[name]["status"] != "graded" and rows[name]["error"]
+
+
 def test_junit_properties(scores: pytest.Pytester) -> None:
     write(
         scores,
@@ -181,6 +214,43 @@ def test_junit_properties(scores: pytest.Pytester) -> None:
     assert props["bad"]["agentv.verdict"] == "fail"
     assert json.loads(props["bad"]["agentv.misses"]) == ["off"]
     assert cases["bad"].find("failure") is not None
+
+
+def test_junit_keys_of_dotted_evaluator_names_never_collide(scores: pytest.Pytester) -> None:
+    """A composite ``a`` with member ``b.c`` and a composite ``a.b`` with member ``c`` both
+    wrote ``agentv.evaluator.a.b.c.score``: a name holding a dot is quoted, others are not."""
+
+    def fixed(name: str, score: float) -> str:
+        config = json.dumps({"score": score})
+        return f"{{name: '{name}', type: code_judge, script: [python, score.py], config: {config}}}"
+
+    average = "aggregator: {type: weighted_average}"
+    write(
+        scores,
+        "d.eval.yaml",
+        f"""
+        evalcases:
+          - id: dotted
+            input: q
+            evaluators:
+              - {{name: a, type: composite, evaluators: [{fixed("b.c", 0.2)}], {average}}}
+              - {{name: a.b, type: composite, evaluators: [{fixed("c", 0.9)}], {average}}}
+              - {fixed('"q', 0.7)}
+        """,
+    )
+    scores.runpytest("--junitxml=junit.xml")
+    pairs = [
+        (p.get("name"), p.get("value"))
+        for p in ET.parse(scores.path / "junit.xml").iter("property")
+    ]
+    names = [name for name, _ in pairs]
+    assert len(names) == len(set(names)), names
+    props = dict(pairs)
+    assert props["agentv.evaluator.a.score"] == "0.2000"
+    assert props['agentv.evaluator.a."b.c".score'] == "0.2000"
+    assert props['agentv.evaluator."a.b".score'] == "0.9000"
+    assert props['agentv.evaluator."a.b".c.score'] == "0.9000"
+    assert props['agentv.evaluator."\\"q".score'] == "0.7000"
 
 
 XUNIT2_SCHEMA = Path(__file__).with_name("junit-xunit2.xsd")
@@ -283,7 +353,7 @@ def test_results_file(scores: pytest.Pytester, run_args: list[str]) -> None:
     assert "evaluator_provider_request" not in one and "grader_raw_request" not in one
     assert rows["two"]["verdict"] == "fail"
     assert rows["three"]["error"].startswith("target 'nowhere' is not defined")
-    assert rows["three"]["score"] == 0.0
+    assert (rows["three"]["score"], rows["three"]["verdict"]) == (None, None)
     several = rows["several"]
     assert [e["name"] for e in several["evaluator_results"]] == ["a", "b"]
     assert set(several["evaluator_results"][0]) >= {

@@ -100,6 +100,26 @@ def test_changes_miss_in_replay_mode(project: pytest.Pytester, fake_llm: FakeOpe
     )
 
 
+def test_a_stored_reply_that_gives_a_key_twice_is_no_stored_reply(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: freeform_reply(0.2)
+    write(project, "s.eval.yaml", "evalcases:\n  - {id: low, expected_outcome: X, input: Q}\n")
+    project.makeini(ini(fake_llm, "readwrite"))
+    project.runpytest().assert_outcomes(failed=1)
+    [stored] = store_files(project.path)
+    text = stored.read_text()
+    content = json.loads(text)["response"]["content"]
+    written = f'"content": {json.dumps(content, ensure_ascii=False)}'
+    planted = json.dumps(content.replace("0.2", "0.95"))
+    stored.write_text(text.replace(written, f'{written},\n    "content": {planted}', 1))
+    assert "0.95" in json.loads(stored.read_text())["response"]["content"]  # the last one wins
+    fake_llm.stop()
+    result = project.runpytest("--agentv-cache-mode=replay")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*eval 'low' was not graded*no stored reply for this request*"])
+
+
 def test_store_files_are_stable_readable_and_secret_free(
     project: pytest.Pytester, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:

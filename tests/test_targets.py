@@ -202,6 +202,18 @@ def test_cli_answer_without_an_assistant_message_is_empty(project: pytest.Pytest
     result.stdout.fnmatch_lines(["*answer is ''*"])
 
 
+def test_cli_answer_that_gives_a_key_twice_is_not_graded(project: pytest.Pytester) -> None:
+    """Which text is the answer is unknown: neither one, nor the JSON as plain text."""
+    write(project, "agent.py", """print('{"text": "wrong", "text": "30 days"}')\n""")
+    write(project, ".agentv/targets.yaml", ANSWERS_TARGETS)
+    write(project, "c.eval.yaml", "evalcases:" + expect_case("a", "30 days"))
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*cli target 'default' printed a JSON object with a duplicate key 'text'*"]
+    )
+
+
 @pytest.mark.parametrize(
     ("command", "message"),
     [

@@ -168,6 +168,12 @@ def test_openai_style_tool_calls_are_read_too(agentv_judge: AgentvJudge) -> None
         agentv_judge, answer, mode="exact", expected=[{"tool": "lookup", "args": {"id": 7}}]
     )
     assert score.score == 1.0
+    # Arguments that give a key twice are no object: they match no expected arguments.
+    answer[0]["tool_calls"][0]["function"]["arguments"] = '{"id": 1, "id": 7}'
+    twice = grade(
+        agentv_judge, answer, mode="exact", expected=[{"tool": "lookup", "args": {"id": 7}}]
+    )
+    assert twice.score == 0.0
 
 
 def test_max_duration_ms_is_one_more_check_per_step(agentv_judge: AgentvJudge) -> None:

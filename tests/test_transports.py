@@ -18,7 +18,7 @@ from pytest_agentv.llm.prices import Price, price_for, supports
 from pytest_agentv.llm.retry import RetryPolicy
 from pytest_agentv.llm.transports import ModelSpec, Reply, uses_lean_transport
 from pytest_agentv.scheduler import shared_loop
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI, Status
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import judge_ini, write
 
@@ -121,6 +121,16 @@ def test_both_transports_send_the_same_request(
     assert (reply.prompt_tokens, reply.completion_tokens) == (100, 20)
     price = price_for(spec.model)
     assert reply.cost_usd == (pytest.approx(price.cost(100, 20)) if price else None)
+
+
+def test_a_body_that_gives_a_key_twice_is_not_a_chat_completion(fake_server: FakeOpenAI) -> None:
+    choice = '[{"message": {"role": "assistant", "content": "%s"}}]'
+    fake_server.push(
+        Status(200, body=f'{{"choices": {choice % "low"}, "choices": {choice % "high"}}}')
+    )
+    spec = ModelSpec("openai/fake-judge", api_base=fake_server.api_base)
+    with pytest.raises(NotGradedError, match="HTTP 200 with a body that is not a chat completion"):
+        call(spec, "auto")
 
 
 def test_an_unpriced_model_has_an_unknown_cost_and_no_schema(

@@ -4,24 +4,22 @@ The wire format is AgentV's: snake_case envelope keys on stdin (user data passed
 ``{score, hits, misses, reasoning, details}`` on stdout (``{pass, score, reason, checks}`` and
 ``assertions`` are accepted too). Every way a script can fail — exit code, signal, timeout,
 output flood, output that is not a JSON object, a score out of range — gives score 0 with the
-cause in ``misses``: never a silent zero, never a traceback.
+cause in ``misses``: never a silent zero, never a traceback. Output that gives a key twice
+(``{"score": 0, "score": 1}``) is not graded: which score it means is unknown.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..errors import DuplicateKeyError
+from ..yamlfile import json_decoder
 from .base import EvaluationContext, EvaluationScore
 from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts, script_payload
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def _strings(value: Any, key: str) -> tuple[list[str], str | None]:
@@ -63,7 +61,11 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
     if not text.strip():
         return bad('code judge printed nothing on stdout; expected a JSON object like {"score": 1}')
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = json_decoder().decode(text)
+    except DuplicateKeyError as exc:
+        # Which of the two values is the grade is unknown: no grade at all, not a zero.
+        ambiguous = f"code judge output is outside its contract: {exc}"
+        return EvaluationScore.graded(0.0, misses=(ambiguous,), error=ambiguous)
     except (ValueError, RecursionError) as exc:
         preview = " ".join(text.split())[:120]
         return bad(f"code judge output is not valid JSON ({exc}): {preview}")

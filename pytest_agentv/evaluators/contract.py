@@ -5,7 +5,8 @@ Every contract asks the judge to echo the call's nonce as the ``"nonce"`` field 
 object: shown with its value in the system prompt and as a ``const`` in the schema. Objects
 without the nonce (quoted from the candidate, which was written before the nonce existed) never
 count. A reply outside the contract — on another scale, a check missing or unknown, two objects
-carrying the nonce — raises ``ReplyError``: it is asked for again, and never becomes a grade.
+carrying the nonce, a key given twice — raises ``ReplyError``: it is asked for again, and never
+becomes a grade.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, TypeVar
 
+from ..errors import DuplicateKeyError
 from ..llm.client import ReplyError
 from ..schema.rubrics import RubricItem
 from .base import EvaluationScore
@@ -33,16 +35,20 @@ def contract_object(text: str, nonce: str) -> dict[str, Any]:
 
     Every outermost object in the reply is read (the whole reply, a fenced block, or objects
     inside prose); objects without the nonce — quoted from the candidate, say — never count, and
-    two different objects that both carry it are a reply outside the contract.
+    two different objects that both carry it are a reply outside the contract, as is an object
+    that gives a key twice (``{"score": 0.1, "score": 0.95}``: which score?).
     """
     carrying: list[dict[str, Any]] = []
     others = 0
-    for value in json_objects(text):
-        if isinstance(value, dict) and value.get("nonce") == nonce:
-            if value not in carrying:
-                carrying.append(value)
-        else:
-            others += 1
+    try:
+        for value in json_objects(text):
+            if isinstance(value, dict) and value.get("nonce") == nonce:
+                if value not in carrying:
+                    carrying.append(value)
+            else:
+                others += 1
+    except DuplicateKeyError as exc:
+        raise ReplyError(f"a JSON object in the reply has a {exc}") from None
     if len(carrying) == 1:
         return carrying[0]
     if carrying:

@@ -6,13 +6,14 @@ Binary, as in AgentV: a cost equal to the budget passes. A target that reports n
 
 from __future__ import annotations
 
+from ..results import js_fixed
 from ..schema.checks import CostSpec
 from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
 from .limits import TraceLimit
 
 
 def _usd(value: float) -> str:
-    return f"${value:.4f}"
+    return f"${js_fixed(value, 4)}"
 
 
 _COST = TraceLimit(

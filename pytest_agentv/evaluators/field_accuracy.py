@@ -15,16 +15,16 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DuplicateKeyError
 from ..loader import EntryProblem, zero_weights
+from ..results import js_fixed, js_number
 from ..schema.checks import FieldAccuracySpec, FieldSpec
 from ..schema.evaluators import EvaluatorConfig
 from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
-from .text import deep_equal, first_json_object, js_number
+from .text import deep_equal, first_json_object
 
 MAX_LISTED = 4
 _MISSING = object()
@@ -122,10 +122,6 @@ def to_number(value: Any) -> float | None:
     return None
 
 
-def _fixed2(value: float) -> str:
-    return str(Decimal(value).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
-
-
 def _ymd(year: int, month: int, day: int) -> date | None:
     try:
         return date(year, month, day)
@@ -189,10 +185,10 @@ def compare(spec: FieldSpec, actual: Any, expected: Any) -> FieldResult:
         diff = abs(got_n - want_n)
         off = diff / abs(want_n) if spec.relative and want_n != 0 else diff
         if off <= spec.tolerance:
-            return result(True, f"{path} (within tolerance: diff={_fixed2(diff)})")
+            return result(True, f"{path} (within tolerance: diff={js_fixed(diff, 2)})")
         return result(
             False,
-            f"{path} (outside tolerance: diff={_fixed2(diff)}, "
+            f"{path} (outside tolerance: diff={js_fixed(diff, 2)}, "
             f"tolerance={js_number(spec.tolerance)})",
         )
     formats = spec.formats or ["YYYY-MM-DD", "DD-MMM-YYYY", "MM/DD/YYYY", "DD/MM/YYYY"]
@@ -232,6 +228,9 @@ def expected_data(context: EvaluationContext) -> dict[str, Any] | None:
         if isinstance(content, str):
             try:
                 return first_json_object(content)
+            except DuplicateKeyError as exc:
+                name = context.evaluator.name if context.evaluator else "field_accuracy"
+                raise ConfigError(f"{name}: the expected JSON object has a {exc}") from None
             except ValueError:
                 continue
     return None
@@ -262,10 +261,11 @@ class FieldAccuracyEvaluator:
             )
         try:
             candidate = first_json_object(context.candidate)
-        except ValueError:
+        except ValueError as exc:
+            duplicate = f" (it has a {exc})" if isinstance(exc, DuplicateKeyError) else ""
             return EvaluationScore.graded(
                 0.0,
-                misses=("Failed to parse candidate answer as JSON",),
+                misses=(f"Failed to parse candidate answer as JSON{duplicate}",),
                 expected_aspect_count=len(spec.fields),
                 reasoning="Candidate answer is not valid JSON",
             )

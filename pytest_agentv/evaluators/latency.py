@@ -6,10 +6,10 @@ score 0 with "No duration data available in trace" as the miss.
 
 from __future__ import annotations
 
+from ..results import js_number
 from ..schema.checks import LatencySpec
 from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
 from .limits import TraceLimit
-from .text import js_number
 
 _LATENCY = TraceLimit(
     key="duration_ms",

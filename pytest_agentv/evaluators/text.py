@@ -1,14 +1,16 @@
 """What answers and expected values hold, read and compared as AgentV does: JSON objects found in
-text (the whole text, a fenced block, or objects inside prose), JSON equality, and numbers printed
-as JavaScript prints them.
+text (the whole text, a fenced block, or objects inside prose) and JSON equality. (Numbers are
+printed as JavaScript prints them by ``results.js_number``.)
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+from ..errors import DuplicateKeyError
+from ..yamlfile import json_decoder
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
@@ -22,13 +24,16 @@ MAX_FAILED_STARTS = 1000
 
 def json_objects(text: str) -> Iterator[Any]:
     """Every outermost JSON object in a text, in order: the whole text, a fenced block, or
-    objects inside prose."""
-    decoder = json.JSONDecoder()
+    objects inside prose. An object that gives a key twice raises ``DuplicateKeyError``: it
+    says two things, and which one it means is unknown."""
+    decoder = json_decoder(nan=True)
     failed = 0
     found = _OBJECT_START.search(text)
     while found is not None and failed < MAX_FAILED_STARTS:
         try:
             value, end = decoder.raw_decode(text, found.start())
+        except DuplicateKeyError:
+            raise
         except (ValueError, RecursionError):  # nested too deep is not JSON we can read either
             failed += 1
             found = _OBJECT_START.search(text, found.start() + 1)
@@ -39,11 +44,15 @@ def json_objects(text: str) -> Iterator[Any]:
 
 def first_json_object(text: str) -> dict[str, Any]:
     """The first JSON object in a text (an answer that should be JSON, say): the whole text,
-    else a fenced block, else the first object inside prose."""
+    else a fenced block, else the first object inside prose (``DuplicateKeyError`` for one
+    that gives a key twice)."""
+    decoder = json_decoder(nan=True)
     fenced = (block.strip() for block in _FENCE.findall(text))
     for candidate in (text.strip(), *fenced):
         try:
-            value = json.loads(candidate)
+            value = decoder.decode(candidate)
+        except DuplicateKeyError:
+            raise
         except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
@@ -65,8 +74,3 @@ def deep_equal(a: Any, b: Any) -> bool:
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(deep_equal(a[key], b[key]) for key in a)
     return type(a) is type(b) and bool(a == b)
-
-
-def js_number(value: float) -> str:
-    """A number as AgentV's messages print it: ``45``, not ``45.0``."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))

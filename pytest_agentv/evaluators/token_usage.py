@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..results import js_number
 from ..schema.base import finite_number
 from ..schema.checks import TokenUsageSpec
 from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
 from .limits import no_trace_data
-from .text import js_number
 
 
 def _count(usage: dict[str, Any], key: str) -> float | None:

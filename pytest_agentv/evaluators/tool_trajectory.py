@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..answers import ToolCall, tool_calls
+from ..results import js_number
 from ..schema.base import finite_number
 from ..schema.checks import ToolTrajectorySpec, TrajectoryStep
 from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
-from .text import deep_equal, js_number
+from .text import deep_equal
 
 NO_TRACE = "No trace available for evaluation"
 

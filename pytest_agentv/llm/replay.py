@@ -4,7 +4,8 @@ The key is a SHA-256 of everything that can change a reply — model, rendered m
 per-call prompt nonce replaced by a placeholder), temperature, max tokens, response format, the
 judge protocol version and the trial index — and of nothing that cannot (API base, credentials).
 Only replies that were accepted (called successfully and parsed) are stored, so errors and
-unparseable replies never poison the store. Files are written atomically (a ``*.tmp`` file,
+unparseable replies never poison the store; a file that is not JSON as it is read everywhere (one
+that gives a key twice, say) holds no stored reply. Files are written atomically (a ``*.tmp`` file,
 then a rename), so xdist workers can share one store; a temporary file that an interrupted run
 (SIGKILL) left behind never ends in ``.json``, is ignored by the store's ``.gitignore``, and is
 removed by the next run that writes to the store.
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeGuard, get_args
 
 from ..redaction import redact_obj
+from ..yamlfile import json_decoder
 
 STORE_FORMAT = 1
 #: A temporary file this old belongs to a write that was interrupted, not to one under way.
@@ -77,8 +79,8 @@ class ReplayStore:
         if not self.reads:
             return None
         try:
-            data = json.loads(self.path_for(key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json_decoder().decode(self.path_for(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):  # a key given twice too: no stored reply
             return None
         if not isinstance(data, dict) or data.get("format") != STORE_FORMAT:
             return None

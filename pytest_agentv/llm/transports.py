@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 from ..errors import NotGradedError
 from ..redaction import register_secret, valid_text
+from ..yamlfile import json_decoder
 
 if TYPE_CHECKING:
     import httpx
@@ -379,13 +380,12 @@ class LeanTransport:
 
     def _reply(self, content: bytes, status: int) -> Reply:
         try:
-            data = json.loads(content)
-            choice = data["choices"][0]
-            text = choice["message"].get("content")
+            data = json_decoder(nan=True).decode(content.decode("utf-8"))
+            text = data["choices"][0]["message"].get("content")
             usage = data.get("usage") or {}
             prompt_tokens = int(usage.get("prompt_tokens") or 0)
             completion_tokens = int(usage.get("completion_tokens") or 0)
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
             raise TransportError(
                 f"HTTP {status} with a body that is not a chat completion: "
                 f"{content[:200].decode('utf-8', 'replace')}"

@@ -2,16 +2,21 @@
 
 A case's row travels on the report that ends it as ``report.agentv`` (plain builtins, so
 pytest-xdist can carry it to the controller); its scores, verdicts, trials, deltas and cost are
-the test's JUnit properties (``agentv.score``, ``agentv.evaluator.<name>.score``...).
+the test's JUnit properties (``agentv.score``, ``agentv.evaluator.<name>.score``...), one key
+each: evaluator names holding a dot are quoted, and a test's later ``assert_judged`` calls are
+numbered (``agentv.2.score``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pytest
 
+from ..redaction import printable
+from ..results import js_fixed
 from .jsonl import compact_json
 
 if TYPE_CHECKING:
@@ -24,24 +29,34 @@ result_key: pytest.StashKey[ResultRow] = pytest.StashKey()
 judged_key: pytest.StashKey[list[ResultRow]] = pytest.StashKey()
 
 
+def key_part(name: str) -> str:
+    """An evaluator name as one part of a property key: as written, or as a JSON string when it
+    holds a dot or starts with a quote, so that no two paths share a key (a composite ``a``
+    with member ``b.c`` writes ``a."b.c"``, a composite ``a.b`` with member ``c`` ``"a.b".c``);
+    in that string every character outside ASCII is escaped, so that none of a name with an
+    invisible or reordering character (U+202E) is hidden either."""
+    plain = "." not in name and not name.startswith('"') and printable(name) == name
+    return name if plain else json.dumps(name)
+
+
 def _evaluator_properties(
     entries: Sequence[EvaluatorRow], prefix: str
 ) -> Iterator[tuple[str, str]]:
-    """Each evaluator's score and verdict; a composite's members under its name."""
+    """Each evaluator's score and verdict (none for one that could not grade); a composite's
+    members under its name."""
     for entry in entries:
-        name = f"{prefix}.{entry['name']}"
-        yield f"{name}.score", f"{entry['score']:.4f}"
-        yield f"{name}.verdict", entry["verdict"]
+        name = f"{prefix}.{key_part(entry['name'])}"
+        if "error" not in entry:
+            yield f"{name}.score", f"{entry['score']:.4f}"
+            yield f"{name}.verdict", entry["verdict"]
         yield from _evaluator_properties(entry.get("evaluator_results", ()), name)
 
 
 def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, str]]:
     """JUnit ``<property>`` pairs for one graded (or ungraded) evaluation."""
-    props: list[tuple[str, str]] = [
-        (f"{prefix}.status", row["status"]),
-        (f"{prefix}.score", f"{row['score']:.4f}"),
-        (f"{prefix}.verdict", str(row["verdict"])),
-    ]
+    props: list[tuple[str, str]] = [(f"{prefix}.status", row["status"])]
+    if row["score"] is not None and row["verdict"] is not None:  # graded: not an error, a skip
+        props += [(f"{prefix}.score", f"{row['score']:.4f}"), (f"{prefix}.verdict", row["verdict"])]
     props.extend(_evaluator_properties(row["evaluator_results"], f"{prefix}.evaluator"))
     trials, aggregation = row["trials"], row["aggregation"]
     if trials is not None:
@@ -61,7 +76,7 @@ def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, st
     if usage["calls"] or usage["reused"]:
         props.append((f"{prefix}.tokens", str(usage["tokens"])))
         cost = usage["cost_usd"]
-        props.append((f"{prefix}.cost_usd", "unknown" if cost is None else f"{cost:.6f}"))
+        props.append((f"{prefix}.cost_usd", "unknown" if cost is None else js_fixed(cost, 6)))
     if row["error"]:
         props.append((f"{prefix}.error", row["error"]))
     return props
@@ -70,6 +85,14 @@ def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, st
 def record_properties(item: pytest.Item, row: ResultRow, prefix: str = "agentv") -> None:
     # Appended to the item, not the report: junitxml writes them from the teardown report.
     item.user_properties.extend(properties_for(row, prefix))
+
+
+def record_judged(item: pytest.Item, row: ResultRow) -> None:
+    """Keep an ``assert_judged`` row on its test, with its properties: the first call's keys are
+    ``agentv.*``, later calls' are numbered (``agentv.2.*``...) so that no key is written twice."""
+    judged = item.stash.setdefault(judged_key, [])
+    judged.append(row)
+    record_properties(item, row, f"agentv.{len(judged)}" if len(judged) > 1 else "agentv")
 
 
 def attach(item: pytest.Item, report: pytest.TestReport) -> None:

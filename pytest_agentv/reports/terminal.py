@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..redaction import printable
+from ..results import js_fixed
 from ..verdicts import fmt
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ class Summary:
             f"cost unknown ({u['unpriced_calls']} of {u['calls']} calls to models without a "
             "known price)"
             if u["unpriced_calls"]
-            else f"${u['cost_usd']:.4f}"
+            else f"${js_fixed(u['cost_usd'], 4)}"
         )
         terminalreporter.write_line(
             f"agentv: {u['calls']} model calls made, {u['reused']} replies reused from the store, "

@@ -66,6 +66,10 @@ TARGET_SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
+#: What a CLI target's ``command_template`` fills in, each value one shell-quoted argument.
+CLI_PLACEHOLDERS = ("PROMPT", "GUIDELINES", "EVAL_ID", "ATTEMPT", "FILES", "OUTPUT_FILE")
+
+
 class TargetConfig(Model):
     """A target entry of ``.agentv/targets.yaml``; provider settings are extra keys."""
 

@@ -196,9 +196,10 @@ class TargetCatalog:
         if isinstance(target, BatchCliTarget):
             target.expect(spec)
 
-    def ignored_settings(self, spec: CaseSpec) -> list[tuple[str, FileWarning]]:
-        """Warnings, the first time a case uses a target, about its settings pytest-agentv
-        ignores (AgentV settings it does not implement, or keys nobody knows)."""
+    def setting_notes(self, spec: CaseSpec) -> list[tuple[str, FileWarning]]:
+        """Warnings, the first time a case uses a target, about its settings: those pytest-agentv
+        ignores (AgentV settings it does not implement, or keys nobody knows) and placeholders
+        written inside quotes."""
         if self.answers is not None:
             return []
         try:
@@ -209,7 +210,7 @@ class TargetCatalog:
         if loaded is None or (loaded.path, name) in self._warned:
             return []
         self._warned.add((loaded.path, name))
-        return [(str(loaded.path), warning) for warning in loaded.ignored.get(name, ())]
+        return [(str(loaded.path), warning) for warning in loaded.notes.get(name, ())]
 
     def _build(self, spec: CaseSpec, name: str, folder: Path) -> Target:
         loaded = self.targets_file(folder)

@@ -30,11 +30,12 @@ from ..paths import resolve_reference
 from ..processes import MAX_STDOUT_BYTES, ProcessResult, run_process
 from ..projectfiles import Where
 from ..redaction import redact
+from ..schema.targets import CLI_PLACEHOLDERS
 from ..yamlfile import json_lines
 
 DEFAULT_CLI_TIMEOUT = 120.0
 
-_PLACEHOLDER = re.compile(r"\{([A-Z_]+)\}")
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(CLI_PLACEHOLDERS) + r")\}")
 
 _FILE_PLACEHOLDER = re.compile(r"\{(path|basename)\}")
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from math import inf
 from pathlib import Path
@@ -58,6 +59,23 @@ class MockTarget:
 TargetFunction = Callable[[PreparedCase], Any]
 
 
+def callable_name(function: Callable[..., Any]) -> str:
+    return getattr(function, "__name__", type(function).__name__)
+
+
+@contextmanager
+def agent_call(what: str) -> Iterator[None]:
+    """Where an agent written in Python runs (``agentv_target``, ``assert_judged``'s callable):
+    its exception ends the case as not graded with the redacted reason, as a CLI agent's exit
+    code does. pytest's outcomes (``pytest.skip``...) and interrupts are not exceptions of it."""
+    try:
+        yield
+    except NotGradedError:
+        raise
+    except (Exception, SystemExit) as exc:
+        raise NotGradedError(f"{what} raised {type(exc).__name__}: {redact(str(exc))}") from exc
+
+
 class FixtureTarget:
     """The callable returned by an ``agentv_target`` fixture (sync or async).
 
@@ -72,25 +90,16 @@ class FixtureTarget:
     def __init__(self, function: TargetFunction) -> None:
         self.name = "agentv_target"
         self.function = function
-        self.what = (
-            f"agentv_target fixture ({getattr(function, '__name__', type(function).__name__)})"
-        )
+        self.what = f"agentv_target fixture ({callable_name(function)})"
 
     @property
     def is_async(self) -> bool:
         method = type(self.function).__call__
         return inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(method)
 
-    def _failed(self, exc: BaseException) -> NotGradedError:
-        return NotGradedError(f"{self.what} raised {type(exc).__name__}: {redact(str(exc))}")
-
     def call_sync(self, case: PreparedCase) -> TargetResponse:
-        try:
+        with agent_call(self.what):
             value = self.function(case)
-        except NotGradedError:
-            raise
-        except (Exception, SystemExit) as exc:
-            raise self._failed(exc) from exc
         if inspect.isawaitable(value):
             close = getattr(value, "close", None)
             if callable(close):
@@ -99,14 +108,10 @@ class FixtureTarget:
         return response_from(value, self.what)
 
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
-        try:
+        with agent_call(self.what):
             value = self.function(case)
             if inspect.isawaitable(value):
                 value = await value
-        except NotGradedError:
-            raise
-        except (Exception, SystemExit) as exc:
-            raise self._failed(exc) from exc
         return response_from(value, self.what)
 
 
