@@ -18,7 +18,6 @@ exists only when both runs graded the case; under trials both are the case's agg
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -158,10 +157,10 @@ def _not_graded(row: Mapping[str, Any]) -> bool:
 
 def _score(row: Mapping[str, Any]) -> float | None:
     """The row's score, if it is a number from 0 to 1."""
-    score = row.get("score")
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
-        return None
-    return float(score) if 0 <= score <= 1 else None
+    from .schema.base import finite_number  # not when the plugin loads (see ``_read``)
+
+    score = finite_number(row.get("score"))
+    return score if score is not None and 0 <= score <= 1 else None
 
 
 def graded_score(row: Mapping[str, Any] | None) -> float | None:

@@ -144,6 +144,10 @@ def test_stdout_protocols(
         (b'{"score": 1.7}', "code judge 'score' must be between 0 and 1 (got 1.7)"),
         (b'{"score": "0.8"}', "code judge 'score' must be a number between 0 and 1 (got '0.8')"),
         (b'{"score": true}', "code judge 'score' must be a number*"),
+        (
+            b'{"score": 1' + b"0" * 400 + b"}",
+            "code judge 'score' must be between 0 and 1 (got 1000*...)",
+        ),
         (b'{"score": 1, "hits": "all"}', "code judge 'hits' must be a list of strings"),
         (b'{"score": 1, "reasoning": 3}', "code judge 'reasoning' must be a string"),
         (b'{"hits": []}', "code judge output needs a 'score' (0 to 1), 'pass' or 'checks'"),
@@ -158,6 +162,7 @@ def test_stdout_protocols(
         "out-of-range",
         "string-score",
         "bool-score",
+        "400-digit-score",
         "hits-type",
         "reasoning-type",
         "no-score",

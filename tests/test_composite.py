@@ -113,6 +113,25 @@ def test_all_zero_weights_score_zero(agentv_judge: AgentvJudge) -> None:
     assert score.evaluator_results[0].score.score == 0.0
 
 
+def test_weights_near_a_floats_limit_still_average(agentv_judge: AgentvJudge) -> None:
+    """Two weights of 1e308 overflowed their sum: the mean was NaN, scored 0, for a member
+    that passed and one that did not (the composite's and the case's weighted means alike)."""
+    heavy = 1.7e308
+    entry = composite(
+        "heavy",
+        {"name": "a", "type": "latency", "threshold": 10},
+        {"name": "b", "type": "cost", "budget": 0.1},
+        weights={"a": heavy, "b": heavy},
+    )
+    answer = {"text": "x", "duration_ms": 1, "cost_usd": 1}
+    assert evaluate(agentv_judge, entry, answer).score == 0.5
+    members = [
+        {"name": "a", "type": "latency", "threshold": 10, "weight": heavy},
+        {"name": "b", "type": "latency", "threshold": 10, "weight": heavy},
+    ]
+    assert agentv_judge.evaluate(answer, evaluators=members).score.score == 1.0
+
+
 def test_nested_composites_nest_results(agentv_judge: AgentvJudge) -> None:
     inner = composite(
         "inner",

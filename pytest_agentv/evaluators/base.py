@@ -352,11 +352,22 @@ async def run_evaluators_for_case(
     return CaseEvaluation(aggregate(results), results)
 
 
+def weighted_average(graded: Iterable[tuple[float, float]]) -> float:
+    """The mean of ``(score, weight)`` pairs by weight (weights finite and >= 0; 0 when they all
+    are 0). Weights count relative to the largest: two weights near a float's limit would
+    overflow their sum, and the mean would be NaN."""
+    pairs = list(graded)
+    largest = max((weight for _, weight in pairs), default=0.0)
+    if largest <= 0:
+        return 0.0
+    shares = [(score, weight / largest) for score, weight in pairs]
+    return sum(score * share for score, share in shares) / sum(share for _, share in shares)
+
+
 def weighted_mean(results: Sequence[EvaluatorResult]) -> tuple[float, bool]:
     """The weighted mean of the results' scores (0 when every weight is 0), and whether a
     result with weight failed its gate — which fails the whole, whatever the mean."""
-    total = sum(r.weight for r in results)
-    score = sum(r.score.score * r.weight for r in results) / total if total > 0 else 0.0
+    score = weighted_average((r.score.score, r.weight) for r in results)
     return score, any(r.score.gate_failed and r.weight > 0 for r in results)
 
 

@@ -21,9 +21,16 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..loader import EntryProblem, zero_weights
+from ..schema.base import finite_number
 from ..schema.checks import FieldAccuracySpec, FieldSpec
 from ..schema.evaluators import EvaluatorConfig
-from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
+from .base import (
+    NEEDS_SETTINGS,
+    EvaluationContext,
+    EvaluationScore,
+    entry_settings,
+    weighted_average,
+)
 from .text import deep_equal, first_json_object, js_number
 
 MAX_LISTED = 4
@@ -111,18 +118,31 @@ def js_typeof(value: Any) -> str:
 
 
 def to_number(value: Any) -> float | None:
-    """A number, or the leading number of a string (as JavaScript's ``parseFloat`` reads it)."""
+    """A number, or the leading number of a string (as JavaScript's ``parseFloat`` reads it);
+    an integer beyond a float's range is infinite, as JavaScript reads it."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return None if math.isnan(value) else float(value)
+    if isinstance(value, int):
+        number = finite_number(value)
+        return number if number is not None else (math.inf if value > 0 else -math.inf)
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
     if isinstance(value, str):
         found = _LEADING_NUMBER.match(value)
         return float(found.group(0)) if found else None
     return None
 
 
+#: From here on JavaScript's ``toFixed`` gives the number as ``toString`` does (``1e+27``).
+_FIXED_LIMIT = 1e21
+
+
 def _fixed2(value: float) -> str:
+    """JavaScript's ``value.toFixed(2)``, for any difference of two numbers (a huge one too)."""
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if abs(value) >= _FIXED_LIMIT:
+        return repr(value)  # Python's shortest form is JavaScript's in this range: 1e+27
     return str(Decimal(value).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
 
@@ -275,8 +295,7 @@ class FieldAccuracyEvaluator:
         if spec.aggregation == "all_or_nothing":
             score = 0.0 if misses else 1.0
         else:
-            total = sum(r.weight for r in results)
-            score = sum(r.score * r.weight for r in results) / total if total > 0 else 0.0
+            score = weighted_average((r.score, r.weight) for r in results)
         return EvaluationScore.graded(
             score,
             hits=tuple(hits[:MAX_LISTED]),
