@@ -206,9 +206,10 @@ class AgentvJudge:
 
     def _judgement(self, options: JudgeOptions, trials: TrialsConfig | None) -> Judgement:
         """What grades the answers, prepared in the test's own thread: the entries are
-        validated (a mistake is raised in the test's frame), hooks asked for evaluator kinds,
-        and the needed judges looked for (``JudgeNotConfiguredError``)."""
-        from .answers import TargetResponse
+        validated (a mistake is raised in the test's frame), the ``trace``'s numbers checked as
+        every answer's are (``NotGradedError``), hooks asked for evaluator kinds, and the
+        needed judges looked for (``JudgeNotConfiguredError``)."""
+        from .answers import TargetResponse, checked_trace
         from .cases import PreparedCase
         from .evaluators.base import EvaluationContext, entry_judges
         from .grading import Judgement
@@ -216,6 +217,8 @@ class AgentvJudge:
         from .schema.messages import render_content
         from .trials import policy_for
 
+        traced = options.get("trace")
+        trace = checked_trace(traced, "assert_judged(trace=...)") if traced is not None else None
         entries = python_entries(options.get("evaluators"), options.get("rubrics"))
         hook = self.item.ihook if self.item is not None else self.run.config.hook
         registry = self.run.registry.scoped(
@@ -245,7 +248,7 @@ class AgentvJudge:
                 attempt=attempt,
                 output_messages=response.output_messages,
                 judge_model=options.get("model"),
-                trace_summary=_trace(response.trace_summary(), options.get("trace")),
+                trace_summary=_trace(response.trace_summary(), trace),
             )
 
         session = self.run.session_judge()

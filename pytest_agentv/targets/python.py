@@ -12,7 +12,7 @@ from math import inf
 from pathlib import Path
 from typing import Any
 
-from ..answers import TargetResponse, response_from
+from ..answers import TargetResponse, checked_answer, response_from
 from ..baseline import PreviousResults
 from ..cases import PreparedCase
 from ..errors import ConfigError, NotGradedError
@@ -156,11 +156,13 @@ class RecordedTarget:
                 "'output_messages'"
             )
         value = {"output_messages": messages} if messages else {"text": text}
-        response = response_from(value, f"the recorded row for '{case.id}'")
+        what = f"the recorded row for '{case.id}'"
+        response = response_from(value, what)
         trace = row.get("trace_summary")
         # The recorded answer is what was graded, whatever its messages would give today.
-        return replace(
+        recorded = replace(
             response,
             text=text if isinstance(text, str) else response.text,
             recorded_trace=trace if isinstance(trace, dict) else None,
         )
+        return checked_answer(recorded, what)
