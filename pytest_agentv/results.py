@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
 from .redaction import redact_obj
 
@@ -28,9 +28,24 @@ class UsageRow(TypedDict):
     prompt_tokens: int
     completion_tokens: int
     tokens: int
-    #: None when a call went to a model without a known price: the cost is then unknown.
+    #: None when a call's cost is unknown (``unpriced_calls``): the cost is then unknown.
     cost_usd: float | None
+    #: Calls whose cost is unknown: to a model without a known price, or whose reply's usage was
+    #: not counts of tokens.
     unpriced_calls: int
+
+
+#: Why a call's cost is unknown, as reports say it.
+UNKNOWN_COST = "without a known price or token counts"
+
+
+class Spend(NamedTuple):
+    """The run's model spend so far (``--agentv-budget-usd``): dollars counted, calls whose cost
+    is unknown (they cannot be counted against the budget), and calls refused for it."""
+
+    usd: float
+    unknown: int
+    refused: int
 
 
 def usd(amount: float) -> str:

@@ -18,13 +18,14 @@ import os
 import ssl
 import weakref
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 from urllib.parse import quote
 
 from ..errors import NotGradedError
 from ..redaction import register_secret, valid_text
+from ..schema.base import metric_number
 
 if TYPE_CHECKING:
     import httpx
@@ -83,18 +84,37 @@ class ModelSpec:
             register_secret(self.api_key)
 
 
+def token_count(value: Any) -> int | None:
+    """A count of tokens as a model server reports it: an integer >= 0 (``metric_number``),
+    else None: the call's usage, and so its cost, is unknown (never negative spend)."""
+    return value if isinstance(value, int) and metric_number(value) is not None else None
+
+
 @dataclass(frozen=True)
 class Reply:
+    """A model's reply, with the usage and cost of its call as far as they are known: usage
+    that is not counts of tokens (missing, negative, not an integer) is unknown (None), and
+    then so is the cost; a cost that is not a number >= 0 is unknown too. Every request sends a
+    prompt, so a prompt of 0 tokens was not counted (litellm reads usage it cannot read, or
+    none, as 0 tokens)."""
+
     text: str
     cached: bool
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    #: None when the model's price is unknown; for a reused reply, what its recording cost.
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    #: None when the model's price or the call's usage is unknown; for a reused reply, what its
+    #: recording cost.
     cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         # A model may send a lone surrogate escape: the store and reports must be UTF-8.
         object.__setattr__(self, "text", valid_text(self.text))
+        prompt, completion = token_count(self.prompt_tokens), token_count(self.completion_tokens)
+        prompt = prompt or None
+        known = prompt is not None and completion is not None
+        object.__setattr__(self, "prompt_tokens", prompt)
+        object.__setattr__(self, "completion_tokens", completion)
+        object.__setattr__(self, "cost_usd", metric_number(self.cost_usd) if known else None)
 
 
 class Transport(Protocol):
@@ -176,8 +196,8 @@ class LitellmTransport:
         return Reply(
             text=getattr(choice.message, "content", None) or "",
             cached=False,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
             cost_usd=cost,
         )
 
@@ -382,19 +402,20 @@ class LeanTransport:
             data = json.loads(content)
             choice = data["choices"][0]
             text = choice["message"].get("content")
-            usage = data.get("usage") or {}
-            prompt_tokens = int(usage.get("prompt_tokens") or 0)
-            completion_tokens = int(usage.get("completion_tokens") or 0)
+            usage = data.get("usage")
+            usage = usage if isinstance(usage, dict) else {}
         except (ValueError, TypeError, KeyError, IndexError, AttributeError):
             raise TransportError(
                 f"HTTP {status} with a body that is not a chat completion: "
                 f"{content[:200].decode('utf-8', 'replace')}"
             ) from None
-        price = self._price
-        return Reply(
+        reply = Reply(
             text=text if isinstance(text, str) else "",
             cached=False,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=price.cost(prompt_tokens, completion_tokens) if price else None,
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
         )
+        prompt, completion, price = reply.prompt_tokens, reply.completion_tokens, self._price
+        if price is None or prompt is None or completion is None:
+            return reply
+        return replace(reply, cost_usd=price.cost(prompt, completion))
