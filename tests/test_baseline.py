@@ -295,6 +295,10 @@ def test_graded_scores_of_previous_rows() -> None:
     assert graded_score({"score": 0, "error": "boom"}) is None
     assert graded_score({"score": 1, "status": "skipped"}) is None
     assert graded_score({"test_id": "x", "score": 1, "execution_status": "execution_error"}) is None
+    assert graded_score({"test_id": "x", "score": 1, "execution_status": "timeout"}) is None
+    assert (
+        graded_score({"test_id": "x", "score": 0.3, "execution_status": "quality_failure"}) == 0.3
+    )
     assert graded_score({"score": True}) is None
     assert graded_score({"score": 7}) is None
     assert graded_score({"score": 10**400}) is None  # it raised OverflowError

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..answers import TargetResponse, checked_answer, response_from
-from ..baseline import PreviousResults
+from ..baseline import PreviousResults, not_graded_reason
 from ..cases import PreparedCase
 from ..errors import ConfigError, NotGradedError
 from ..paths import display_path
@@ -115,8 +115,9 @@ class RecordedTarget:
     AgentV's: ``candidate_answer``, ``output_messages``, ``trace_summary``), matched by dataset
     and eval id (``test_id`` in later AgentV rows), instead of calling the case's target.
 
-    A case with no recorded answer, or whose recorded row is itself an error or a skip, is not
-    graded. When a file has several rows for one case, the last one is used.
+    A case with no recorded answer, or whose recorded row was not graded itself (an error, a
+    skip, a later AgentV ``execution_error``: ``not_graded_reason``), is not graded, with the
+    recorded reason. When a file has several rows for one case, the last one is used.
     """
 
     judge_target: str | None = None
@@ -142,9 +143,8 @@ class RecordedTarget:
             raise NotGradedError(
                 f"no recorded answer for dataset '{case.dataset}', eval_id '{case.id}' {where}"
             )
-        status = row.get("status")
-        if row.get("error") or status in ("error", "skipped"):
-            problem = row.get("error") or f"status {status}"
+        problem = not_graded_reason(row)
+        if problem is not None:
             raise NotGradedError(
                 f"the recorded answer for '{case.id}' {where} is not an answer: {problem}"
             )
