@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -160,6 +161,45 @@ def test_batch_under_xdist_runs_once_per_worker_at_most(project: pytest.Pytester
     result = project.runpytest("-n", "2", "--dist", "loadfile")
     result.assert_outcomes(passed=2, errors=1)
     assert len((project.path / "runs.log").read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "workers", [[], ["-n", "2", "--dist", "loadfile"]], ids=["serial", "xdist"]
+)
+def test_a_case_a_target_fixture_passes_on_is_batched(
+    project: pytest.Pytester, workers: list[str]
+) -> None:
+    """With an agentv_target fixture returning None (the file's target answers), each case ran
+    the batch command alone and took its whole output as one answer: 'c', which has no line,
+    got the others' answers and passed."""
+    batch_project(project)
+    cases = project.path / "b.eval.yaml"
+    # Every answer passes every case's judge: only the line a case is given decides.
+    cases.write_text(
+        re.sub(r'keywords: \["[abc] \("\]', 'keywords: ["30 days"]', cases.read_text())
+    )
+    write(
+        project,
+        "conftest.py",
+        """
+        import pytest
+
+        @pytest.fixture
+        def agentv_target():
+            return None  # the targets file's target answers
+        """,
+    )
+    result = project.runpytest(*workers)
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'c' was not graded: the batch output of cli target 'default' has no line "
+            "with id 'c'*"
+        ]
+    )
+    runs = (project.path / "runs.log").read_text().splitlines()
+    assert len(runs) == 1
+    assert [path.rsplit("/", 1)[1] for path in json.loads(runs[0])] == ["a.txt", "b.txt", "c.txt"]
 
 
 @pytest.mark.parametrize(
