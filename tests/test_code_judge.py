@@ -198,6 +198,63 @@ def test_failing_scripts_fail_the_case_with_the_cause(
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.parametrize(
+    ("script", "problem"),
+    [
+        ("[python, missing.py]", "script file 'missing.py' does not exist (in evals)"),
+        ('"python missing.py"', "script file 'missing.py' does not exist (in evals)"),
+        ("[python, -W, ignore, ../missing.py]", "script file '../missing.py' does not exist*"),
+        (
+            "[no-such-runner, run, judge.py]",
+            "program 'no-such-runner' was not found (run from evals)",
+        ),
+        ('"no-such-runner judge.py"', "program 'no-such-runner' was not found*"),
+        ("[./locked.sh]", "program './locked.sh' is not executable (run from evals)"),
+    ],
+    ids=[
+        "missing-file",
+        "missing-file-shell",
+        "options-first",
+        "no-program",
+        "no-program-shell",
+        "not-executable",
+    ],
+)
+def test_a_judge_that_cannot_start_is_not_graded(
+    project: pytest.Pytester, script: str, problem: str
+) -> None:
+    """`python missing.py` exits 2 (can't open file): it was a graded fail with score 0, as a
+    judge that ran and failed. A judge that cannot start says nothing about the answer."""
+    write(project, "evals/judge.py", 'import json; print(json.dumps({"score": 1}))\n')
+    write(project, "evals/locked.sh", "#!/bin/sh\necho '{\"score\": 1}'\n")
+    write(project, "evals/f.eval.yaml", judge_case(script))
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [f"*eval 'judged' was not graded: code judge cannot start: {problem}"]
+    )
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "[python, -c, 'import sys; sys.exit(2)']",
+        '"python judge.py && exit 2"',
+        "[python, judge.py, missing.json]",
+    ],
+    ids=["inline-code", "shell", "data-file"],
+)
+def test_a_judge_that_starts_and_fails_is_a_graded_fail(
+    project: pytest.Pytester, script: str
+) -> None:
+    """As AgentV: a judge that ran and exited non-zero scores 0 with the cause."""
+    write(project, "judge.py", "import sys; sys.exit(2 if len(sys.argv) > 1 else 0)\n")
+    write(project, "f.eval.yaml", judge_case(script))
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*✗ code judge exited with code 2*"])
+
+
 def test_hanging_judge_is_killed_at_its_timeout(project: pytest.Pytester) -> None:
     write(
         project,

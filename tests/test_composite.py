@@ -357,6 +357,41 @@ def test_ungraded_member_makes_the_case_not_graded(
     )
 
 
+def test_aggregators_and_prompt_scripts_that_cannot_start_are_not_graded(
+    judged: pytest.Pytester,
+) -> None:
+    """Every script an evaluator runs goes through one runner: a code aggregator or a judge's
+    prompt script whose file is missing is a setup problem, as a code judge's is."""
+    write(
+        judged,
+        "s.eval.yaml",
+        """
+        evalcases:
+          - id: gate
+            input: Refunds?
+            evaluators:
+              - name: both
+                type: composite
+                evaluators: [{name: words, type: code_judge, script: [python, keywords.py]}]
+                aggregator: {type: code_judge, path: python gate.py}
+          - id: prompt
+            input: Refunds?
+            evaluators:
+              - {name: j, type: llm_judge, prompt: {script: [python, prompts/grade.py]}}
+        """,
+    )
+    result = judged.runpytest()
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'gate' was not graded: code aggregator cannot start: script file 'gate.py' "
+            "does not exist (in .)",
+            "*eval 'prompt' was not graded: prompt script cannot start: script file "
+            "'prompts/grade.py' does not exist (in .)",
+        ]
+    )
+
+
 def test_llm_parts_skip_without_a_judge(project: pytest.Pytester) -> None:
     write(
         project,
