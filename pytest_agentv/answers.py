@@ -66,8 +66,10 @@ def metric_table(value: Any, name: str, what: str) -> dict[str, Any] | None:
     return dict(value)
 
 
-def checked_trace(trace: Mapping[str, Any], what: str) -> dict[str, Any]:
+def checked_trace(trace: Mapping[str, Any] | None, what: str) -> dict[str, Any] | None:
     """A trace summary (recorded, or given to ``assert_judged``) whose numbers are metrics."""
+    if trace is None:
+        return None
     for key in _TRACE_NUMBERS:
         metric(trace.get(key), key, what)
     for key in _TRACE_TABLES:
@@ -168,7 +170,7 @@ def checked_answer(response: TargetResponse, what: str) -> TargetResponse:
     """The answer, if every number it reports about itself is a metric (``metric``): its cost,
     duration and token usage, its tool calls' durations, a recorded trace summary."""
     tool_calls(response.output_messages, what)
-    checked_trace(response.trace_summary() or {}, what)
+    checked_trace(response.trace_summary(), what)
     return response
 
 

@@ -205,10 +205,9 @@ class AgentvJudge:
         return answer
 
     def _judgement(self, options: JudgeOptions, trials: TrialsConfig | None) -> Judgement:
-        """What grades the answers, prepared in the test's own thread: the entries are
-        validated (a mistake is raised in the test's frame), the ``trace``'s numbers checked as
-        every answer's are (``NotGradedError``), hooks asked for evaluator kinds, and the
-        needed judges looked for (``JudgeNotConfiguredError``)."""
+        """What grades the answers, prepared in the test's own thread: the entries validated (a
+        mistake is raised in the test's frame), the ``trace``'s metrics checked, hooks asked for
+        evaluator kinds, and the needed judges looked for (``JudgeNotConfiguredError``)."""
         from .answers import TargetResponse, checked_trace
         from .cases import PreparedCase
         from .evaluators.base import EvaluationContext, entry_judges
@@ -217,8 +216,7 @@ class AgentvJudge:
         from .schema.messages import render_content
         from .trials import policy_for
 
-        traced = options.get("trace")
-        trace = checked_trace(traced, "assert_judged(trace=...)") if traced is not None else None
+        trace = checked_trace(options.get("trace"), "assert_judged(trace=...)")
         entries = python_entries(options.get("evaluators"), options.get("rubrics"))
         hook = self.item.ihook if self.item is not None else self.run.config.hook
         registry = self.run.registry.scoped(

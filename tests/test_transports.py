@@ -16,8 +16,9 @@ import pytest
 from pytest_agentv.errors import NotGradedError
 from pytest_agentv.llm.client import LlmClient
 from pytest_agentv.llm.prices import Price, price_for, supports
+from pytest_agentv.llm.reply import Reply
 from pytest_agentv.llm.retry import RetryPolicy
-from pytest_agentv.llm.transports import ModelSpec, Reply, uses_lean_transport
+from pytest_agentv.llm.transports import ModelSpec, uses_lean_transport
 from pytest_agentv.scheduler import shared_loop
 from tests.fake_openai import FakeOpenAI, WithUsage
 from tests.fake_openai import freeform as freeform_reply

@@ -21,7 +21,7 @@ from ..errors import AgentvError, ConfigError
 from ..llm.client import JudgeClient
 from ..llm.usage import PlannedCall
 from ..results import EvaluatorRow, Grade, Verdict
-from ..schema.base import finite_number, problems
+from ..schema.base import finite_number, problems, weighted_average
 from ..schema.evaluators import EvaluatorConfig
 from ..spellings import canonical_kind
 from ..verdicts import score_to_verdict
@@ -350,18 +350,6 @@ async def run_evaluators_for_case(
     """Run every configured evaluator (concurrently) and aggregate by weighted mean."""
     results = await evaluate_entries(context, evaluators, registry)
     return CaseEvaluation(aggregate(results), results)
-
-
-def weighted_average(graded: Iterable[tuple[float, float]]) -> float:
-    """The mean of ``(score, weight)`` pairs by weight (weights finite and >= 0; 0 when they all
-    are 0). Weights count relative to the largest: two weights near a float's limit would
-    overflow their sum, and the mean would be NaN."""
-    pairs = list(graded)
-    largest = max((weight for _, weight in pairs), default=0.0)
-    if largest <= 0:
-        return 0.0
-    shares = [(score, weight / largest) for score, weight in pairs]
-    return sum(score * share for score, share in shares) / sum(share for _, share in shares)
 
 
 def weighted_mean(results: Sequence[EvaluatorResult]) -> tuple[float, bool]:

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard, TypeVar
 
 from ..llm.client import ReplyError
-from ..schema.base import finite_number
+from ..schema.base import finite_number, weighted_average
 from ..schema.rubrics import RubricItem
-from .base import EvaluationScore, weighted_average
+from .base import EvaluationScore
 from .prompts import data_rules
 from .text import json_objects
 

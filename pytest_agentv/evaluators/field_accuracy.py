@@ -21,16 +21,10 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..loader import EntryProblem, zero_weights
-from ..schema.base import finite_number
+from ..schema.base import finite_number, weighted_average
 from ..schema.checks import FieldAccuracySpec, FieldSpec
 from ..schema.evaluators import EvaluatorConfig
-from .base import (
-    NEEDS_SETTINGS,
-    EvaluationContext,
-    EvaluationScore,
-    entry_settings,
-    weighted_average,
-)
+from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
 from .text import deep_equal, first_json_object, js_number
 
 MAX_LISTED = 4

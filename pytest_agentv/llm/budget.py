@@ -26,7 +26,7 @@ from ..results import UNKNOWN_COST, Spend, usd
 from . import prices
 
 if TYPE_CHECKING:
-    from .transports import Reply
+    from .reply import Reply
 
 _REFUSED = b"refused"
 _UNKNOWN = b"unknown"

@@ -16,12 +16,12 @@ if TYPE_CHECKING:
 
 from .budget import Budget
 from .replay import ReplayStore, request_key
+from .reply import Reply
 from .retry import RetryPolicy, with_retries
 from .transports import (
     LeanTransport,
     LitellmTransport,
     ModelSpec,
-    Reply,
     Transport,
     uses_lean_transport,
 )

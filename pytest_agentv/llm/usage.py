@@ -21,7 +21,7 @@ from ..results import UNKNOWN_COST, UsageRow, usd
 from . import prices
 
 if TYPE_CHECKING:
-    from .transports import Reply
+    from .reply import Reply
 
 #: The estimate's allowance for each reply (a call's ``max_tokens`` when that is lower).
 REPLY_TOKENS = 256

@@ -1,5 +1,5 @@
 """The base of every model of an eval, targets or calibration file, the numbers such files
-hold, and validation problems in the words error messages use."""
+hold (and how weights average), and validation problems in the words error messages use."""
 
 from __future__ import annotations
 
@@ -70,6 +70,18 @@ def finite_weight(value: float) -> float:
     if finite_number(value) is None or value < 0:
         raise ValueError(f"weight must be a finite number >= 0 (got {value})")
     return value
+
+
+def weighted_average(graded: Iterable[tuple[float, float]]) -> float:
+    """The mean of ``(score, weight)`` pairs by weight (weights finite and >= 0; 0 when they all
+    are 0). Weights count relative to the largest: two weights near a float's limit would
+    overflow their sum, and the mean would be NaN."""
+    pairs = list(graded)
+    largest = max((weight for _, weight in pairs), default=0.0)
+    if largest <= 0:
+        return 0.0
+    shares = [(score, weight / largest) for score, weight in pairs]
+    return sum(score * share for score, share in shares) / sum(share for _, share in shares)
 
 
 def _number_as_text(value: Any) -> Any:
