@@ -1,7 +1,8 @@
 """What a target returns: ``TargetResponse`` (the answer text, its messages, tool calls, usage,
 cost and duration) and the shapes it is read from (text, a list of messages, or ``{text}`` /
-``{output_messages, token_usage, cost_usd, duration_ms}``, as AgentV reads them), and AgentV's
-trace summary made from it.
+``{output_messages, token_usage, cost_usd, duration_ms}``, as AgentV reads them), AgentV's
+trace summary made from it, and the one reading of the numbers an answer reports about itself
+(``metric``): one that is not a metric leaves the answer not graded, whichever source gave it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from .errors import DuplicateKeyError, NotGradedError
 from .redaction import valid_data
-from .schema.base import finite_number
+from .schema.base import metric_number, shown_number
 from .schema.messages import render_content
 from .yamlfile import json_decoder
 
@@ -29,8 +30,57 @@ class ToolCall:
     error: bool = False
 
 
-def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
-    """The tool calls of ``output_messages``, in order."""
+def metric(value: Any, name: str, what: str) -> float | None:
+    """A number an answer reports about itself (``cost_usd``, ``duration_ms``, a count of tokens
+    or calls): None when it reports none. One that is negative, not a number or not finite is
+    not a metric, and a limit checked against it would pass or fail on a made-up number: the
+    answer is not graded (``NotGradedError`` naming ``what`` reported it)."""
+    if value is None:
+        return None
+    number = metric_number(value)
+    if number is None:
+        raise NotGradedError(
+            f"{what} reported {name} {shown_number(value)}, which is not a metric "
+            "(a finite number >= 0)"
+        )
+    return number
+
+
+#: The numbers of AgentV's trace summary, and its tables of them (token counts, calls by tool
+#: name, each tool's call durations).
+_TRACE_NUMBERS = ("event_count", "error_count", "cost_usd", "duration_ms")
+_TRACE_TABLES = ("token_usage", "tool_calls_by_name", "tool_durations")
+
+
+def metric_table(value: Any, name: str, what: str) -> dict[str, Any] | None:
+    """An object of metrics (``token_usage``; a list of them per tool for ``tool_durations``),
+    checked with ``metric``; None when there is none."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise NotGradedError(
+            f"{what} reported {name} {shown_number(value)}, which is not an object of metrics"
+        )
+    for key, item in value.items():
+        for number in item if isinstance(item, list) else [item]:
+            metric(number, f"{name}.{key}", what)
+    return dict(value)
+
+
+def checked_trace(trace: Mapping[str, Any] | None, what: str) -> dict[str, Any] | None:
+    """A trace summary (recorded, or given to ``assert_judged``) whose numbers are metrics."""
+    if trace is None:
+        return None
+    for key in _TRACE_NUMBERS:
+        metric(trace.get(key), key, what)
+    for key in _TRACE_TABLES:
+        metric_table(trace.get(key), key, what)
+    return dict(trace)
+
+
+def tool_calls(messages: Iterable[Mapping[str, Any]], what: str = "the answer") -> list[ToolCall]:
+    """The tool calls of ``output_messages``, in order (a ``duration_ms`` that is not a metric:
+    ``NotGradedError``, naming ``what`` reported it)."""
     found: list[ToolCall] = []
     for message in messages:
         calls = message.get("tool_calls") if isinstance(message, Mapping) else None
@@ -39,7 +89,7 @@ def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
                 continue
             function = call.get("function")
             function = function if isinstance(function, Mapping) else {}
-            name = call.get("tool", call.get("name", function.get("name", "unknown")))
+            name = str(call.get("tool", call.get("name", function.get("name", "unknown"))))
             if "input" in call:
                 args = call["input"]
             elif "args" in call or "arguments" in call:
@@ -51,13 +101,9 @@ def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
                     args = json_decoder(nan=True).decode(args)
                 except (ValueError, RecursionError):  # a key given twice too: not an object
                     pass
+            duration = metric(call.get("duration_ms"), f"duration_ms of tool call '{name}'", what)
             found.append(
-                ToolCall(
-                    name=str(name),
-                    args=args,
-                    duration_ms=finite_number(call.get("duration_ms")),
-                    error=bool(call.get("error")),
-                )
+                ToolCall(name=name, args=args, duration_ms=duration, error=bool(call.get("error")))
             )
     return found
 
@@ -121,17 +167,27 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def checked_answer(response: TargetResponse, what: str) -> TargetResponse:
+    """The answer, if every number it reports about itself is a metric (``metric``): its cost,
+    duration and token usage, its tool calls' durations, a recorded trace summary."""
+    tool_calls(response.output_messages, what)
+    checked_trace(response.trace_summary(), what)
+    return response
+
+
 def response_from(value: Any, what: str) -> TargetResponse:
-    """Accept text, a list of messages, or ``{text}`` / ``{output_messages, token_usage, ...}``."""
+    """Accept text, a list of messages, or ``{text}`` / ``{output_messages, token_usage, ...}``;
+    every source of answers reads them here, so each answer's metrics are checked here."""
     if isinstance(value, TargetResponse):
-        return value
+        return checked_answer(value, what)
     value = valid_data(value)  # what the agent wrote must survive UTF-8: payloads, reports
     if isinstance(value, str):
         return TargetResponse(
             text=value, output_messages=({"role": "assistant", "content": value},)
         )
     if isinstance(value, list) and all(isinstance(m, dict) for m in value):
-        return TargetResponse(text=_candidate(value), output_messages=tuple(value))
+        response = TargetResponse(text=_candidate(value), output_messages=tuple(value))
+        return checked_answer(response, what)
     if isinstance(value, dict):
         messages = value.get("output_messages")
         if messages is not None and not (
@@ -148,17 +204,14 @@ def response_from(value: Any, what: str) -> TargetResponse:
             messages = [{"role": "assistant", "content": text}]
         else:
             raise NotGradedError(f"{what} returned an object without 'text' or 'output_messages'")
-        cost = finite_number(value.get("cost_usd"))
-        duration = finite_number(value.get("duration_ms"))
-        return TargetResponse(
+        response = TargetResponse(
             text=text,
             output_messages=tuple(messages),
-            token_usage=value.get("token_usage")
-            if isinstance(value.get("token_usage"), dict)
-            else None,
-            cost_usd=cost if cost is not None and cost >= 0 else None,
-            duration_ms=duration if duration is not None and duration >= 0 else None,
+            token_usage=metric_table(value.get("token_usage"), "token_usage", what),
+            cost_usd=metric(value.get("cost_usd"), "cost_usd", what),
+            duration_ms=metric(value.get("duration_ms"), "duration_ms", what),
         )
+        return checked_answer(response, what)
     raise NotGradedError(
         f"{what} returned {type(value).__name__}; return text, a list of messages, "
         "or a mapping with 'text' or 'output_messages'"

@@ -199,10 +199,10 @@ class AgentvJudge:
         return await self._assert(answer, trials, options, self.run.scheduler.waiting)
 
     def _judgement(self, options: JudgeOptions, trials: TrialsConfig | None) -> Judgement:
-        """What grades the answers, prepared in the test's own thread: the entries are
-        validated (a mistake is raised in the test's frame), hooks asked for evaluator kinds,
-        and the needed judges looked for (``JudgeNotConfiguredError``)."""
-        from .answers import TargetResponse
+        """What grades the answers, prepared in the test's own thread: the entries validated (a
+        mistake is raised in the test's frame), the ``trace``'s metrics checked, hooks asked for
+        evaluator kinds, and the needed judges looked for (``JudgeNotConfiguredError``)."""
+        from .answers import TargetResponse, checked_trace
         from .cases import PreparedCase
         from .evaluators.base import EvaluationContext, entry_judges
         from .grading import Judgement
@@ -210,6 +210,7 @@ class AgentvJudge:
         from .schema.messages import render_content
         from .trials import policy_for
 
+        trace = checked_trace(options.get("trace"), "assert_judged(trace=...)")
         entries = python_entries(options.get("evaluators"), options.get("rubrics"))
         hook = self.item.ihook if self.item is not None else self.run.config.hook
         registry = self.run.registry.scoped(
@@ -239,7 +240,7 @@ class AgentvJudge:
                 attempt=attempt,
                 output_messages=response.output_messages,
                 judge_model=options.get("model"),
-                trace_summary=_trace(response.trace_summary(), options.get("trace")),
+                trace_summary=_trace(response.trace_summary(), trace),
             )
 
         session = self.run.session_judge()

@@ -10,7 +10,8 @@ ones with that dataset and id). When a file has several rows for one case, the l
 The same reader serves ``--agentv-answers`` (the recorded answers of a previous run).
 
 A baseline score exists only for a row that was graded: not an error row, not a skip, not a
-later AgentV ``execution_error``. Such a row must carry a score from 0 to 1: one that does not
+later AgentV row whose ``execution_status`` is other than ``ok`` and ``quality_failure``
+(``not_graded_reason``). Such a row must carry a score from 0 to 1: one that does not
 would silently leave its case out of the regression gate, so the baseline is refused. A delta
 exists only when both runs graded the case; under trials both are the case's aggregate score.
 """
@@ -18,7 +19,6 @@ exists only when both runs graded the case; under trials both are the case's agg
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -84,7 +84,7 @@ class PreviousResults:
                         f"{self.option}: {self.display}:{line}: a results row needs a string "
                         "'eval_id' (or 'test_id')"
                     )
-                if self.scored and not _not_graded(row) and _score(row) is None:
+                if self.scored and not_graded_reason(row) is None and _score(row) is None:
                     has = f"score {json.dumps(row['score'])}" if "score" in row else "no 'score'"
                     raise ConfigError(
                         f"{self.option}: {self.display}:{line}: case '{case_id}' has {has}; a "
@@ -147,26 +147,43 @@ class PreviousResults:
         return found
 
 
-def _not_graded(row: Mapping[str, Any]) -> bool:
-    """An error row (ours or AgentV's), a skip, or a later AgentV ``execution_error``."""
-    return (
-        bool(row.get("error"))
-        or row.get("status") in ("error", "skipped")
-        or row.get("execution_status") == "execution_error"
-    )
+#: A later AgentV row's ``execution_status`` when its case was graded (``quality_failure``: it
+#: scored below the threshold). Any other (``execution_error``) was not: AgentV v4.42.4's
+#: ``ExecutionStatus`` in ``packages/core/src/evaluation/types.ts``.
+GRADED_EXECUTION = ("ok", "quality_failure")
+
+
+def not_graded_reason(row: Mapping[str, Any]) -> str | None:
+    """Why a results row is not a graded case (None when it is): its ``error`` (ours, AgentV's),
+    our ``status`` ``error`` or ``skipped``, or a later AgentV ``execution_status`` other than
+    ``ok`` and ``quality_failure``, with its ``execution_error.message``. The one reading for
+    baselines and recorded answers."""
+    error = row.get("error")
+    if error:
+        return str(error)
+    status = row.get("status")
+    if status in ("error", "skipped"):
+        return f"status {status}"
+    execution = row.get("execution_status")
+    if execution is None or execution in GRADED_EXECUTION:
+        return None
+    detail = row.get("execution_error")
+    message = detail.get("message") if isinstance(detail, Mapping) else None
+    said = f": {message}" if isinstance(message, str) and message else ""
+    return f"execution_status {json.dumps(execution)}{said}"
 
 
 def _score(row: Mapping[str, Any]) -> float | None:
     """The row's score, if it is a number from 0 to 1."""
-    score = row.get("score")
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
-        return None
-    return float(score) if 0 <= score <= 1 else None
+    from .schema.base import finite_number  # not when the plugin loads (see ``_read``)
+
+    score = finite_number(row.get("score"))
+    return score if score is not None and 0 <= score <= 1 else None
 
 
 def graded_score(row: Mapping[str, Any] | None) -> float | None:
     """A results row's score, if that run graded the case."""
-    return None if row is None or _not_graded(row) else _score(row)
+    return None if row is None or not_graded_reason(row) is not None else _score(row)
 
 
 def regressed_by(row: Mapping[str, Any], max_regression: float | None) -> float | None:

@@ -278,16 +278,18 @@ class EvalItem(pytest.Function):
         return self.path, self.spec.line, f"eval: {printable(self.spec.case.id)}"
 
 
-def early_work(items: Sequence[pytest.Item]) -> list[CaseWork]:
-    """The cases the scheduler may start before their items run: every eval item's, unless an
-    ``agentv_target`` fixture answers it (its value is only known at item setup; under
-    ``--agentv-answers`` recorded answers replace the fixture too)."""
-    return [
-        (item.nodeid, item.spec, item.evaluators)
-        for item in items
-        if isinstance(item, EvalItem)
-        and ("agentv_target" not in item.fixturenames or item.run.settings.answers is not None)
-    ]
+def planned_work(items: Sequence[pytest.Item]) -> tuple[list[CaseWork], list[CaseWork]]:
+    """The eval items' cases: those the scheduler may start before their items run, and those
+    that run when their items do, because an ``agentv_target`` fixture may answer them (its
+    value is only known at item setup; under ``--agentv-answers`` recorded answers replace the
+    fixture too). A fixture that returns None passes its case on to the file's target."""
+    early: list[CaseWork] = []
+    later: list[CaseWork] = []
+    for item in items:
+        if isinstance(item, EvalItem):
+            fixture = "agentv_target" in item.fixturenames and item.run.settings.answers is None
+            (later if fixture else early).append((item.nodeid, item.spec, item.evaluators))
+    return early, later
 
 
 def place_skip(item: pytest.Item, report: pytest.TestReport) -> None:

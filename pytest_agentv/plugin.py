@@ -218,9 +218,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run = _existing_run(session.config)
     if run is not None and not session.config.option.collectonly:
         if not hasattr(session.config, "workerinput"):
-            from .collect import early_work
+            from .collect import planned_work
 
-            run.plan(early_work(session.items))
+            run.plan(*planned_work(session.items))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -229,13 +229,13 @@ def pytest_runtest_protocol(
 ) -> Generator[None, Any, Any]:
     run = _existing_run(item.config)
     if run is not None and hasattr(item.config, "workerinput"):
-        from .collect import early_work
+        from .collect import planned_work
         from .scheduler import xdist_upcoming
 
         # xdist has already taken the next item off its queue: it is `nextitem`.
         following = [nextitem] if nextitem is not None else []
         upcoming = xdist_upcoming(item.session, run.scheduler.lookahead)
-        run.plan(early_work([item, *following, *upcoming]))
+        run.plan(*planned_work([item, *following, *upcoming]))
     from .assertions import CurrentTest, current_test
 
     token = current_test.set(CurrentTest(item, partial(_run, item.config)))

@@ -119,9 +119,19 @@ REAPER = Path(__file__).with_name("reaper.py")
 REAPER_GRACE_SECONDS = 5.0
 
 
-def _runnable(args: Sequence[str], path: str | None, cwd: Path | None) -> None:
+def child_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """A child's environment (``env``, else this process's): ``python`` in a command means the
+    interpreter running pytest, as in an active venv, so its folder comes first on ``PATH``."""
+    child = environment() if env is None else dict(env)
+    bindir = os.path.dirname(sys.executable)
+    child["PATH"] = os.pathsep.join(p for p in (bindir, child.get("PATH")) if p)
+    return child
+
+
+def check_runnable(args: Sequence[str], path: str | None, cwd: Path | None) -> None:
     """Fail as starting the program directly would (the reaper reports it only as exit 127):
-    a name is looked up on ``path``, a relative path from the child's ``cwd``."""
+    a name is looked up on ``path``, a relative path from the child's ``cwd``. Raises
+    ``FileNotFoundError`` or ``PermissionError`` (not executable)."""
     program = args[0]
     where = os.path.join(cwd, program) if cwd is not None and os.sep in program else program
     if shutil.which(where, path=path) is not None:
@@ -198,12 +208,9 @@ async def run_process(
 ) -> ProcessResult:
     """Run a command (argv list, or a string for ``/bin/sh -c``) and collect its output."""
     args = ["/bin/sh", "-c", argv] if isinstance(argv, str) else python_argv(argv)
-    child_env = environment() if env is None else dict(env)
-    # `python` in a shell command means the interpreter running pytest, as in an active venv.
-    bindir = os.path.dirname(sys.executable)
-    child_env["PATH"] = os.pathsep.join(p for p in (bindir, child_env.get("PATH")) if p)
+    environ = child_env(env)
     if USE_REAPER:
-        _runnable(args, child_env["PATH"], cwd)
+        check_runnable(args, environ["PATH"], cwd)
         args = [sys.executable, "-I", "-S", str(REAPER), *args]
     started = time.monotonic()
     loop = asyncio.get_running_loop()
@@ -214,7 +221,7 @@ async def run_process(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=str(cwd) if cwd else None,
-        env=child_env,
+        env=environ,
         start_new_session=True,
     )
     pid = transport.get_pid()

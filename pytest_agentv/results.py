@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import ROUND_HALF_UP, Decimal
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
 from .redaction import printable, redact_obj
 
@@ -30,8 +30,10 @@ class UsageRow(TypedDict):
     prompt_tokens: int
     completion_tokens: int
     tokens: int
-    #: None when a call went to a model without a known price: the cost is then unknown.
+    #: None when a call's cost is unknown (``unpriced_calls``): the cost is then unknown.
     cost_usd: float | None
+    #: Calls whose cost is unknown: to a model without a known price, or whose reply's usage was
+    #: not counts of tokens.
     unpriced_calls: int
 
 
@@ -65,6 +67,19 @@ def js_fixed(value: float, places: int) -> str:
     if abs(value) >= 1e21 or not math.isfinite(value):
         return js_number(value)
     return str(Decimal(value).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
+
+
+#: Why a call's cost is unknown, as reports say it.
+UNKNOWN_COST = "without a known price or token counts"
+
+
+class Spend(NamedTuple):
+    """The run's model spend so far (``--agentv-budget-usd``): dollars counted, calls whose cost
+    is unknown (they cannot be counted against the budget), and calls refused for it."""
+
+    usd: float
+    unknown: int
+    refused: int
 
 
 def usd(amount: float) -> str:

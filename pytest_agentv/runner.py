@@ -175,13 +175,15 @@ class AgentvRun:
             result.baseline_score = graded_score(row)
 
     # -- cases ------------------------------------------------------------------------------
-    def plan(self, work: Sequence[CaseWork]) -> None:
-        """Let the scheduler start these cases early, in the order their items will run, and
-        tell batching targets which cases this run will send them."""
+    def plan(self, work: Sequence[CaseWork], later: Sequence[CaseWork] = ()) -> None:
+        """Let the scheduler start ``work``'s cases early, in the order their items will run,
+        and tell batching targets which cases this run may send them: those, and the ``later``
+        ones, which run when their items do (an ``agentv_target`` fixture that returns None
+        passes its case on to the file's target, which batches it with the others)."""
         new = [
             (key, spec, evaluators) for key, spec, evaluators in work if key not in self._expected
         ]
-        for key, spec, _ in new:
+        for key, spec, _ in [*new, *(case for case in later if case[0] not in self._expected)]:
             self._expected.add(key)
             # A case run several times is not batched: each trial is a call of its own.
             if self.trial_policy(spec) is None:

@@ -88,7 +88,16 @@ class Gate:
     timeout: float = 20.0
 
 
-Action = str | Status | Hang | Delay | Reset | Drop | NonJson | Truncated | Gate
+@dataclass(frozen=True)
+class WithUsage:
+    """Reply ``content`` reporting ``usage`` as given (a server that miscounts: negative token
+    counts, text, none at all with ``None``)."""
+
+    content: str
+    usage: Any
+
+
+Action = str | Status | Hang | Delay | Reset | Drop | NonJson | Truncated | Gate | WithUsage
 
 
 @dataclass
@@ -259,6 +268,16 @@ class FakeOpenAI:
                 elif isinstance(action, str):
                     reply = echo_nonce(action, request) if fake.echo_nonce else action
                     self._send(200, json.dumps(completion(reply, model)))
+                elif isinstance(action, WithUsage):
+                    reply = (
+                        echo_nonce(action.content, request) if fake.echo_nonce else action.content
+                    )
+                    body = completion(reply, model)
+                    if action.usage is None:
+                        del body["usage"]
+                    else:
+                        body["usage"] = action.usage
+                    self._send(200, json.dumps(body))
                 elif isinstance(action, Status):
                     self._send(action.code, action.body, action.headers)
                 elif isinstance(action, Delay):

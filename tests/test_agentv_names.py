@@ -465,6 +465,39 @@ def test_regrade_agentv_rows(project: pytest.Pytester) -> None:
     assert found["a"]["trace_summary"] == trace
 
 
+def test_a_recorded_execution_error_is_not_an_answer(project: pytest.Pytester) -> None:
+    """A later AgentV row with execution_status execution_error (and no 'error') was graded
+    as if its text were an answer, and could pass; a quality_failure was graded and is."""
+    write(
+        project,
+        "r.eval.yaml",
+        REGRADED
+        + REGRADED.split("evalcases:")[1].replace("refund", "low").replace("new-case", "x"),
+    )
+    recorded = [
+        {
+            "test_id": "refund",
+            "candidate_answer": "Within 30 days.",
+            "execution_status": "execution_error",
+            "execution_error": {"message": "agent timed out after 120s", "stage": "agent"},
+        },
+        {"test_id": "new-case", "candidate_answer": "30 days", "execution_status": "timeout"},
+        {"test_id": "low", "candidate_answer": "30 days", "execution_status": "quality_failure"},
+        {"test_id": "x", "candidate_answer": "30 days", "execution_status": "ok", "score": 1},
+    ]
+    write(project, "agentv.jsonl", "".join(json.dumps(row) + "\n" for row in recorded))
+    result = project.runpytest("--agentv-answers", "agentv.jsonl")
+    result.assert_outcomes(passed=2, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'refund' was not graded: the recorded answer for 'refund' in agentv.jsonl "
+            '(--agentv-answers) is not an answer: execution_status "execution_error": agent '
+            "timed out after 120s",
+            "*eval 'new-case' was not graded: *is not an answer: execution_status \"timeout\"",
+        ]
+    )
+
+
 def test_answers_file_errors_name_the_line(project: pytest.Pytester) -> None:
     write(project, "r.eval.yaml", REGRADED)
     write(project, "bad.jsonl", '{"eval_id": "refund", "candidate_answer": "x"}\n{oops\n')

@@ -261,7 +261,7 @@ def test_bad_baseline_options_are_usage_errors(project: pytest.Pytester) -> None
     result.stderr.fnmatch_lines(["*--agentv-max-regression must be a number >= 0 and <= 1*"])
 
 
-@pytest.mark.parametrize("score", ['"abc"', "7", "null", "-0.5", None])
+@pytest.mark.parametrize("score", ['"abc"', "7", "null", "-0.5", "1" + "0" * 400, None])
 def test_a_graded_baseline_row_without_a_usable_score_is_a_usage_error(
     project: pytest.Pytester, score: str | None
 ) -> None:
@@ -295,8 +295,13 @@ def test_graded_scores_of_previous_rows() -> None:
     assert graded_score({"score": 0, "error": "boom"}) is None
     assert graded_score({"score": 1, "status": "skipped"}) is None
     assert graded_score({"test_id": "x", "score": 1, "execution_status": "execution_error"}) is None
+    assert graded_score({"test_id": "x", "score": 1, "execution_status": "timeout"}) is None
+    assert (
+        graded_score({"test_id": "x", "score": 0.3, "execution_status": "quality_failure"}) == 0.3
+    )
     assert graded_score({"score": True}) is None
     assert graded_score({"score": 7}) is None
+    assert graded_score({"score": 10**400}) is None  # it raised OverflowError
     assert graded_score(None) is None
 
 

@@ -14,7 +14,7 @@ from pytest_agentv.llm import prices
 from pytest_agentv.llm.budget import Ledger
 from pytest_agentv.llm.usage import PlannedCall, Usage, prompt_tokens
 from pytest_agentv.results import usd
-from tests.fake_openai import FakeOpenAI, Request, checklist, freeform, ranges
+from tests.fake_openai import FakeOpenAI, Request, WithUsage, checklist, freeform, ranges
 from tests.helpers import judge_ini, write
 
 MODEL = "openai/gpt-4o-mini"
@@ -77,6 +77,34 @@ def test_the_budget_stops_a_run_midway(
     )
 
 
+def test_usage_that_is_not_token_counts_stops_the_budget(
+    project: pytest.Pytester, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server reporting prompt_tokens -10000000 made every call "free": 10 calls ran under a
+    budget of $0.02, and the summary said $-14.9999 spent."""
+    usage = {"prompt_tokens": -10_000_000, "completion_tokens": 20}
+    fake_llm.responder = lambda request: WithUsage(freeform(0.9), usage)
+    monkeypatch.setattr(tempfile, "tempdir", str(project.mkdir("tmp")))
+    write(project, "s.eval.yaml", cases(10))
+    project.makeini(priced_ini(fake_llm, concurrency="1"))
+    result = project.runpytest("--agentv-budget-usd=0.02")
+    assert len(fake_llm.requests) == 1
+    result.assert_outcomes(passed=1, errors=9)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*was not graded: 1 model calls were made without a known price or token counts "
+            "(their replies did not report their usage as counts of tokens), so the run's spend "
+            "cannot be counted against its budget of $0.0200 (--agentv-budget-usd): no more "
+            "model calls are started",
+            "agentv: 1 model calls made, 0 replies reused from the store, 20 tokens, cost "
+            "unknown (1 of 1 calls without a known price or token counts)",
+            "agentv budget: $0.0000 spent of $0.0200 (--agentv-budget-usd), and 1 model calls "
+            "without a known price or token counts; 9 model calls were not started: the run fails",
+        ]
+    )
+
+
 def test_a_model_without_a_price_is_not_called_under_a_budget(
     judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
@@ -107,14 +135,15 @@ def test_every_process_shares_one_ledger(tmp_path: Path) -> None:
     mine.add(0.25)
     theirs.add(0.5)
     theirs.refuse()
-    assert mine.totals() == (0.75, 1)
+    theirs.add(None)  # a call whose cost is unknown
+    assert mine.totals() == (0.75, 1, 1)
     # A line still being written is not read until it ends.
     with path.open("ab") as stream:
         stream.write(b"0.2")
-    assert theirs.totals() == (0.75, 1)
+    assert theirs.totals() == (0.75, 1, 1)
     with path.open("ab") as stream:
         stream.write(b"5\n")
-    assert mine.totals() == (1.0, 1)
+    assert mine.totals() == (1.0, 1, 1)
 
 
 def test_estimate_arithmetic() -> None:
@@ -133,7 +162,7 @@ def test_estimate_arithmetic() -> None:
     assert estimate.completion_tokens == 256 + 100
     assert estimate.cost_usd == pytest.approx(price.cost(2000, 356))
     estimate.plan([PlannedCall("openai/not-a-priced-model", 10, stored=False)])
-    assert estimate.cost == "unknown (1 calls to models without a known price)"
+    assert estimate.cost == "unknown (1 calls without a known price or token counts)"
 
 
 SUITE = """

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -128,12 +129,8 @@ def batch_project(project: pytest.Pytester, agent: str = BATCH_AGENT) -> None:
     write(project, "b.eval.yaml", "evalcases:" + cases)
 
 
-@pytest.mark.parametrize("concurrency", ["1", "8"])
-def test_batch_runs_once_for_the_run_and_a_missing_id_is_not_graded(
-    project: pytest.Pytester, concurrency: str
-) -> None:
-    batch_project(project)
-    result = project.runpytest("--agentv-concurrency", concurrency, "--agentv-results", "o.jsonl")
+def one_batch_without_c(project: pytest.Pytester, result: pytest.RunResult) -> None:
+    """The command ran once, for a, b and c; c, which has no line, was not graded."""
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(
         [
@@ -144,6 +141,15 @@ def test_batch_runs_once_for_the_run_and_a_missing_id_is_not_graded(
     runs = (project.path / "runs.log").read_text().splitlines()
     assert len(runs) == 1
     assert [path.rsplit("/", 1)[1] for path in json.loads(runs[0])] == ["a.txt", "b.txt", "c.txt"]
+
+
+@pytest.mark.parametrize("concurrency", ["1", "8"])
+def test_batch_runs_once_for_the_run_and_a_missing_id_is_not_graded(
+    project: pytest.Pytester, concurrency: str
+) -> None:
+    batch_project(project)
+    result = project.runpytest("--agentv-concurrency", concurrency, "--agentv-results", "o.jsonl")
+    one_batch_without_c(project, result)
     assert rows(project.path / "o.jsonl")["a"]["candidate_answer"] == "answer a (30 days)"
 
 
@@ -160,6 +166,36 @@ def test_batch_under_xdist_runs_once_per_worker_at_most(project: pytest.Pytester
     result = project.runpytest("-n", "2", "--dist", "loadfile")
     result.assert_outcomes(passed=2, errors=1)
     assert len((project.path / "runs.log").read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "workers", [[], ["-n", "2", "--dist", "loadfile"]], ids=["serial", "xdist"]
+)
+def test_a_case_a_target_fixture_passes_on_is_batched(
+    project: pytest.Pytester, workers: list[str]
+) -> None:
+    """With an agentv_target fixture returning None (the file's target answers), each case ran
+    the batch command alone and took its whole output as one answer: 'c', which has no line,
+    got the others' answers and passed."""
+    batch_project(project)
+    cases = project.path / "b.eval.yaml"
+    # Every answer passes every case's judge: only the line a case is given decides.
+    cases.write_text(
+        re.sub(r'keywords: \["[abc] \("\]', 'keywords: ["30 days"]', cases.read_text())
+    )
+    write(
+        project,
+        "conftest.py",
+        """
+        import pytest
+
+        @pytest.fixture
+        def agentv_target():
+            return None  # the targets file's target answers
+        """,
+    )
+    result = project.runpytest(*workers)
+    one_batch_without_c(project, result)
 
 
 @pytest.mark.parametrize(

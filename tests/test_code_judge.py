@@ -144,6 +144,10 @@ def test_stdout_protocols(
         (b'{"score": 1.7}', "code judge 'score' must be between 0 and 1 (got 1.7)"),
         (b'{"score": "0.8"}', "code judge 'score' must be a number between 0 and 1 (got '0.8')"),
         (b'{"score": true}', "code judge 'score' must be a number*"),
+        (
+            b'{"score": 1' + b"0" * 400 + b"}",
+            "code judge 'score' must be between 0 and 1 (got 1000*...)",
+        ),
         (b'{"score": 1, "hits": "all"}', "code judge 'hits' must be a list of strings"),
         (b'{"score": 1, "reasoning": 3}', "code judge 'reasoning' must be a string"),
         (b'{"hits": []}', "code judge output needs a 'score' (0 to 1), 'pass' or 'checks'"),
@@ -158,6 +162,7 @@ def test_stdout_protocols(
         "out-of-range",
         "string-score",
         "bool-score",
+        "400-digit-score",
         "hits-type",
         "reasoning-type",
         "no-score",
@@ -215,6 +220,63 @@ def test_failing_scripts_fail_the_case_with_the_cause(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*eval 'judged' failed: score 0.00 (fail)", f"*✗ {miss}"])
     assert "Traceback" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("script", "problem"),
+    [
+        ("[python, missing.py]", "script file 'missing.py' does not exist (in evals)"),
+        ('"python missing.py"', "script file 'missing.py' does not exist (in evals)"),
+        ("[python, -W, ignore, ../missing.py]", "script file '../missing.py' does not exist*"),
+        (
+            "[no-such-runner, run, judge.py]",
+            "program 'no-such-runner' was not found (run from evals)",
+        ),
+        ('"no-such-runner judge.py"', "program 'no-such-runner' was not found*"),
+        ("[./locked.sh]", "program './locked.sh' is not executable (run from evals)"),
+    ],
+    ids=[
+        "missing-file",
+        "missing-file-shell",
+        "options-first",
+        "no-program",
+        "no-program-shell",
+        "not-executable",
+    ],
+)
+def test_a_judge_that_cannot_start_is_not_graded(
+    project: pytest.Pytester, script: str, problem: str
+) -> None:
+    """`python missing.py` exits 2 (can't open file): it was a graded fail with score 0, as a
+    judge that ran and failed. A judge that cannot start says nothing about the answer."""
+    write(project, "evals/judge.py", 'import json; print(json.dumps({"score": 1}))\n')
+    write(project, "evals/locked.sh", "#!/bin/sh\necho '{\"score\": 1}'\n")
+    write(project, "evals/f.eval.yaml", judge_case(script))
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [f"*eval 'judged' was not graded: code judge cannot start: {problem}"]
+    )
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "[python, -c, 'import sys; sys.exit(2)']",
+        '"python judge.py && exit 2"',
+        "[python, judge.py, missing.json]",
+    ],
+    ids=["inline-code", "shell", "data-file"],
+)
+def test_a_judge_that_starts_and_fails_is_a_graded_fail(
+    project: pytest.Pytester, script: str
+) -> None:
+    """As AgentV: a judge that ran and exited non-zero scores 0 with the cause."""
+    write(project, "judge.py", "import sys; sys.exit(2 if len(sys.argv) > 1 else 0)\n")
+    write(project, "f.eval.yaml", judge_case(script))
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*✗ code judge exited with code 2*"])
 
 
 def test_hanging_judge_is_killed_at_its_timeout(project: pytest.Pytester) -> None:

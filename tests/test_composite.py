@@ -113,6 +113,25 @@ def test_all_zero_weights_score_zero(agentv_judge: AgentvJudge) -> None:
     assert score.evaluator_results[0].score.score == 0.0
 
 
+def test_weights_near_a_floats_limit_still_average(agentv_judge: AgentvJudge) -> None:
+    """Two weights of 1e308 overflowed their sum: the mean was NaN, scored 0, for a member
+    that passed and one that did not (the composite's and the case's weighted means alike)."""
+    heavy = 1.7e308
+    entry = composite(
+        "heavy",
+        {"name": "a", "type": "latency", "threshold": 10},
+        {"name": "b", "type": "cost", "budget": 0.1},
+        weights={"a": heavy, "b": heavy},
+    )
+    answer = {"text": "x", "duration_ms": 1, "cost_usd": 1}
+    assert evaluate(agentv_judge, entry, answer).score == 0.5
+    members = [
+        {"name": "a", "type": "latency", "threshold": 10, "weight": heavy},
+        {"name": "b", "type": "latency", "threshold": 10, "weight": heavy},
+    ]
+    assert agentv_judge.evaluate(answer, evaluators=members).score.score == 1.0
+
+
 def test_nested_composites_nest_results(agentv_judge: AgentvJudge) -> None:
     inner = composite(
         "inner",
@@ -350,6 +369,41 @@ def test_ungraded_member_makes_the_case_not_graded(
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         ["*eval 'member-unparsed' was not graded: both: judge: the judge's reply could not be*"]
+    )
+
+
+def test_aggregators_and_prompt_scripts_that_cannot_start_are_not_graded(
+    judged: pytest.Pytester,
+) -> None:
+    """Every script an evaluator runs goes through one runner: a code aggregator or a judge's
+    prompt script whose file is missing is a setup problem, as a code judge's is."""
+    write(
+        judged,
+        "s.eval.yaml",
+        """
+        evalcases:
+          - id: gate
+            input: Refunds?
+            evaluators:
+              - name: both
+                type: composite
+                evaluators: [{name: words, type: code_judge, script: [python, keywords.py]}]
+                aggregator: {type: code_judge, path: python gate.py}
+          - id: prompt
+            input: Refunds?
+            evaluators:
+              - {name: j, type: llm_judge, prompt: {script: [python, prompts/grade.py]}}
+        """,
+    )
+    result = judged.runpytest()
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'gate' was not graded: code aggregator cannot start: script file 'gate.py' "
+            "does not exist (in .)",
+            "*eval 'prompt' was not graded: prompt script cannot start: script file "
+            "'prompts/grade.py' does not exist (in .)",
+        ]
     )
 
 

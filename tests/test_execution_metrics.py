@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +17,7 @@ from pytest_agentv import (
     EvaluationScore,
     EvaluatorConfig,
     JudgedAssertionError,
+    NotGradedError,
     PreparedCase,
     assert_judged,
 )
@@ -241,3 +244,129 @@ def test_a_builtin_registered_under_another_kind_validates_its_settings() -> Non
     bad = EvaluatorConfig(name="speed", type="speed", threshold=-1)
     with pytest.raises(ConfigError, match=r"'speed' \(speed\): threshold: threshold \(millis"):
         LatencyEvaluator().evaluate(replace(context, evaluator=bad))
+
+
+#: Numbers an answer reports about itself that are not metrics, and how the refusal names each.
+NOT_METRICS = [
+    ({"cost_usd": -5}, "cost_usd -5"),
+    ({"duration_ms": -10}, "duration_ms -10"),
+    ({"duration_ms": "850"}, "duration_ms '850'"),
+    ({"duration_ms": 10**400}, "duration_ms 1000000000000000000000000000000000000..."),
+    ({"token_usage": {"input": -1e6, "output": 999999}}, "token_usage.input -1000000.0"),
+    ({"token_usage": {"input": 100, "output": 100, "cached": -1000}}, "token_usage.cached -1000"),
+    ({"token_usage": "lots"}, "token_usage 'lots', which is not an object of metrics"),
+]
+LIMITS = [
+    {"name": "cheap", "type": "cost", "budget": 0.01},
+    {"name": "fast", "type": "latency", "threshold": 5000},
+    {"name": "short", "type": "token_usage", "max_total": 1000000},
+]
+SLOW_CALL = {"tool": "search", "duration_ms": -1e9}
+TRAJECTORY = {
+    "name": "quick",
+    "type": "tool_trajectory",
+    "mode": "in_order",
+    "expected": [{"tool": "search", "max_duration_ms": 100}],
+}
+
+
+@pytest.mark.parametrize(("metrics", "shown"), NOT_METRICS)
+def test_a_metric_that_is_not_one_is_not_graded(
+    agentv_judge: AgentvJudge, metrics: dict[str, Any], shown: str
+) -> None:
+    """Negative costs, durations and token counts passed every limit (200 tokens passed
+    max_total 100 with cached -1000); what is not a number was dropped, as if not reported."""
+    refused = f"reported {shown}"
+    with pytest.raises(NotGradedError, match=re.escape(f"assert_judged candidate {refused}")):
+        agentv_judge.evaluate({"text": "ok", **metrics}, evaluators=LIMITS)
+    with pytest.raises(NotGradedError, match=re.escape(f"assert_judged(trace=...) {refused}")):
+        agentv_judge.evaluate("ok", evaluators=LIMITS, trace=metrics)
+
+
+def test_a_tool_call_duration_that_is_not_a_metric_is_not_graded(
+    agentv_judge: AgentvJudge,
+) -> None:
+    """A call of -1e9 ms passed every max_duration_ms."""
+    messages = [{"role": "assistant", "content": "ok", "tool_calls": [SLOW_CALL]}]
+    with pytest.raises(NotGradedError, match=r"duration_ms of tool call 'search' -1000000000\.0"):
+        agentv_judge.evaluate({"output_messages": messages}, evaluators=[TRAJECTORY])
+    with pytest.raises(NotGradedError, match=r"tool_durations\.search -1000000000\.0, which is"):
+        agentv_judge.evaluate(
+            "ok", evaluators=[TRAJECTORY], trace={"tool_durations": {"search": [5, -1e9]}}
+        )
+    with pytest.raises(NotGradedError, match=r"tool_calls_by_name\.search -3, which is"):
+        agentv_judge.evaluate(
+            "ok", evaluators=[TRAJECTORY], trace={"tool_calls_by_name": {"search": -3}}
+        )
+
+
+def test_every_source_of_answers_refuses_what_is_not_a_metric(pytester: pytest.Pytester) -> None:
+    """CLI targets dropped a negative cost (then "No cost data": a fail for the wrong reason),
+    mock targets and the agentv_target fixture passed negative metrics on, recorded answers
+    used their trace summary as it was."""
+    write(pytester, "agent.py", 'import json; print(json.dumps({"text": "ok", "cost_usd": -5}))\n')
+    write(
+        pytester,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - {name: default, provider: cli, command_template: python agent.py}
+          - name: mock
+            provider: mock
+            response: {text: ok, duration_ms: -10}
+        """,
+    )
+    entries = json.dumps(LIMITS)
+    cases = f"""
+        execution: {{evaluators: {entries}}}
+        evalcases:
+          - {{id: cli, input: q}}
+          - {{id: mock, input: q, execution: {{target: mock}}}}
+        """
+    write(pytester, "m.eval.yaml", cases)
+    write(pytester, "fixture/f.eval.yaml", cases.replace("cli,", "fixture,"))
+    write(
+        pytester,
+        "fixture/conftest.py",
+        """
+        import pytest
+
+        @pytest.fixture
+        def agentv_target(request):
+            if request.node.name == "mock":
+                return None  # the mock target answers this one
+            usage = {"input": 100, "output": 100, "cached": -1000}
+            return lambda case: {"text": "ok", "token_usage": usage}
+        """,
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'fixture' was not graded: agentv_target fixture (<lambda>) reported "
+            "token_usage.cached -1000, *",
+            "*eval 'mock' was not graded: mock target 'mock' reported duration_ms -10, *",
+            "*eval 'cli' was not graded: cli target 'default' reported cost_usd -5, which is not "
+            "a metric (a finite number >= 0)",
+            "*eval 'mock' was not graded: mock target 'mock' reported duration_ms -10, *",
+        ]
+    )
+    trace = {"cost_usd": -5, "duration_ms": 1, "token_usage": {"input": 1, "output": 1}}
+    recorded = [
+        {"eval_id": "cli", "dataset": "m", "candidate_answer": "ok", "trace_summary": trace},
+        {
+            "eval_id": "mock",
+            "dataset": "m",
+            "output_messages": [{"role": "assistant", "content": "ok", "tool_calls": [SLOW_CALL]}],
+        },
+    ]
+    write(pytester, "old.jsonl", "".join(json.dumps(row) + "\n" for row in recorded))
+    result = pytester.runpytest("m.eval.yaml", "--agentv-answers", "old.jsonl")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'cli' was not graded: the recorded row for 'cli' reported cost_usd -5, *",
+            "*eval 'mock' was not graded: the recorded row for 'mock' reported duration_ms of "
+            "tool call 'search' -1000000000.0, *",
+        ]
+    )

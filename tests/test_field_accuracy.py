@@ -277,3 +277,73 @@ def test_a_huge_difference_prints_readably(agentv_judge: AgentvJudge) -> None:
         agentv_judge, {"amount": 1e308}, field("amount", "numeric_tolerance", tolerance=1e300)
     )
     assert huge.misses == ("amount (outside tolerance: diff=1e+308, tolerance=1e+300)",)
+
+
+HUGE = [1e27, 1.7e308, 10**400, -(10**400), "9" * 400]
+MATCHES = [
+    {"match": "exact"},
+    {"match": "numeric_tolerance", "tolerance": 1},
+    {"match": "numeric_tolerance", "tolerance": 0.01, "relative": True},
+    {"match": "date"},
+]
+
+
+@pytest.mark.parametrize(
+    "value", HUGE, ids=["1e27", "1.7e308", "400-digits", "-400-digits", "text"]
+)
+@pytest.mark.parametrize("match", MATCHES, ids=["exact", "absolute", "relative", "date"])
+def test_a_wrong_number_fails_whatever_its_size(
+    agentv_judge: AgentvJudge, value: Any, match: dict[str, Any]
+) -> None:
+    """A number far from the expected one was not graded (decimal InvalidOperation for 1e27,
+    OverflowError for 400 digits): with --agentv-fail-on-error=no a skip, and the run green."""
+    score = grade(agentv_judge, {"amount": value}, field("amount", **match))
+    assert (score.score, score.verdict, score.error) == (0.0, "fail", None)
+
+
+def test_numeric_tolerance_words_huge_differences_as_agentv(agentv_judge: AgentvJudge) -> None:
+    def miss(value: Any, expected: float = 1500) -> str:
+        spec = field("amount", "numeric_tolerance", tolerance=1)
+        [text] = grade(agentv_judge, {"amount": value}, spec, expected={"amount": expected}).misses
+        return text
+
+    assert miss(1e27) == "amount (outside tolerance: diff=1e+27, tolerance=1)"
+    assert miss(-1.7e308, expected=1.7e308) == (
+        "amount (outside tolerance: diff=Infinity, tolerance=1)"
+    )
+    assert miss(10**400) == "amount (invalid numeric value)"  # JavaScript's Infinity
+
+
+def test_weights_near_a_floats_limit_still_average(agentv_judge: AgentvJudge) -> None:
+    """Two weights of 1e308 overflowed their sum: the mean was NaN, then a score of 0."""
+    answer = {"invoice_number": "INV-001", "amount": 1}
+    heavy = [field("invoice_number", weight=1e308), field("amount", weight=1e308)]
+    assert grade(agentv_judge, answer, *heavy).score == 0.5
+
+
+def test_a_huge_wrong_total_fails_the_case(project: pytest.Pytester) -> None:
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - {name: default, provider: mock, response: '{"total": 1e27}'}
+        """,
+    )
+    write(
+        project,
+        "f.eval.yaml",
+        """
+        evalcases:
+          - id: total
+            input: What is the total?
+            expected_output: [{role: assistant, content: {total: 100}}]
+            evaluators:
+              - name: fields
+                type: field_accuracy
+                fields: [{path: total, match: numeric_tolerance, tolerance: 0.5}]
+        """,
+    )
+    result = project.runpytest("--agentv-fail-on-error=no")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*✗ total (outside tolerance: diff=1e+27, tolerance=0.5)"])

@@ -9,6 +9,7 @@ import pytest
 from tests.helpers import write
 
 HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
+BIG = "9" * 400
 
 
 @pytest.mark.parametrize(
@@ -31,13 +32,13 @@ HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
             "      - name: t\n        type: tool_trajectory\n        mode: any_order\n"
             "        minimums: {search: -1}\n",
             "bad.eval.yaml:8:19: evalcases.0.evaluators.0.minimums: minimum for 'search' must be "
-            "a number >= 0 (got -1)",
+            "a finite number >= 0 (got -1)",
         ),
         (
             "      - name: t\n        type: tool_trajectory\n        mode: in_order\n"
             "        expected:\n          - {tool: read, max_duration_ms: -5}\n",
             "bad.eval.yaml:9:43: evalcases.0.evaluators.0.expected.0.max_duration_ms: "
-            "max_duration_ms must be a number >= 0 (got -5)",
+            "max_duration_ms must be a finite number >= 0 (got -5)",
         ),
         (
             "      - name: t\n        type: tool_trajectory\n        mode: in_order\n"
@@ -66,12 +67,12 @@ HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
         (
             "      - name: f\n        type: field_accuracy\n"
             "        fields: [{path: a, match: numeric_tolerance, tolerance: -1}]\n",
-            "*evalcases.0.evaluators.0.fields.0.tolerance: tolerance must be a number >= 0*",
+            "*evalcases.0.evaluators.0.fields.0.tolerance: tolerance must be a finite number >= 0*",
         ),
         (
             "      - {name: l, type: latency, threshold: -1}\n",
             "bad.eval.yaml:5:45: evalcases.0.evaluators.0.threshold: threshold (milliseconds) "
-            "must be a number >= 0 (got -1)",
+            "must be a finite number >= 0 (got -1)",
         ),
         (
             "      - {name: l, type: latency}\n",
@@ -79,7 +80,8 @@ HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
         ),
         (
             "      - {name: c, type: cost, budget: cheap}\n",
-            "*evalcases.0.evaluators.0.budget: budget (USD) must be a number >= 0 (got 'cheap')",
+            "*evalcases.0.evaluators.0.budget: budget (USD) must be a finite number >= 0 "
+            "(got 'cheap')",
         ),
         (
             "      - {name: k, type: token_usage}\n",
@@ -88,7 +90,7 @@ HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
         ),
         (
             "      - {name: k, type: token_usage, max_total: -3}\n",
-            "*evalcases.0.evaluators.0.max_total: max_total must be a number >= 0 (got -3)",
+            "*evalcases.0.evaluators.0.max_total: max_total must be a finite number >= 0 (got -3)",
         ),
         (
             "      - name: c\n        type: composite\n        evaluators:\n"
@@ -135,7 +137,7 @@ HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
             "            aggregator: {type: weighted_average}\n"
             "            evaluators: [{name: slow, type: latency, threshold: -2}]\n",
             "bad.eval.yaml:12:65: evalcases.0.evaluators.0.evaluators.0.evaluators.0.threshold: "
-            "threshold (milliseconds) must be a number >= 0 (got -2)",
+            "threshold (milliseconds) must be a finite number >= 0 (got -2)",
         ),
         (
             "      - name: c\n        type: composite\n"
@@ -150,6 +152,25 @@ HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
             "        evaluators: [{name: m, type: latency, threshold: 5}]\n",
             "bad.eval.yaml:7:47: evalcases.0.evaluators.0.aggregator.prompt: prompt file "
             "'prompts/missing.md' not found*",
+        ),
+        (
+            f"      - {{name: l, type: latency, threshold: {BIG}}}\n",
+            "*evalcases.0.evaluators.0.threshold: threshold (milliseconds) must be a finite "
+            "number >= 0 (got 9999999999999999999999999999999999999...)",
+        ),
+        (
+            f"      - {{name: l, type: latency, threshold: 5, weight: {BIG}}}\n",
+            "*evalcases.0.evaluators.0.weight: *",
+        ),
+        (
+            "      - name: t\n        type: tool_trajectory\n        mode: any_order\n"
+            f"        minimums: {{search: {BIG}}}\n",
+            "*evalcases.0.evaluators.0.minimums: minimum for 'search' must be a finite number*",
+        ),
+        (
+            "      - name: f\n        type: field_accuracy\n"
+            f"        fields: [{{path: a, match: numeric_tolerance, tolerance: {BIG}}}]\n",
+            "*evalcases.0.evaluators.0.fields.0.tolerance: tolerance must be a finite number*",
         ),
     ],
     ids=[
@@ -178,6 +199,11 @@ HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
         "nested-member-setting",
         "unknown-member-kind",
         "missing-aggregator-prompt",
+        # An integer too large for a float raised OverflowError out of the loader (a traceback).
+        "huge-threshold",
+        "huge-weight",
+        "huge-minimum",
+        "huge-tolerance",
     ],
 )
 def test_invalid_settings_are_one_clear_collection_error(

@@ -8,8 +8,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_agentv.evaluators.contract import contract_object, parse_freeform
+from pytest_agentv.evaluators.contract import contract_object, parse_checklist, parse_freeform
 from pytest_agentv.llm.client import ReplyError
+from pytest_agentv.schema.rubrics import RubricItem
 from tests.fake_openai import (
     Delay,
     FakeOpenAI,
@@ -216,6 +217,17 @@ def test_a_reply_with_a_key_twice_is_asked_again_then_not_graded(
     row = results(judged)["refund"]
     assert (row["status"], row["verdict"]) == ("error", None)
     assert "duplicate key 'score'" in row["error"]
+
+
+def test_numbers_beyond_a_float_are_outside_the_contract() -> None:
+    """A score of 400 digits raised OverflowError (a bug, not a reply to correct); rubric
+    weights near a float's limit overflowed their sum (a NaN score)."""
+    with pytest.raises(ReplyError, match="'score' must be a number from 0 to 1"):
+        parse_freeform(f'{{"score": {"9" * 400}, "nonce": "{NONCE}"}}', NONCE)
+    items = [RubricItem(id=name, expected_outcome=name, weight=1.7e308) for name in "ab"]
+    checks = [{"id": "a", "satisfied": True}, {"id": "b", "satisfied": False}]
+    reply = json.dumps({"checks": checks, "nonce": NONCE})
+    assert parse_checklist(reply, NONCE, items).score == 0.5
 
 
 def test_a_planted_object_fails_the_case_end_to_end(

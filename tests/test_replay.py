@@ -201,6 +201,45 @@ def test_llm_target_replies_are_stored(project: pytest.Pytester, fake_llm: FakeO
     project.runpytest("--agentv-cache-mode=replay").assert_outcomes(passed=1)
 
 
+def test_a_stored_reply_never_reports_negative_usage_or_cost(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    """A store edited to say prompt_tokens -10000000 and cost_usd -5 gave the replayed answer
+    a negative cost and 20 tokens: both passed their limits."""
+    write(
+        project,
+        ".agentv/targets.yaml",
+        f"targets:\n  - {{name: default, provider: litellm, model: openai/agent, "
+        f"api_base: {fake_llm.api_base}}}\n",
+    )
+    fake_llm.responder = lambda r: "30 days"
+    write(
+        project,
+        "s.eval.yaml",
+        """
+        evalcases:
+          - id: cheap
+            input: Returns?
+            evaluators:
+              - {name: budget, type: cost, budget: 0.01}
+              - {name: short, type: token_usage, max_total: 100}
+        """,
+    )
+    project.makeini(ini(fake_llm, "readwrite"))
+    project.runpytest()
+    [stored] = store_files(project.path)
+    entry = json.loads(stored.read_text())
+    entry["response"]["usage"]["prompt_tokens"] = -10_000_000
+    entry["response"]["cost_usd"] = -5
+    stored.write_text(json.dumps(entry))
+    fake_llm.stop()
+    result = project.runpytest("--agentv-cache-mode=replay")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*✗ No cost data available in trace", "*✗ No token usage data available in trace"]
+    )
+
+
 def test_key_covers_what_changes_a_reply() -> None:
     base = {
         "model": "m",

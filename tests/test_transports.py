@@ -8,6 +8,7 @@ import json
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import pytest
@@ -15,10 +16,11 @@ import pytest
 from pytest_agentv.errors import NotGradedError
 from pytest_agentv.llm.client import LlmClient
 from pytest_agentv.llm.prices import Price, price_for, supports
+from pytest_agentv.llm.reply import Reply
 from pytest_agentv.llm.retry import RetryPolicy
-from pytest_agentv.llm.transports import ModelSpec, Reply, uses_lean_transport
+from pytest_agentv.llm.transports import ModelSpec, uses_lean_transport
 from pytest_agentv.scheduler import shared_loop
-from tests.fake_openai import FakeOpenAI, Status
+from tests.fake_openai import FakeOpenAI, Status, WithUsage
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import judge_ini, write
 
@@ -142,6 +144,44 @@ def test_an_unpriced_model_has_an_unknown_cost_and_no_schema(
     assert "response_format" not in fake_llm.requests[0].body
 
 
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": -10_000_000, "completion_tokens": 20},
+        {"prompt_tokens": 100, "completion_tokens": -20},
+        {"prompt_tokens": 10**400, "completion_tokens": 20},
+        {"prompt_tokens": 0, "completion_tokens": 20},
+        None,
+    ],
+    ids=["negative-prompt", "negative-completion", "400-digits", "zero", "none"],
+)
+def test_usage_that_is_not_token_counts_makes_the_cost_unknown(
+    fake_llm: FakeOpenAI, judge_transport: str, usage: Any
+) -> None:
+    """A server reporting prompt_tokens -10000000 made its calls cost less than nothing; one
+    reporting no usage (which litellm reads as 0 tokens: no request has an empty prompt) made
+    them free."""
+    fake_llm.push(WithUsage("ok", usage))
+    reply = call(
+        ModelSpec("openai/gpt-4o-mini", fake_llm.api_base, "sk-test-0123456789"), judge_transport
+    )
+    assert reply.text == "ok"
+    assert reply.cost_usd is None
+    assert None in (reply.prompt_tokens, reply.completion_tokens)
+
+
+def test_a_reply_reads_only_counts_of_tokens_and_costs() -> None:
+    """What each transport and the replay store read goes through ``Reply`` (litellm refuses
+    text and fractions itself)."""
+    for prompt, completion in [("100", 20), (100.5, 20), (True, 20), (100, -1), (100, None)]:
+        reply = Reply("ok", cached=False, prompt_tokens=prompt, completion_tokens=completion)
+        assert reply.cost_usd is None
+        assert None in (reply.prompt_tokens, reply.completion_tokens)
+    counted = Reply("ok", cached=True, prompt_tokens=100, completion_tokens=20, cost_usd=0.5)
+    assert counted.cost_usd == 0.5
+    assert replace(counted, cost_usd=-5).cost_usd is None
+
+
 def test_credentials_and_endpoints_from_the_environment(
     fake_llm: FakeOpenAI, judge_transport: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -220,7 +260,7 @@ def test_unknown_cost_is_reported_as_unknown(judged: pytest.Pytester, fake_llm: 
     result.stdout.fnmatch_lines(
         [
             "agentv: 1 model calls made, 0 replies reused from the store, 120 tokens, "
-            "cost unknown (1 of 1 calls to models without a known price)"
+            "cost unknown (1 of 1 calls without a known price or token counts)"
         ]
     )
     [report] = [r for r in result.reprec.getreports("pytest_runtest_logreport") if r.when == "call"]  # type: ignore[attr-defined]

@@ -605,12 +605,21 @@ def test_a_case_with_trials_is_not_batched(project: pytest.Pytester) -> None:
         evalcases:
           - {id: a, input: A?}
           - {id: b, input: B?, execution: {trials: {count: 2, strategy: mean}}}
+          - {id: c, input: C?, execution: {trials: {count: 2, strategy: mean}}}
         """,
     )
     result = project.runpytest()
-    result.assert_outcomes(passed=2)
-    # One batch for `a`; `b` runs the command alone, once per trial (as AgentV does).
-    assert sorted((project.path / "runs.log").read_text().splitlines()) == ["b", "b", "batch"]
+    result.assert_outcomes(passed=2, errors=1)
+    # One batch for `a`; `b` runs the command alone, once per trial (as AgentV does). Its answer
+    # is its own line: `c`, which has none, took the whole output as its answer, and passed.
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'c' was not graded: attempt 0: the batch output of cli target 'default' has no "
+            "line with id 'c'"
+        ]
+    )
+    runs = sorted((project.path / "runs.log").read_text().splitlines())
+    assert runs == ["b", "b", "batch", "c"]
 
 
 UNIT = """

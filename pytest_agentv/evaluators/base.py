@@ -21,7 +21,7 @@ from ..errors import AgentvError, ConfigError
 from ..llm.client import JudgeClient
 from ..llm.usage import PlannedCall
 from ..results import EvaluatorRow, Grade, Verdict
-from ..schema.base import finite_number, problems
+from ..schema.base import finite_number, problems, weighted_average
 from ..schema.evaluators import EvaluatorConfig
 from ..spellings import canonical_kind
 from ..verdicts import score_to_verdict
@@ -355,8 +355,7 @@ async def run_evaluators_for_case(
 def weighted_mean(results: Sequence[EvaluatorResult]) -> tuple[float, bool]:
     """The weighted mean of the results' scores (0 when every weight is 0), and whether a
     result with weight failed its gate — which fails the whole, whatever the mean."""
-    total = sum(r.weight for r in results)
-    score = sum(r.score.score * r.weight for r in results) / total if total > 0 else 0.0
+    score = weighted_average((r.score.score, r.weight) for r in results)
     return score, any(r.score.gate_failed and r.weight > 0 for r in results)
 
 

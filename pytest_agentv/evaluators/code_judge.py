@@ -10,13 +10,13 @@ cause in ``misses``: never a silent zero, never a traceback. Output that gives a
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import DuplicateKeyError
+from ..schema.base import finite_number, shown_number
 from ..yamlfile import json_decoder
 from .base import EvaluationContext, EvaluationScore
 from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts, script_payload
@@ -95,10 +95,12 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
             score = 1.0 if passed else 0.0
         else:
             return bad("code judge output needs a 'score' (0 to 1), 'pass' or 'checks'")
+    got = f"(got {shown_number(score)})"
     if isinstance(score, bool) or not isinstance(score, (int, float)):
-        return bad(f"code judge 'score' must be a number between 0 and 1 (got {score!r})")
-    if not math.isfinite(score) or not 0 <= score <= 1:
-        return bad(f"code judge 'score' must be between 0 and 1 (got {score!r})")
+        return bad(f"code judge 'score' must be a number between 0 and 1 {got}")
+    number = finite_number(score)
+    if number is None or not 0 <= number <= 1:
+        return bad(f"code judge 'score' must be between 0 and 1 {got}")
 
     reasoning = data.get("reasoning", data.get("reason"))
     if reasoning is not None and not isinstance(reasoning, str):
@@ -107,7 +109,7 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
     if details is not None and not isinstance(details, dict):
         return bad("code judge 'details' must be an object")
     return EvaluationScore(
-        score=float(score),
+        score=number,
         hits=tuple(hits),
         misses=tuple(misses),
         expected_aspect_count=len(hits) + len(misses),

@@ -11,13 +11,13 @@ becomes a grade.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, TypeVar
 
 from ..errors import DuplicateKeyError
 from ..llm.client import ReplyError
+from ..schema.base import finite_number, weighted_average
 from ..schema.rubrics import RubricItem
 from .base import EvaluationScore
 from .prompts import data_rules
@@ -67,12 +67,8 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 
 def _number_in(value: Any, low: float, high: float) -> TypeGuard[float]:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and low <= value <= high
-    )
+    number = finite_number(value)
+    return number is not None and low <= number <= high
 
 
 def _echo_rule(nonce: str) -> str:
@@ -133,8 +129,8 @@ def parse_freeform(text: str, nonce: str) -> EvaluationScore:
 class _ItemGrade:
     """One rubric item as its check graded it."""
 
-    #: What the item adds to the weighted sum (its weight, times its 0-1 grade).
-    earned: float
+    #: The item's grade from 0 to 1, averaged by the items' weights.
+    grade: float
     passed: bool
     gate_failed: bool
     line: str
@@ -225,10 +221,10 @@ class _RubricMode:
             self.grade(item, by_id[item.id][self.key], by_id[item.id].get("reasoning") or "")
             for item in rubrics
         ]
-        total = sum(item.weight for item in rubrics)
         overall = data.get("overall_reasoning")
+        weighted = zip((g.grade for g in grades), (item.weight for item in rubrics), strict=True)
         return EvaluationScore.graded(
-            sum(g.earned for g in grades) / total if total > 0 else 0.0,
+            weighted_average(weighted),
             gate_failed=any(g.gate_failed for g in grades),
             hits=tuple(g.line for g in grades if g.passed),
             misses=tuple(g.line for g in grades if not g.passed),
@@ -245,7 +241,7 @@ def _said(line: str, reasoning: str) -> str:
 
 def _checked(item: RubricItem, satisfied: bool, reasoning: str) -> _ItemGrade:
     return _ItemGrade(
-        earned=item.weight if satisfied else 0.0,
+        grade=1.0 if satisfied else 0.0,
         passed=satisfied,
         gate_failed=not satisfied and item.is_required,
         line=_said(f"[{item.id}] {item.expected_outcome}", reasoning),
@@ -275,7 +271,7 @@ def _scored(item: RubricItem, score: Any, reasoning: str) -> _ItemGrade:
     matched = _range_text(item, raw)
     passed = raw >= 7 and not gated
     return _ItemGrade(
-        earned=item.weight * raw / 10,
+        grade=raw / 10,
         passed=passed,
         gate_failed=gated,
         line=_said(

@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import ConfigError, DuplicateKeyError
 from ..loader import EntryProblem, zero_weights
 from ..results import js_fixed, js_number
+from ..schema.base import finite_number, weighted_average
 from ..schema.checks import FieldAccuracySpec, FieldSpec
 from ..schema.evaluators import EvaluatorConfig
 from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
@@ -111,11 +112,15 @@ def js_typeof(value: Any) -> str:
 
 
 def to_number(value: Any) -> float | None:
-    """A number, or the leading number of a string (as JavaScript's ``parseFloat`` reads it)."""
+    """A number, or the leading number of a string (as JavaScript's ``parseFloat`` reads it);
+    an integer beyond a float's range is infinite, as JavaScript reads it."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return None if math.isnan(value) else float(value)
+    if isinstance(value, int):
+        number = finite_number(value)
+        return number if number is not None else (math.inf if value > 0 else -math.inf)
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
     if isinstance(value, str):
         found = _LEADING_NUMBER.match(value)
         return float(found.group(0)) if found else None
@@ -275,8 +280,7 @@ class FieldAccuracyEvaluator:
         if spec.aggregation == "all_or_nothing":
             score = 0.0 if misses else 1.0
         else:
-            total = sum(r.weight for r in results)
-            score = sum(r.score * r.weight for r in results) / total if total > 0 else 0.0
+            score = weighted_average((r.score, r.weight) for r in results)
         return EvaluationScore.graded(
             score,
             hits=tuple(hits[:MAX_LISTED]),

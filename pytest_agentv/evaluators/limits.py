@@ -1,6 +1,7 @@
 """What the kinds that hold an answer's cost to a limit share (latency, cost, token usage: the
 numbers of the trace summary): how they read the trace, and how a result is worded, as AgentV
-words it. A trace that does not report the number scores 0, never a pass.
+words it. A trace that does not report the number scores 0, never a pass; one that reports a
+number that is not a metric (negative, not a number, not finite) leaves the case not graded.
 """
 
 from __future__ import annotations
@@ -9,8 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..schema.base import finite_number
+from ..answers import metric
 from .base import EvaluationContext, EvaluationScore
+
+#: Who reported a number an evaluator finds in the trace summary, as ``metric`` names it.
+TRACE = "the trace summary"
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,9 @@ class TraceLimit:
 
 
 def trace_number(context: EvaluationContext, key: str) -> float | None:
-    """A number of the case's trace summary (``duration_ms``, ``cost_usd``), if reported."""
-    return finite_number((context.trace_summary or {}).get(key))
+    """A number of the case's trace summary (``duration_ms``, ``cost_usd``), if reported; one
+    that is not a metric leaves the case not graded (``metric``)."""
+    return metric((context.trace_summary or {}).get(key), key, TRACE)
 
 
 def no_trace_data(

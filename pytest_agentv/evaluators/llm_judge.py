@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError, JudgeNotConfiguredError, NotGradedError
 from ..llm.client import NONCE_PLACEHOLDER, LlmClient, ReplyError
-from ..llm.transports import Reply
+from ..llm.reply import Reply
 from ..llm.usage import PlannedCall, prompt_tokens
 from ..loader import EntryProblem
 from ..schema.base import finite_number

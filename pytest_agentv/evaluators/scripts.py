@@ -1,22 +1,108 @@
 """The one runner of the scripts evaluators call — code judges, code aggregators, prompt scripts —
 and the JSON payload they read on stdin (AgentV's wire format: snake_case envelope keys, user data
 as it was written), so every script sees the same thing.
+
+A script that cannot start — its program not found or not executable, or the script file its
+command names (``python judge.py``) not there — is a setup problem: ``ConfigError``, the case is
+not graded. A script that starts and fails (a non-zero exit) is its own failure: score 0 with
+the cause, as AgentV scores it.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..cases import PreparedCase
-from ..paths import resolve_reference
-from ..processes import run_process, scrubbed_env
+from ..errors import ConfigError
+from ..paths import display_path, resolve_reference
+from ..processes import check_runnable, child_env, python_argv, run_process, scrubbed_env
 from .base import EvaluationContext
 
 #: Seconds a script (code judge, prompt script) may run unless its entry or the run says more.
 DEFAULT_SCRIPT_TIMEOUT = 60.0
+
+#: How a command names the script file it runs (``python judge.py``, ``uv run check.py``,
+#: ``node ../scripts/gate.js``): by its suffix.
+SCRIPT_SUFFIXES = (
+    ".py",
+    ".js",
+    ".mjs",
+    ".cjs",
+    ".ts",
+    ".mts",
+    ".cts",
+    ".jsx",
+    ".tsx",
+    ".sh",
+    ".bash",
+    ".rb",
+    ".pl",
+    ".php",
+    ".lua",
+)
+#: After one of these the command runs code it is given (``python -c``, ``node -e``) or a module.
+_INLINE = frozenset({"-c", "-e", "-m", "--eval"})
+#: The shell's own commands (POSIX ``sh``): not programs on ``PATH``.
+_SHELL_BUILTINS = frozenset(
+    ": . [ alias bg break cd command continue echo eval exec exit export false fc fg getopts "
+    "hash jobs kill local printf pwd read readonly return set shift test times trap true type "
+    "ulimit umask unalias unset wait".split()
+)
+#: Shell syntax beyond one simple command (operators, expansions, globs, an assignment first):
+#: such a string's words are the shell's business.
+_SHELL_SYNTAX = re.compile(r"[;&|<>()$`\\\n*?\[\]~]|^\s*[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def command_words(script: Sequence[str] | str) -> list[str] | None:
+    """A command's words: an argv as given, a shell string's when it is one simple command of a
+    program; None when it is more, or the shell's own command (``exit 1``)."""
+    if not isinstance(script, str):
+        return list(script)
+    if _SHELL_SYNTAX.search(script):
+        return None
+    try:
+        words = shlex.split(script)
+    except ValueError:
+        return None
+    return None if words and words[0] in _SHELL_BUILTINS else words
+
+
+def script_file(words: Sequence[str]) -> str | None:
+    """The script file a command runs: the first argument after its program named like one,
+    unless code is given inline before it (``python -c ...``)."""
+    for word in words[1:]:
+        if word in _INLINE:
+            return None
+        if not word.startswith("-") and word.lower().endswith(SCRIPT_SUFFIXES):
+            return word
+    return None
+
+
+def check_startable(
+    script: Sequence[str] | str, folder: Path, path: str, what: str, shown: str
+) -> None:
+    """``ConfigError`` naming the path when ``script`` cannot start from ``folder`` (``shown``
+    as reports show it): its program is not found on ``path`` or not executable, or the script
+    file it names is not there."""
+    words = command_words(script)
+    if not words:
+        return
+    try:
+        check_runnable(python_argv(words), path, folder)
+    except OSError as exc:
+        problem = "is not executable" if isinstance(exc, PermissionError) else "was not found"
+        raise ConfigError(
+            f"{what} cannot start: program '{words[0]}' {problem} (run from {shown})"
+        ) from None
+    file = script_file(words)
+    if file is not None and not (folder / file).exists():
+        raise ConfigError(f"{what} cannot start: script file '{file}' does not exist (in {shown})")
 
 
 def script_payload(context: EvaluationContext) -> dict[str, Any]:
@@ -70,11 +156,14 @@ class Scripts:
             else case.folder
         )
         limit = timeout or self.timeout
+        env = scrubbed_env(self.env_passthrough)
+        shown = display_path(folder, case.rootdir)
+        check_startable(script, folder, child_env(env)["PATH"], what, shown)
         result = await run_process(
             script if isinstance(script, str) else list(script),
             stdin=json.dumps(payload, ensure_ascii=False).encode("utf-8"),
             cwd=folder,
-            env=scrubbed_env(self.env_passthrough),
+            env=env,
             timeout=limit,
         )
         return result.stdout, result.failure(what, limit)

@@ -7,17 +7,12 @@ that reports no token usage gets score 0 with "No token usage data available in 
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..answers import metric_table
 from ..results import js_number
-from ..schema.base import finite_number
+from ..schema.base import metric_number
 from ..schema.checks import TokenUsageSpec
 from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
-from .limits import no_trace_data
-
-
-def _count(usage: dict[str, Any], key: str) -> float | None:
-    return finite_number(usage.get(key))
+from .limits import TRACE, no_trace_data
 
 
 class TokenUsageEvaluator:
@@ -32,12 +27,9 @@ class TokenUsageEvaluator:
             "max_total": spec.max_total,
         }
         aspects = max(sum(1 for limit in limits.values() if limit is not None), 1)
-        usage = (context.trace_summary or {}).get("token_usage")
-        counts = (
-            {key: _count(usage, key) for key in ("input", "output", "cached")}
-            if isinstance(usage, dict)
-            else {}
-        )
+        reported = (context.trace_summary or {}).get("token_usage")
+        usage = metric_table(reported, "token_usage", TRACE) or {}
+        counts = {key: metric_number(usage.get(key)) for key in ("input", "output", "cached")}
         if counts.get("input") is None and counts.get("output") is None:
             return no_trace_data(
                 "token usage",

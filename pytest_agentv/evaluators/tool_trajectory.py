@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..answers import ToolCall, tool_calls
+from ..answers import ToolCall, metric, metric_table, tool_calls
 from ..results import js_number
-from ..schema.base import finite_number
 from ..schema.checks import ToolTrajectorySpec, TrajectoryStep
 from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
+from .limits import TRACE
 from .text import deep_equal
 
 NO_TRACE = "No trace available for evaluation"
@@ -162,8 +162,7 @@ def _any_order(
     misses: list[str] = []
     rows: list[dict[str, Any]] = []
     for tool, required in minimums.items():
-        actual = counts.get(tool, 0)
-        actual = finite_number(actual) or 0
+        actual = metric(counts.get(tool, 0), f"tool_calls_by_name.{tool}", TRACE) or 0
         met = actual >= required
         line = f"{tool}: called {js_number(actual)} times (required ≥{js_number(required)})"
         (hits if met else misses).append(line)
@@ -199,9 +198,8 @@ class ToolTrajectoryEvaluator:
                     counts[call.name] = counts.get(call.name, 0) + 1
                 return _any_order(spec.minimums or {}, counts, "output_messages")
             by_name = (summary or {}).get("tool_calls_by_name")
-            return _any_order(
-                spec.minimums or {}, by_name if isinstance(by_name, dict) else {}, "trace_summary"
-            )
+            counted = metric_table(by_name, "tool_calls_by_name", TRACE) or {}
+            return _any_order(spec.minimums or {}, counted, "trace_summary")
         expected = spec.expected or []
         if not expected:
             return EvaluationScore.graded(

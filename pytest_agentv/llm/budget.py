@@ -4,12 +4,14 @@
 never asks), ``Budget.check`` refuses it once the run has spent X, or when the model has no known
 price (its calls could not be counted against X). A call's cost is known when it returns, and is
 then added. Calls already in flight when X is reached finish and are counted, so a run ends above
-X by at most the cost of the calls that were in flight.
+X by at most the cost of the calls that were in flight. A call whose reply does not report its
+usage as counts of tokens has an unknown cost, which cannot be counted against X either: once
+there is one, no more calls are started, and the run fails (never a negative or zero spend).
 
 Every process of a run shares one ledger: a file the controller creates, of one line per paid
-call (its cost) or refused call (``refused``). Each line is one ``O_APPEND`` write, so lines from
-pytest-xdist workers never interleave, and each process reads only what was appended since it
-last looked.
+call (its cost), call of unknown cost (``unknown``) or refused call (``refused``). Each line is
+one ``O_APPEND`` write, so lines from pytest-xdist workers never interleave, and each process
+reads only what was appended since it last looked.
 """
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import NotGradedError
-from ..results import usd
+from ..results import UNKNOWN_COST, Spend, usd
 from . import prices
 
+if TYPE_CHECKING:
+    from .reply import Reply
+
 _REFUSED = b"refused"
+_UNKNOWN = b"unknown"
 
 
 class Ledger:
@@ -32,6 +39,7 @@ class Ledger:
         self.path = path
         self._offset = 0
         self._spent = 0.0
+        self._unknown = 0
         self._refused = 0
         self._lock = threading.Lock()
 
@@ -53,23 +61,26 @@ class Ledger:
         for line in data[:end].splitlines():
             if line == _REFUSED:
                 self._refused += 1
+            elif line == _UNKNOWN:
+                self._unknown += 1
             elif line:
                 self._spent += float(line)
         self._offset += end
 
-    def add(self, cost_usd: float) -> None:
+    def add(self, cost_usd: float | None) -> None:
+        """Count a call that was made, at its cost (None: unknown)."""
         with self._lock:
-            self._append(repr(float(cost_usd)).encode())
+            self._append(_UNKNOWN if cost_usd is None else repr(float(cost_usd)).encode())
 
     def refuse(self) -> None:
         with self._lock:
             self._append(_REFUSED)
 
-    def totals(self) -> tuple[float, int]:
-        """What the run has spent so far, and how many calls it refused."""
+    def totals(self) -> Spend:
+        """What the run has spent so far, its calls of unknown cost, and the calls it refused."""
         with self._lock:
             self._catch_up()
-            return self._spent, self._refused
+            return Spend(self._spent, self._unknown, self._refused)
 
 
 class Budget:
@@ -87,7 +98,16 @@ class Budget:
                 f"model '{model}' has no known price, so its calls cannot be counted against "
                 f"the run's budget of {usd(self.limit_usd)} (--agentv-budget-usd): not called"
             )
-        spent, _ = self.ledger.totals()
+        spend = self.ledger.totals()
+        if spend.unknown:
+            self.ledger.refuse()
+            raise NotGradedError(
+                f"{spend.unknown} model calls were made {UNKNOWN_COST} (their replies did not "
+                "report their usage as counts of tokens), so the run's spend cannot be counted "
+                f"against its budget of {usd(self.limit_usd)} (--agentv-budget-usd): no more "
+                "model calls are started"
+            )
+        spent = spend.usd
         if spent >= self.limit_usd:
             self.ledger.refuse()
             raise NotGradedError(
@@ -95,11 +115,12 @@ class Budget:
                 "(--agentv-budget-usd); no more model calls are started"
             )
 
-    def charge(
-        self, model: str, cost_usd: float | None, prompt_tokens: int, completion_tokens: int
-    ) -> None:
-        """Count a call that was made; its cost from the reply, else from the price table."""
-        if cost_usd is None:
+    def charge(self, model: str, reply: Reply) -> None:
+        """Count a call that was made; its cost from the reply, else from the price table, and
+        unknown when its usage is (``Reply``)."""
+        cost_usd = reply.cost_usd
+        prompt, completion = reply.prompt_tokens, reply.completion_tokens
+        if cost_usd is None and prompt is not None and completion is not None:
             price = prices.price_for(model)
-            cost_usd = price.cost(prompt_tokens, completion_tokens) if price else 0.0
+            cost_usd = price.cost(prompt, completion) if price else None
         self.ledger.add(cost_usd)

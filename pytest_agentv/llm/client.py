@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ReplayMissError
-from ..schema.base import finite_number
 
 if TYPE_CHECKING:
     pass
@@ -18,12 +17,12 @@ if TYPE_CHECKING:
 from .budget import Budget
 from .limits import UNLIMITED, CallLimits, Grant, Limits
 from .replay import ReplayStore, request_key
+from .reply import Reply
 from .retry import RetryPolicy, with_retries
 from .transports import (
     LeanTransport,
     LitellmTransport,
     ModelSpec,
-    Reply,
     Transport,
     uses_lean_transport,
 )
@@ -157,9 +156,7 @@ class LlmClient:
             self.budget.check(self.spec.model)
         reply = await self._call(messages, temperature, max_tokens, response_format, label)
         if self.budget is not None:
-            self.budget.charge(
-                self.spec.model, reply.cost_usd, reply.prompt_tokens, reply.completion_tokens
-            )
+            self.budget.charge(self.spec.model, reply)
         if usage is not None:
             usage.charge(reply)
         value = judged(reply.text)
@@ -239,7 +236,8 @@ class LlmClient:
                 response_format=response_format,
                 timeout=timeout,
             )
-            grant.used = reply.prompt_tokens + reply.completion_tokens
+            if reply.prompt_tokens is not None and reply.completion_tokens is not None:
+                grant.used = reply.prompt_tokens + reply.completion_tokens
             return reply
 
         return await with_retries(
@@ -252,22 +250,18 @@ class LlmClient:
         )
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 def _recorded_reply(text: str, stored: dict[str, Any]) -> Reply:
     """A stored reply, with the tokens and cost of the call that recorded it: what an answer
-    took is part of the answer (a replayed agent's answer keeps its usage and cost)."""
+    took is part of the answer (a replayed agent's answer keeps its usage and cost). Usage that
+    is not counts of tokens is unknown, as from a server (``Reply``)."""
     usage = stored.get("usage")
     usage = usage if isinstance(usage, dict) else {}
-    cost = stored.get("cost_usd")
     return Reply(
         text,
         cached=True,
-        prompt_tokens=_count(usage.get("prompt_tokens")),
-        completion_tokens=_count(usage.get("completion_tokens")),
-        cost_usd=finite_number(cost),
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        cost_usd=stored.get("cost_usd"),
     )
 
 

@@ -18,19 +18,20 @@ import os
 import ssl
 import weakref
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 from urllib.parse import quote
 
 from ..errors import NotGradedError
-from ..redaction import register_secret, valid_text
+from ..redaction import register_secret
 from ..yamlfile import json_decoder
 
 if TYPE_CHECKING:
     import httpx
 
 from . import prices
+from .reply import Reply
 from .retry import TransportError, error_message
 
 #: auto: the lean transport for the providers in ``LEAN_PROVIDERS``, litellm for the rest;
@@ -82,20 +83,6 @@ class ModelSpec:
     def __post_init__(self) -> None:
         if self.api_key:
             register_secret(self.api_key)
-
-
-@dataclass(frozen=True)
-class Reply:
-    text: str
-    cached: bool
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    #: None when the model's price is unknown; for a reused reply, what its recording cost.
-    cost_usd: float | None = None
-
-    def __post_init__(self) -> None:
-        # A model may send a lone surrogate escape: the store and reports must be UTF-8.
-        object.__setattr__(self, "text", valid_text(self.text))
 
 
 class Transport(Protocol):
@@ -177,8 +164,8 @@ class LitellmTransport:
         return Reply(
             text=getattr(choice.message, "content", None) or "",
             cached=False,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
             cost_usd=cost,
         )
 
@@ -381,20 +368,22 @@ class LeanTransport:
     def _reply(self, content: bytes, status: int) -> Reply:
         try:
             data = json_decoder(nan=True).decode(content.decode("utf-8"))
-            text = data["choices"][0]["message"].get("content")
-            usage = data.get("usage") or {}
-            prompt_tokens = int(usage.get("prompt_tokens") or 0)
-            completion_tokens = int(usage.get("completion_tokens") or 0)
+            choice = data["choices"][0]
+            text = choice["message"].get("content")
+            usage = data.get("usage")
+            usage = usage if isinstance(usage, dict) else {}
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
             raise TransportError(
                 f"HTTP {status} with a body that is not a chat completion: "
                 f"{content[:200].decode('utf-8', 'replace')}"
             ) from None
-        price = self._price
-        return Reply(
+        reply = Reply(
             text=text if isinstance(text, str) else "",
             cached=False,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=price.cost(prompt_tokens, completion_tokens) if price else None,
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
         )
+        prompt, completion, price = reply.prompt_tokens, reply.completion_tokens, self._price
+        if price is None or prompt is None or completion is None:
+            return reply
+        return replace(reply, cost_usd=price.cost(prompt, completion))

@@ -5,7 +5,8 @@ A call that was made counts its reply's tokens and cost; a reply reused from the
 as reused, with what its recording cost; a planned call (the estimate) counts the prompt tokens
 of its request as it would be sent (about four characters a token, plus a few per message) and
 ``REPLY_TOKENS`` for its reply, priced from the price table, or as reused when the store holds
-its reply already. A call to a model without a known price makes the total cost unknown.
+its reply already. A call whose cost is unknown (a model without a known price, or a reply
+whose usage is not counts of tokens) makes the total cost unknown: never zero, never negative.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..results import UsageRow, usd
+from ..results import UNKNOWN_COST, UsageRow, usd
 from . import prices
 
 if TYPE_CHECKING:
-    from .transports import Reply
+    from .reply import Reply
 
 #: The estimate's allowance for each reply (a call's ``max_tokens`` when that is lower).
 REPLY_TOKENS = 256
@@ -71,7 +72,8 @@ class Usage:
     #: What the replies reused from the store cost when they were recorded: trials count it
     #: against ``cost_limit_usd``, so a replayed run stops where the recording stopped.
     replayed_cost_usd: float = 0.0
-    #: Calls to models without a known price: while there is one, the total cost is unknown.
+    #: Calls whose cost is unknown (a model without a known price, usage that is not counts of
+    #: tokens): while there is one, the total cost is unknown.
     unpriced_calls: int = 0
 
     @property
@@ -83,10 +85,10 @@ class Usage:
         """Model spend as recorded: this run's calls plus what reused replies cost."""
         return self.cost_usd + self.replayed_cost_usd
 
-    def _call(self, prompt: int, completion: int, cost_usd: float | None) -> None:
+    def _call(self, prompt: int | None, completion: int | None, cost_usd: float | None) -> None:
         self.calls += 1
-        self.prompt_tokens += prompt
-        self.completion_tokens += completion
+        self.prompt_tokens += prompt or 0
+        self.completion_tokens += completion or 0
         if cost_usd is None:
             self.unpriced_calls += 1
         else:
@@ -122,9 +124,9 @@ class Usage:
 
     @property
     def cost(self) -> str:
-        """The cost as reports show it; unknown while a call went to an unpriced model."""
+        """The cost as reports show it; unknown while a call's cost is unknown."""
         if self.unpriced_calls:
-            return f"unknown ({self.unpriced_calls} calls to models without a known price)"
+            return f"unknown ({self.unpriced_calls} calls {UNKNOWN_COST})"
         return usd(self.cost_usd)
 
     def row(self) -> UsageRow:

@@ -119,7 +119,7 @@ class AgentvReporter:
             duration_s=time.monotonic() - self._clock,
             judge=settings.judge_model,
             usage=dict(self.summary.usage),
-            budget=budget_line(settings.budget_usd, *spend())
+            budget=budget_line(settings.budget_usd, spend())
             if spend is not None and settings.budget_usd is not None
             else None,
             calibration=self.summary.calibration_lines(),

@@ -16,7 +16,7 @@ from ..verdicts import fmt
 
 if TYPE_CHECKING:
     from ..baseline import PreviousResults
-    from ..results import ResultRow
+    from ..results import ResultRow, Spend
     from ..settings import Settings
 
 _SUMMARY_FIELDS = (
@@ -37,14 +37,17 @@ def _ok(canary: Mapping[str, Any]) -> bool:
     return bool(canary["verdict"] == canary["expected"])
 
 
-def budget_line(limit: float, spent: float, refused: int) -> str:
-    """Spent against ``--agentv-budget-usd``; a run that reached it fails."""
-    from ..results import usd
+def budget_line(limit: float, spend: Spend) -> str:
+    """Spent against ``--agentv-budget-usd``; a run that reached it, or made a call whose cost
+    is unknown, fails."""
+    from ..results import UNKNOWN_COST, usd
 
-    line = f"agentv budget: {usd(spent)} spent of {usd(limit)} (--agentv-budget-usd)"
-    if refused:
-        return f"{line}; {refused} model calls were not started: the run fails"
-    if spent >= limit:
+    line = f"agentv budget: {usd(spend.usd)} spent of {usd(limit)} (--agentv-budget-usd)"
+    if spend.unknown:
+        line += f", and {spend.unknown} model calls {UNKNOWN_COST}"
+    if spend.refused:
+        return f"{line}; {spend.refused} model calls were not started: the run fails"
+    if spend.usd >= limit or spend.unknown:
         return f"{line}; the budget was reached: the run fails"
     return line
 
@@ -60,7 +63,7 @@ class Summary:
         self.collected: set[tuple[str, str, str]] = set()
         self.calibrations: list[dict[str, Any]] = []
         #: The run's spend and refused calls so far (``--agentv-budget-usd``).
-        self.spend: Callable[[], tuple[float, int]] | None = None
+        self.spend: Callable[[], Spend] | None = None
         self.usage = {"calls": 0, "reused": 0, "tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
         #: Cases that ran several times, their trials, and a fixed count's equivalent.
         self.trials = {"cases": 0, "run": 0, "planned": 0}
@@ -134,10 +137,11 @@ class Summary:
                 f"agentv trials: {t['run']} run for {cases}; a fixed count would run "
                 f"{t['planned']} ({t['planned'] - t['run']} saved)"
             )
+        from ..results import UNKNOWN_COST
+
         u = self.usage
         cost = (
-            f"cost unknown ({u['unpriced_calls']} of {u['calls']} calls to models without a "
-            "known price)"
+            f"cost unknown ({u['unpriced_calls']} of {u['calls']} calls {UNKNOWN_COST})"
             if u["unpriced_calls"]
             else f"${js_fixed(u['cost_usd'], 4)}"
         )
@@ -146,7 +150,7 @@ class Summary:
             f"{u['tokens']:,} tokens, {cost}"
         )
         if self.spend is not None and self.settings.budget_usd is not None:
-            terminalreporter.write_line(budget_line(self.settings.budget_usd, *self.spend()))
+            terminalreporter.write_line(budget_line(self.settings.budget_usd, self.spend()))
         for line in self.comparison_lines():
             terminalreporter.write_line(printable(line))
 
@@ -198,5 +202,5 @@ class Summary:
         """Whether the run reached its budget or refused a call for it."""
         if self.spend is None or self.settings.budget_usd is None:
             return False
-        spent, refused = self.spend()
-        return spent >= self.settings.budget_usd or refused > 0
+        spend = self.spend()
+        return spend.usd >= self.settings.budget_usd or spend.refused > 0 or spend.unknown > 0

@@ -1,5 +1,5 @@
 """The base of every model of an eval, targets or calibration file, the numbers such files
-hold, and validation problems in the words error messages use."""
+hold (and how weights average), and validation problems in the words error messages use."""
 
 from __future__ import annotations
 
@@ -37,16 +37,51 @@ class Model(BaseModel):
 
 
 def finite_number(value: Any) -> float | None:
-    """A number as data reports it: a finite int or float (a bool is not a number), else None."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
+    """A number as data reports it: a finite int or float (a bool is not a number), else None.
+    An integer beyond a float's range is not finite (JavaScript reads it as Infinity; asking
+    ``math.isfinite`` about it raises ``OverflowError``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def metric_number(value: Any) -> float | None:
+    """A number an answer or a model server reports about itself (a cost, a duration, a count
+    of tokens or calls): a finite number >= 0, else None. The one reading of such numbers; what
+    None means (not graded, unknown cost) is up to the reader."""
+    number = finite_number(value)
+    return number if number is not None and number >= 0 else None
+
+
+def shown_number(value: Any, most: int = 40) -> str:
+    """A value as a message shows it: its ``repr``, cut short (a number may have 400 digits)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer longer than Python converts to text
+        return "an integer too long to show"
+    return text if len(text) <= most else f"{text[: most - 3]}..."
 
 
 def finite_weight(value: float) -> float:
-    if not math.isfinite(value) or value < 0:
+    if finite_number(value) is None or value < 0:
         raise ValueError(f"weight must be a finite number >= 0 (got {value})")
     return value
+
+
+def weighted_average(graded: Iterable[tuple[float, float]]) -> float:
+    """The mean of ``(score, weight)`` pairs by weight (weights finite and >= 0; 0 when they all
+    are 0). Weights count relative to the largest: two weights near a float's limit would
+    overflow their sum, and the mean would be NaN."""
+    pairs = list(graded)
+    largest = max((weight for _, weight in pairs), default=0.0)
+    if largest <= 0:
+        return 0.0
+    shares = [(score, weight / largest) for score, weight in pairs]
+    return sum(score * share for score, share in shares) / sum(share for _, share in shares)
 
 
 def _number_as_text(value: Any) -> Any:
@@ -89,14 +124,10 @@ def named_once(attribute: str, problem: str) -> AfterValidator:
 
 def limit(value: Any, what: str) -> float:
     """A threshold or budget: a finite number >= 0 (``True`` is not a number here)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise ValueError(f"{what} must be a number >= 0 (got {value!r})")
-    return float(value)
+    number = metric_number(value)
+    if number is None:
+        raise ValueError(f"{what} must be a finite number >= 0 (got {shown_number(value)})")
+    return number
 
 
 def choice(value: Any, choices: tuple[str, ...], what: str, hint: str = "") -> str:
@@ -110,7 +141,7 @@ def real_number(value: Any) -> Any:
     """A number as YAML writes it: not a boolean, a numeric string, infinity or NaN."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"must be a number, not {type(value).__name__}")
-    if not math.isfinite(value):
+    if finite_number(value) is None:
         raise ValueError("must be a finite number")
     return value
 

@@ -183,12 +183,8 @@ def _values(
 
 
 class CliTarget:
-    """Runs ``command_template`` through the shell with the case's values substituted.
-
-    Placeholders: ``{PROMPT}``, ``{GUIDELINES}``, ``{EVAL_ID}``, ``{ATTEMPT}``, ``{OUTPUT_FILE}``
-    (shell-quoted) and ``{FILES}`` (guideline and input files, each through ``files_format``).
-    The answer is read from ``{OUTPUT_FILE}`` when the template uses it, else from stdout.
-    """
+    """Runs ``command_template`` through the shell with the case's values in its placeholders
+    (see the module); the answer is read from ``{OUTPUT_FILE}`` if it is used, else stdout."""
 
     def __init__(
         self,
@@ -274,14 +270,16 @@ class CliTarget:
 class BatchCliTarget(CliTarget):
     """``provider_batching: true``: one run of the command answers every case of an eval file.
 
-    The cases are the ones this run will run (``expect``, called when the run is planned, so
-    deselected cases are never sent). The first case that needs an answer starts the batch for
-    all of them; the others wait for it. ``{FILES}`` lists every case's files, ``{EVAL_ID}`` is
-    ``batch`` and the output (``{OUTPUT_FILE}`` or stdout) is JSON Lines, one object with an
-    ``id`` per case, each shaped like a single CLI answer. A case whose id has no line is not
-    graded. Cases that arrive after a batch started (pytest-xdist hands a worker its share piece
-    by piece) go into the next one. A case the run did not announce (one that runs several
-    times, for trials) is answered by a run of the command for that case alone.
+    The cases are the ones this run may send it (``expect``, called when the run is planned, so
+    deselected cases are never sent; a case an ``agentv_target`` fixture may answer is one of
+    them). The first case that needs an answer starts the batch for all of them; the others
+    wait for it. ``{FILES}`` lists every case's files, ``{EVAL_ID}`` is ``batch`` and the output
+    (``{OUTPUT_FILE}`` or stdout) is JSON Lines, one object with an ``id`` per case, each shaped
+    like a single CLI answer. A case whose id has no line is not graded. Cases that arrive after
+    a batch started (pytest-xdist hands a worker its share piece by piece) go into the next one.
+    A case the run did not announce (one that runs several times, for trials) is answered by a
+    run of the command for that case alone, with its own values, and its answer is still the
+    line with its id: the output of a batch command is never one case's answer as a whole.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -304,7 +302,11 @@ class BatchCliTarget(CliTarget):
             if not expected:
                 # Not part of a batch (a case run several times, for trials): the command
                 # answers this case alone, as AgentV runs trials without batching.
-                return await super().invoke(case, attempt)
+                values = (case.question, case.guidelines, case.id, attempt)
+                alone = (await self._answers_of([case], *values))[case.id]
+                if isinstance(alone, str):
+                    raise NotGradedError(alone)
+                return alone
             await self._batch(case)
         outcome = await asyncio.shield(self._answers[key])
         if isinstance(outcome, str):
@@ -332,7 +334,7 @@ class BatchCliTarget(CliTarget):
             self._answers[(case.eval_file, member.id)] = futures[member.id]
         try:
             try:
-                answers = await self._run_batch(members)
+                answers = await self._answers_of(members, "", "", "batch", 0)
             except (AgentvError, OSError) as exc:
                 answers = {m.id: str(exc) for m in members}
             for member_id, future in futures.items():
@@ -342,10 +344,20 @@ class BatchCliTarget(CliTarget):
                 if not future.done():
                     future.set_result(f"the batch of {self.what} did not finish")
 
-    async def _run_batch(self, members: list[PreparedCase]) -> dict[str, TargetResponse | str]:
+    async def _answers_of(
+        self,
+        members: list[PreparedCase],
+        prompt: str,
+        guidelines: str,
+        eval_id: str,
+        attempt: int,
+    ) -> dict[str, TargetResponse | str]:
+        """Run the command for ``members`` (with these values and their files): each member's
+        answer is the output line with its id, or why it has none."""
         with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
             output_file = Path(scratch) / "output.jsonl"
-            values = _values("", "", "batch", 0, self._files(members), str(output_file))
+            files = self._files(members)
+            values = _values(prompt, guidelines, eval_id, attempt, files, str(output_file))
             text, elapsed = await self._run(values, output_file)
         records = self._records(text)
         share = round(elapsed / len(members), 1)

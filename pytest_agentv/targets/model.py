@@ -79,7 +79,9 @@ class LlmTarget:
         return TargetResponse(
             text=text,
             output_messages=({"role": "assistant", "content": text},),
-            token_usage={"input": reply.prompt_tokens, "output": reply.completion_tokens},
+            token_usage={"input": reply.prompt_tokens, "output": reply.completion_tokens}
+            if reply.prompt_tokens is not None and reply.completion_tokens is not None
+            else None,
             cost_usd=reply.cost_usd,
         )
 

@@ -13,8 +13,8 @@ from math import inf
 from pathlib import Path
 from typing import Any
 
-from ..answers import TargetResponse, response_from
-from ..baseline import PreviousResults
+from ..answers import TargetResponse, checked_answer, response_from
+from ..baseline import PreviousResults, not_graded_reason
 from ..cases import PreparedCase
 from ..errors import ConfigError, NotGradedError
 from ..paths import display_path
@@ -120,8 +120,9 @@ class RecordedTarget:
     AgentV's: ``candidate_answer``, ``output_messages``, ``trace_summary``), matched by dataset
     and eval id (``test_id`` in later AgentV rows), instead of calling the case's target.
 
-    A case with no recorded answer, or whose recorded row is itself an error or a skip, is not
-    graded. When a file has several rows for one case, the last one is used.
+    A case with no recorded answer, or whose recorded row was not graded itself (an error, a
+    skip, a later AgentV ``execution_error``: ``not_graded_reason``), is not graded, with the
+    recorded reason. When a file has several rows for one case, the last one is used.
     """
 
     judge_target: str | None = None
@@ -147,9 +148,8 @@ class RecordedTarget:
             raise NotGradedError(
                 f"no recorded answer for dataset '{case.dataset}', eval_id '{case.id}' {where}"
             )
-        status = row.get("status")
-        if row.get("error") or status in ("error", "skipped"):
-            problem = row.get("error") or f"status {status}"
+        problem = not_graded_reason(row)
+        if problem is not None:
             raise NotGradedError(
                 f"the recorded answer for '{case.id}' {where} is not an answer: {problem}"
             )
@@ -161,11 +161,13 @@ class RecordedTarget:
                 "'output_messages'"
             )
         value = {"output_messages": messages} if messages else {"text": text}
-        response = response_from(value, f"the recorded row for '{case.id}'")
+        what = f"the recorded row for '{case.id}'"
+        response = response_from(value, what)
         trace = row.get("trace_summary")
         # The recorded answer is what was graded, whatever its messages would give today.
-        return replace(
+        recorded = replace(
             response,
             text=text if isinstance(text, str) else response.text,
             recorded_trace=trace if isinstance(trace, dict) else None,
         )
+        return checked_answer(recorded, what)
