@@ -42,7 +42,8 @@ _estimate_key = pytest.StashKey[list[str]]()
 _LEDGER_INPUT = "agentv_budget_ledger"
 #: pytest-xdist: where the controller serves the run's model-call limits to its workers.
 _LIMITS_INPUT = "agentv_call_limits"
-_limits_key: pytest.StashKey[LimitServer] = pytest.StashKey()
+#: None when the limits cannot be shared (each worker keeps its own).
+_limits_key: pytest.StashKey[LimitServer | None] = pytest.StashKey()
 _sigterm_key = pytest.StashKey[Callable[..., object] | int | None]()
 #: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
 run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
@@ -149,12 +150,26 @@ def pytest_configure_node(node: Any) -> None:
     ledger = config.stash.get(_ledger_key, None)
     if ledger is not None:
         node.workerinput[_LEDGER_INPUT] = str(ledger.path)
-    server = config.stash.get(_limits_key, None)
-    if server is None:
+    if _limits_key not in config.stash:
         from .runner import serve_limits
 
-        server = config.stash[_limits_key] = serve_limits(config.stash[settings_key])
-    node.workerinput[_LIMITS_INPUT] = str(server.path)
+        try:
+            config.stash[_limits_key] = serve_limits(config.stash[settings_key])
+        except OSError as exc:
+            from .errors import AgentvWarning
+
+            config.issue_config_time_warning(
+                AgentvWarning(
+                    f"agentv: the model-call limits cannot be shared between pytest-xdist "
+                    f"workers ({exc}); each worker keeps its own --agentv-concurrency, "
+                    "--agentv-rpm and --agentv-tpm"
+                ),
+                stacklevel=2,
+            )
+            config.stash[_limits_key] = None
+    server = config.stash[_limits_key]
+    if server is not None:
+        node.workerinput[_LIMITS_INPUT] = str(server.path)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -309,11 +309,23 @@ def call_limits(settings: Settings) -> CallLimits:
     return CallLimits(settings.concurrency, settings.rpm, settings.tpm, settings.rate_window)
 
 
+#: A Unix socket's path is at most 107 bytes on Linux (103 on macOS).
+_SOCKET_PATH_MAX = 100
+
+
 def serve_limits(settings: Settings) -> LimitServer:
-    """The controller's limits, served to pytest-xdist workers from the plugin's loop."""
+    """The controller's limits, served to pytest-xdist workers from the plugin's loop. Raises
+    ``OSError`` when no socket can be made (the caller falls back to each worker's own)."""
     folder = Path(tempfile.mkdtemp(prefix="agentv-"))
+    if len(str(folder / "limits.sock")) > _SOCKET_PATH_MAX:  # a deep TMPDIR
+        folder.rmdir()
+        folder = Path(tempfile.mkdtemp(prefix="agentv-", dir="/tmp"))
     server = LimitServer(call_limits(settings), folder / "limits.sock")
-    asyncio.run_coroutine_threadsafe(server.start(), shared_loop()).result(timeout=30)
+    try:
+        asyncio.run_coroutine_threadsafe(server.start(), shared_loop()).result(timeout=30)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return server
 
 

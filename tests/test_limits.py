@@ -5,6 +5,7 @@ workers, requests and tokens per minute per model. Asserted on what the loopback
 from __future__ import annotations
 
 import asyncio
+import tempfile
 
 import pytest
 
@@ -28,15 +29,55 @@ def most_in_window(requests: list[Request], window: float) -> int:
     )
 
 
+@pytest.mark.parametrize("tmpdir_depth", [0, 12], ids=["tmpdir", "deep-tmpdir"])
 def test_concurrency_holds_across_xdist_workers(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI
+    judged: pytest.Pytester,
+    fake_llm: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    tmpdir_depth: int,
 ) -> None:
-    """``-n 4 --agentv-concurrency 2`` used to allow 4 x 2 judge calls at once."""
+    """``-n 4 --agentv-concurrency 2`` used to allow 4 x 2 judge calls at once. A TMPDIR too
+    deep for a Unix socket's path was an INTERNALERROR."""
+    if tmpdir_depth:
+        deep = judged.path.joinpath(*["folder"] * tmpdir_depth)
+        deep.mkdir(parents=True)
+        monkeypatch.setattr(tempfile, "tempdir", str(deep))
     slow_judge(fake_llm, 0.3)
     write(judged, "c.eval.yaml", cases(24))
     judged.runpytest("-n", "4", "--agentv-concurrency=2").assert_outcomes(passed=24)
     assert len(fake_llm.requests) == 24
     assert fake_llm.peak_in_flight <= 2
+
+
+def test_limits_that_cannot_be_shared_stay_per_worker(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    """No socket for the controller: a warning says so, and the run goes on."""
+    judged.makeconftest(
+        """
+        import asyncio
+
+        def pytest_configure(config):
+            async def refuse(*args, **kwargs):
+                raise OSError("sockets are not allowed here")
+
+            config._agentv_kept = asyncio.start_unix_server
+            asyncio.start_unix_server = refuse
+
+        def pytest_unconfigure(config):
+            asyncio.start_unix_server = config._agentv_kept
+        """
+    )
+    write(judged, "c.eval.yaml", cases(4))
+    result = judged.runpytest("-n", "2", "--agentv-concurrency=1")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*the model-call limits cannot be shared between pytest-xdist workers "
+            "(sockets are not allowed here); each worker keeps its own*"
+        ]
+    )
+    assert len(fake_llm.requests) == 4
 
 
 def test_requests_per_minute_hold_across_workers(
