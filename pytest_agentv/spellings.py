@@ -99,7 +99,25 @@ def locate(root: yaml.Node, loc: Loc) -> tuple[yaml.Node, int]:
     return node, len(loc)
 
 
-#: Evaluator ``type`` spellings that map onto a classic (AgentV v2.5.8) kind: legacy ones, and the
+#: The kinds of AgentV v4 (v2.10 to v4.42.4) that have no classic (v2.5.8) equivalent, by their
+#: snake_case name: the deterministic text checks, ``execution_metrics`` and ``skill_trigger``.
+V4_KINDS = (
+    "contains",
+    "contains_any",
+    "contains_all",
+    "icontains",
+    "icontains_any",
+    "icontains_all",
+    "starts_with",
+    "ends_with",
+    "regex",
+    "is_json",
+    "equals",
+    "execution_metrics",
+    "skill_trigger",
+)
+
+#: Evaluator ``type`` spellings that name a kind by another name: legacy ones, and the
 #: kebab-case (v2.19), ``-grader`` (v3.1) and ``rubrics`` (v2.10) names of later AgentV versions.
 KIND_ALIASES: dict[str, str] = {
     "code": "code_judge",
@@ -114,44 +132,16 @@ KIND_ALIASES: dict[str, str] = {
     "tool-trajectory": "tool_trajectory",
     "field-accuracy": "field_accuracy",
     "token-usage": "token_usage",
+    **{kind.replace("_", "-"): kind for kind in V4_KINDS if "_" in kind},
 }
 
-#: Evaluator kinds of later AgentV versions that have no classic equivalent, and the version
-#: that introduced each: an eval file naming one gets an error saying so, never the default judge.
+#: Evaluator kinds of later AgentV versions that pytest-agentv does not implement, and the
+#: version that introduced each: an eval file naming one gets an error saying so, never the
+#: default judge.
 LATER_KINDS: dict[str, str] = {
-    **dict.fromkeys(
-        (
-            "execution_metrics",
-            "agent_judge",
-            "contains",
-            "contains_any",
-            "contains_all",
-            "icontains",
-            "icontains_any",
-            "icontains_all",
-            "starts_with",
-            "ends_with",
-            "regex",
-            "is_json",
-            "equals",
-        ),
-        "v2.10",
-    ),
-    **dict.fromkeys(
-        (
-            "execution-metrics",
-            "agent-judge",
-            "contains-any",
-            "contains-all",
-            "icontains-any",
-            "icontains-all",
-            "starts-with",
-            "ends-with",
-            "is-json",
-        ),
-        "v2.19",
-    ),
-    **dict.fromkeys(("skill-trigger", "inline-assert"), "v3.1"),
+    "agent_judge": "v2.10",
+    "agent-judge": "v2.19",
+    "inline-assert": "v3.1 (TypeScript SDK only)",
     **dict.fromkeys(
         (
             "llm-rubric",
@@ -185,22 +175,11 @@ def later_kind_version(kind: str) -> str | None:
 #: need their criteria list.
 RUBRIC_KINDS = ("rubric", "rubrics")
 
-#: Keys of later AgentV versions on an evaluator entry that change how its score counts, and the
-#: version that introduced them. pytest-agentv cannot honour them yet, so it refuses them rather
-#: than passing them on as the judge's ``config``.
-LATER_EVALUATOR_GATES: dict[str, str] = {
-    "min_score": "v4.7",
-    "required": "v3",
-    "negate": "v4",
-}
-
 #: Aggregator spellings of later AgentV versions that name a classic aggregator.
 AGGREGATOR_ALIASES = {
     name: KIND_ALIASES[name] for name in ("code_grader", "code-grader", "llm_grader", "llm-grader")
 }
 
-#: Aggregators of later AgentV versions with no classic equivalent, and where they appeared.
-LATER_AGGREGATORS = {"threshold": "v2.7.1"}
 
 #: Other spellings AgentV accepts for settings we read.
 TARGET_SETTING_ALIASES: dict[str, str] = {

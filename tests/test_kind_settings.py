@@ -108,7 +108,7 @@ HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
             "          - {name: fast, type: latency, threshold: 5}\n"
             "        aggregator: {type: vote}\n",
             "*evalcases.0.evaluators.0.aggregator.type: unknown aggregator type 'vote': use "
-            "weighted_average, code_judge or llm_judge",
+            "weighted_average, code_judge, llm_judge or threshold",
         ),
         (
             "      - name: c\n        type: composite\n        evaluators:\n"

@@ -24,6 +24,7 @@ from .field_accuracy import FieldAccuracyEvaluator
 from .latency import LatencyEvaluator
 from .llm_judge import LlmJudgeEvaluator
 from .scripts import DEFAULT_SCRIPT_TIMEOUT
+from .textchecks import CHECKS, TextCheckEvaluator
 from .token_usage import TokenUsageEvaluator
 from .tool_trajectory import ToolTrajectoryEvaluator
 
@@ -37,6 +38,7 @@ EVALUATOR_KINDS: tuple[str, ...] = (
     "cost",
     "token_usage",
     "composite",
+    *CHECKS,
 )
 
 AskHook = Callable[[str], Evaluator | None]
@@ -72,6 +74,7 @@ def build_evaluator_registry(
         "latency": LatencyEvaluator(),
         "cost": CostEvaluator(),
         "token_usage": TokenUsageEvaluator(),
+        **{kind: TextCheckEvaluator(kind) for kind in CHECKS},
     }
     registry["composite"] = CompositeEvaluator(
         judge, registry, script_timeout=script_timeout, env_passthrough=env_passthrough

@@ -16,7 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..results import AssertionRow
 from .base import EvaluationContext, EvaluationScore
+from .score import assertion_line
 from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts, script_payload
 
 
@@ -32,21 +34,23 @@ def _strings(value: Any, key: str) -> tuple[list[str], str | None]:
     return [v for v in value if v.strip()], None
 
 
-def _checks(value: Any, key: str) -> tuple[list[tuple[bool, str]], str | None]:
+def _checks(value: Any, key: str) -> tuple[list[AssertionRow], str | None]:
+    """``checks`` (``{pass, text|id, reason}``) or AgentV v4's ``assertions`` (``{text,
+    passed, evidence}``), as v4 assertions."""
     if value is None:
         return [], None
     if not isinstance(value, list):
         return [], f"code judge '{key}' must be a list of objects"
-    checks: list[tuple[bool, str]] = []
+    checks: list[AssertionRow] = []
     for item in value:
         if not isinstance(item, dict):
             return [], f"code judge '{key}' must be a list of objects"
         passed = item.get("pass", item.get("passed"))
         if not isinstance(passed, bool):
             return [], f"each of the code judge's '{key}' needs a boolean 'pass'"
-        label = str(item.get("text") or item.get("id") or "check")
+        check = AssertionRow(text=str(item.get("text") or item.get("id") or "check"), passed=passed)
         reason = item.get("reason") or item.get("evidence")
-        checks.append((passed, f"{label}: {reason}" if reason else label))
+        checks.append(check | {"evidence": str(reason)} if reason else check)
     return checks, None
 
 
@@ -79,8 +83,8 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
         if found:
             return bad(found)
     checks += assertions
-    hits += [label for passed, label in checks if passed]
-    misses += [label for passed, label in checks if not passed]
+    hits += [assertion_line(check) for check in checks if check["passed"]]
+    misses += [assertion_line(check) for check in checks if not check["passed"]]
 
     passed = data.get("pass")
     if passed is not None and not isinstance(passed, bool):
@@ -88,7 +92,7 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
     score = data.get("score")
     if score is None:
         if checks:
-            score = sum(1 for ok, _ in checks if ok) / len(checks)
+            score = sum(1 for check in checks if check["passed"]) / len(checks)
         elif passed is not None:
             score = 1.0 if passed else 0.0
         else:
@@ -113,6 +117,7 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
         # `"pass": false` or `"verdict": "fail"` fail the case whatever the score.
         gate_failed=passed is False or data.get("verdict") == "fail",
         details=details,
+        assertions=checks if not data.get("hits") and not data.get("misses") else (),
     )
 
 
