@@ -24,8 +24,9 @@ from ..results import Grade
 from ..schema.base import problems
 from ..schema.evaluators import EvaluatorConfig
 from ..spellings import canonical_kind
-from .score import EvaluationScore, aggregate, gated
-from .score import EvaluatorResult as EvaluatorResult  # re-exported: the public API's home
+from .score import EvaluationScore as EvaluationScore  # re-exported: where evaluators look
+from .score import EvaluatorResult as EvaluatorResult
+from .score import aggregate, gated
 from .score import weighted_mean as weighted_mean
 
 

@@ -179,7 +179,7 @@ def negated(score: EvaluationScore) -> EvaluationScore:
         score=1.0 - score.score,
         hits=score.misses,
         misses=score.hits,
-        verdict=None,
+        verdict=score_to_verdict(1.0 - score.score),
         gate_failed=False,
         assertions=checks,
     )
@@ -208,7 +208,7 @@ def gated(entry: EvaluatorConfig, score: EvaluationScore) -> EvaluatorResult:
         score = replace(
             score,
             misses=(*score.misses, f"required: score {shown} is below its minimum {minimum:g}"),
-            verdict=None,
+            verdict="fail",
             gate_failed=True,
         )
     return EvaluatorResult(entry.name, entry.kind, entry.weight, score, required_failed=below)

@@ -45,9 +45,8 @@ def _quoted(values: list[str]) -> str:
 def _contains(answer: str, spec: TextCheckSpec, fold: bool) -> tuple[bool, str]:
     value = spec.values[0]
     found = value.lower() in answer.lower() if fold else value in answer
-    tail = " (case-insensitive)" if fold else ""
-    return found, (f'Output contains "{value}"' if found else f'Output does not contain "{value}"')
-    + tail
+    said = f'Output contains "{value}"' if found else f'Output does not contain "{value}"'
+    return found, said + (" (case-insensitive)" if fold else "")
 
 
 def _any(answer: str, spec: TextCheckSpec, fold: bool) -> tuple[bool, str]:

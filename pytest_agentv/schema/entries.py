@@ -52,9 +52,7 @@ def v4_entries(value: Any, *, strings: bool = True) -> Any:
     if not isinstance(value, list):
         return value
     items = _strings_as_rubrics(value) if strings else value
-    taken = {
-        item["name"] for item in items if isinstance(item, dict) and isinstance(item.get("name"), str)
-    }
+    taken = {item.get("name") for item in items if isinstance(item, dict)}
     named: list[Any] = []
     for item in items:
         if isinstance(item, dict) and "name" not in item and isinstance(item.get("type"), str):

@@ -285,12 +285,13 @@ def python_entries(
     """The entries that grade an ``assert_judged`` answer, given in Python like an eval file's
     (inline rubrics become an ``llm_judge``); an invalid one is a ``ValueError`` naming it."""
     entries: list[EvaluatorConfig] = []
-    for index, entry in enumerate(evaluators or ()):
+    given = [e if isinstance(e, EvaluatorConfig) else dict(e) for e in evaluators or ()]
+    for index, entry in enumerate(v4_entries(given, strings=False)):
         if isinstance(entry, EvaluatorConfig):
             entries.append(entry)
             continue
         try:
-            entries.append(EvaluatorConfig.model_validate(dict(entry)))
+            entries.append(EvaluatorConfig.model_validate(entry))
         except ValidationError as exc:
             raise ValueError(f"evaluators[{index}] is invalid: {problems(exc)}") from None
     items = [dict(item) if isinstance(item, Mapping) else item for item in rubrics or ()]

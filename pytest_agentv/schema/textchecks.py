@@ -4,9 +4,11 @@ JavaScript's meaning and compiled when the file loads.
 
 A pattern is written for JavaScript's ``RegExp``; it runs on the ``regex`` module (which can stop
 a search after a time limit) after a translation of the places where Python's reading differs:
-``$`` without the ``m`` flag matches only at the very end, ``\\d`` and ``\\w`` are ASCII, and
+``$`` without the ``m`` flag matches only at the very end, ``.`` never matches a line
+terminator without ``s``, ``\\d`` and ``\\w`` are ASCII, ``\\s`` is JavaScript's whitespace, and
 JavaScript's flags map onto Python's (``g``, ``y``, ``d`` and ``u`` change nothing a ``test``
-sees; ``v`` is refused).
+sees; ``v`` is refused). Case-insensitive matching folds case as Unicode does, which for a
+few letters (Turkish dotted I) differs from JavaScript's non-Unicode mode.
 """
 
 from __future__ import annotations
@@ -26,19 +28,40 @@ _FLAGS = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL}
 #: Flags that change nothing ``RegExp.test`` on a new pattern sees (``y`` anchors at 0).
 _NEUTRAL_FLAGS = "gdu"
 
-#: ASCII classes for JavaScript's ``\d`` and ``\w``, outside and inside a character class.
-_OUTSIDE = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]"}
-_INSIDE = {"d": "0-9", "w": "A-Za-z0-9_"}
+#: JavaScript's whitespace (``\s``, ``trim``): Python's ``\s`` leaves out U+FEFF and adds
+#: U+001C to U+001F.
+JS_SPACE_CLASS = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+#: JavaScript's meaning of ``\d``, ``\w`` (ASCII) and ``\s``, outside and inside a class.
+_OUTSIDE = {
+    "d": "[0-9]",
+    "D": "[^0-9]",
+    "w": "[A-Za-z0-9_]",
+    "W": "[^A-Za-z0-9_]",
+    "s": f"[{JS_SPACE_CLASS}]",
+    "S": f"[^{JS_SPACE_CLASS}]",
+}
+_INSIDE = {"d": "0-9", "w": "A-Za-z0-9_", "s": JS_SPACE_CLASS}
+#: What ``.`` matches without the ``s`` flag: anything but JavaScript's line terminators.
+_DOT = "[^\n\r\u2028\u2029]"
+_BACKREFERENCE = regex.compile(r"\\k<([A-Za-z_][A-Za-z0-9_]*)>")
 
 
-def js_pattern(pattern: str, multiline: bool) -> str:
-    """A JavaScript pattern in the ``regex`` module's syntax with JavaScript's meaning."""
+def js_pattern(pattern: str, flags: str) -> str:
+    r"""A JavaScript pattern in the ``regex`` module's syntax with JavaScript's meaning for
+    ``$`` (the very end, without ``m``), ``.`` (no line terminator, without ``s``), ``\d``,
+    ``\w``, ``\s`` and named backreferences (``\k<name>``)."""
     out: list[str] = []
     in_class = False
     index = 0
     while index < len(pattern):
         char = pattern[index]
         if char == "\\" and index + 1 < len(pattern):
+            named = _BACKREFERENCE.match(pattern, index)
+            if named and not in_class:
+                out.append(f"(?P={named.group(1)})")
+                index = named.end()
+                continue
             letter = pattern[index + 1]
             table = _INSIDE if in_class else _OUTSIDE
             out.append(table.get(letter, char + letter))
@@ -48,8 +71,10 @@ def js_pattern(pattern: str, multiline: bool) -> str:
             in_class = True
         elif char == "]" and in_class:
             in_class = False
-        elif char == "$" and not in_class and not multiline:
+        elif char == "$" and not in_class and "m" not in flags:
             char = r"\Z"
+        elif char == "." and not in_class and "s" not in flags:
+            char = _DOT
         out.append(char)
         index += 1
     return "".join(out)
@@ -68,7 +93,7 @@ def compile_js(pattern: str, flags: str) -> regex.Pattern[str]:
     for flag in flags:
         bits |= _FLAGS.get(flag, 0)
     try:
-        return regex.compile(js_pattern(pattern, "m" in flags), bits | regex.VERSION0)
+        return regex.compile(js_pattern(pattern, flags), bits | regex.VERSION0)
     except regex.error as exc:
         raise ValueError(f"invalid regular expression /{pattern}/: {exc}") from None
 
