@@ -26,12 +26,15 @@ from .yamlfile import Loc, child_at
 #: ``expected_output``, ``criteria``, ``assertions``, ``command`` and rubric ``outcome`` /
 #: ``min_score`` are later ones (v2.10 to v4); camelCase keys are AgentV's TypeScript names.
 FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
-    "EvalSuite": {"evalcases": ("evalcases", "tests", "eval_cases")},
+    "EvalSuite": {
+        "evalcases": ("evalcases", "tests", "eval_cases"),
+        "assertions": ("assertions", "assert"),
+    },
     "EvalCase": {
         "expected_outcome": ("expected_outcome", "outcome", "criteria"),
         "input_messages": ("input_messages", "input"),
         "expected_messages": ("expected_messages", "expected_output"),
-        "evaluators": ("evaluators", "assertions"),
+        "evaluators": ("evaluators", "assertions", "assert"),
     },
     "Execution": {"evaluators": ("evaluators", "assertions")},
     "TrialsConfig": {"cost_limit_usd": ("cost_limit_usd", "costLimitUsd")},
@@ -276,15 +279,7 @@ def one_spelling(
 
 #: Fields of later AgentV versions that mean something the classic format cannot express, and
 #: the version that introduced each: refused with that version, never quietly ignored.
-LATER_FIELDS: dict[tuple[str, str], str] = {
-    ("suite", "assertions"): (
-        "v3.1: suite-level 'assertions' are appended to every case's evaluators, which "
-        "pytest-agentv does not do; list them under 'execution.evaluators' (used by the "
-        "cases that have none of their own)"
-    ),
-    ("suite", "assert"): "v2.10: suite-level 'assert' is not supported by pytest-agentv",
-    ("case", "assert"): "v5 (5.x-next): 'assert' lists are not supported by pytest-agentv",
-}
+LATER_FIELDS: dict[tuple[str, str], str] = {}
 
 CLASSIC_KINDS = ("llm_judge", "code_judge", "code", "rubric")
 
@@ -321,7 +316,7 @@ def generations(data: dict[str, Any]) -> tuple[list[tuple[Loc, str]], list[tuple
         for index, item in enumerate(items if isinstance(items, list) else ()):
             keys(item, (*loc, index), ("required_min_score",), ("min_score",))
 
-    keys(data, (), ("evalcases",), ("tests", "eval_cases"))
+    keys(data, (), ("evalcases",), ("tests", "eval_cases", "assertions", "assert"))
     execution = data.get("execution")
     keys(execution, ("execution",), ("evaluators",), ("assertions",))
     if isinstance(execution, dict):

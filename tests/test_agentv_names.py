@@ -150,17 +150,6 @@ def test_a_composite_written_with_later_names(project: pytest.Pytester) -> None:
     assert composite["score"] == 0.0
 
 
-def test_suite_level_assertions_are_refused_not_reinterpreted(project: pytest.Pytester) -> None:
-    write(
-        project,
-        "s.eval.yaml",
-        "assertions: [{type: llm-grader}]\ntests: [{id: a, input: q}]\n",
-    )
-    result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["s.eval.yaml:1:1: assertions: introduced in AgentV v3.1*"])
-
-
 def test_v4_rubric_items_and_rubrics_kind(project: pytest.Pytester, fake_llm) -> None:
     from tests.helpers import judge_ini
 

@@ -279,6 +279,8 @@ def evaluator_locs(suite: EvalSuite) -> Iterator[tuple[Loc, EvaluatorConfig]]:
     if suite.execution and suite.execution.evaluators:
         for index, entry in enumerate(suite.execution.evaluators):
             yield from _with_members(("execution", "evaluators", index), entry)
+    for index, entry in enumerate(suite.assertions or ()):
+        yield from _with_members(("assertions", index), entry)
     for c_index, case in enumerate(suite.evalcases):
         if case.execution and case.execution.evaluators:
             for index, entry in enumerate(case.execution.evaluators):

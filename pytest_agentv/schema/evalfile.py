@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
-from ..spellings import spelled
+from ..spellings import generations, spelled
 from .base import Model, Text
 from .evaluators import Entries, EvaluatorConfig
 from .messages import MESSAGES_SHORTHAND, Message, as_messages
@@ -26,6 +26,8 @@ class Execution(Model):
     target: str | None = None
     evaluators: Entries | None = Field(None, validation_alias=spelled("Execution", "evaluators"))
     trials: TrialsConfig | None = None
+    #: A case's opt-out of the file's assertions (AgentV v4).
+    skip_defaults: bool = Field(False, strict=True)
 
 
 class EvalCase(Model):
@@ -95,14 +97,38 @@ class EvalSuite(JsonlSidecar):
     evalcases: list[EvalCase] = Field(
         validation_alias=spelled("EvalSuite", "evalcases"), min_length=1
     )
+    #: AgentV v4's file-level assertions, added to every case's own (``execution.evaluators``
+    #: too, in a file written with v4's names).
+    assertions: Entries | None = Field(None, validation_alias=spelled("EvalSuite", "assertions"))
+    _v4: bool = PrivateAttr(False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _generation(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            value = {**value, "_later": bool(generations(value)[1])}
+        return value
+
+    @model_validator(mode="after")
+    def _remember_generation(self) -> EvalSuite:
+        self._v4 = bool((self.model_extra or {}).pop("_later", False))
+        return self
+
+    @property
+    def v4(self) -> bool:
+        """Written with AgentV v4's names: the file's assertions add to a case's own."""
+        return self._v4
 
 
 def listed_evaluators(case: EvalCase, suite: EvalSuite) -> list[EvaluatorConfig]:
     """The evaluators a file lists for a case: case ``execution.evaluators`` > case
-    ``evaluators`` > the file's ``execution.evaluators`` (AgentV does not merge them)."""
-    return (
-        (case.execution.evaluators if case.execution else None)
-        or case.evaluators
-        or (suite.execution.evaluators if suite.execution else None)
-        or []
-    )
+    ``evaluators``; then the file's (``assertions``, else ``execution.evaluators``): AgentV
+    v2.5.8 uses them for the cases that list none, v4 adds them after every case's own unless
+    the case's ``execution.skip_defaults`` is true."""
+    own = (case.execution.evaluators if case.execution else None) or case.evaluators or []
+    defaults = suite.assertions or (suite.execution.evaluators if suite.execution else None)
+    if not suite.v4:
+        return list(own or defaults or [])
+    if case.execution and case.execution.skip_defaults:
+        return list(own)
+    return [*own, *(defaults or [])]
