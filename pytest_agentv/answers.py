@@ -132,12 +132,13 @@ def response_from(value: Any, what: str) -> TargetResponse:
     if isinstance(value, list) and all(isinstance(m, dict) for m in value):
         return TargetResponse(text=_candidate(value), output_messages=tuple(value))
     if isinstance(value, dict):
-        messages = value.get("output_messages")
+        # AgentV v4 names the messages ``output``; ``output_messages`` is v2.5.8's name.
+        messages = value.get("output_messages", value.get("output"))
         if messages is not None and not (
             isinstance(messages, list) and all(isinstance(m, dict) for m in messages)
         ):
             raise NotGradedError(
-                f"{what} returned 'output_messages' that is not a list of messages"
+                f"{what} returned 'output' ('output_messages') that is not a list of messages"
             )
         # As AgentV: messages, when there are any, are the answer and ``text`` is ignored.
         if messages:
@@ -173,6 +174,9 @@ def parse_output_text(text: str, what: str) -> TargetResponse:
             data = json.loads(stripped)
         except (ValueError, RecursionError):
             data = None
-        if isinstance(data, dict) and ("text" in data or data.get("output_messages")):
+        messages = (
+            data.get("output_messages", data.get("output")) if isinstance(data, dict) else None
+        )
+        if isinstance(data, dict) and ("text" in data or messages):
             return response_from(data, what)
     return response_from(text.rstrip("\n"), what)

@@ -45,7 +45,11 @@ FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "PromptScript": {"script": ("script", "command")},
     "CompositeSpec": {"evaluators": ("evaluators", "assertions")},
     "AggregatorSpec": {"path": ("path", "script")},
-    "TrajectoryStep": {"max_duration_ms": ("max_duration_ms", "maxDurationMs")},
+    "TrajectoryStep": {
+        "max_duration_ms": ("max_duration_ms", "maxDurationMs"),
+        "args_match": ("args_match", "argsMatch"),
+    },
+    "ToolTrajectorySpec": {"args_match": ("args_match", "argsMatch")},
     "TokenUsageSpec": {
         "max_total": ("max_total", "maxTotal"),
         "max_input": ("max_input", "maxInput"),
@@ -187,6 +191,8 @@ AGGREGATOR_ALIASES = {
 #: Other spellings AgentV accepts for settings we read.
 TARGET_SETTING_ALIASES: dict[str, str] = {
     "commandTemplate": "command_template",
+    "command": "command_template",  # AgentV v4's name
+    "useTarget": "use_target",
     "timeoutSeconds": "timeout_seconds",
     "filesFormat": "files_format",
     "attachments_format": "files_format",

@@ -5,12 +5,30 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from ..spellings import spelled
 from .base import Model, at_least_zero, choice, limit
 
-TRAJECTORY_MODES = ("any_order", "in_order", "exact")
+TRAJECTORY_MODES = ("any_order", "in_order", "exact", "superset", "subset")
+
+#: How a step's ``args`` are compared (AgentV v2.7.1): the default is ``exact`` in a file with
+#: v4's names and ``superset`` (the listed keys) in a v2.5.8 file; a list names the fields.
+ARGS_MATCH_MODES = ("exact", "superset", "subset", "ignore")
+
+
+def args_match_mode(value: Any) -> Any:
+    if value is None or (isinstance(value, str) and value in ARGS_MATCH_MODES):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return value
+    raise ValueError(
+        f"args_match must be exact, superset, subset, ignore or a list of field paths "
+        f"(got {value!r})"
+    )
+
+
+ArgsMatch = Annotated[str | list[str] | None, BeforeValidator(args_match_mode)]
 
 FIELD_MATCHES = ("exact", "numeric_tolerance", "date")
 
@@ -25,6 +43,7 @@ class TrajectoryStep(Model):
     max_duration_ms: Annotated[float, at_least_zero("max_duration_ms")] | None = Field(
         None, validation_alias=spelled("TrajectoryStep", "max_duration_ms")
     )
+    args_match: ArgsMatch = Field(None, validation_alias=spelled("TrajectoryStep", "args_match"))
 
     @field_validator("args", mode="before")
     @classmethod
@@ -40,6 +59,9 @@ class ToolTrajectorySpec(Model):
     mode: str
     minimums: dict[str, float] | None = None
     expected: list[TrajectoryStep] | None = None
+    args_match: ArgsMatch = Field(
+        None, validation_alias=spelled("ToolTrajectorySpec", "args_match")
+    )
 
     @field_validator("mode", mode="before")
     @classmethod
