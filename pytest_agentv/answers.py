@@ -26,6 +26,8 @@ class ToolCall:
     args: Any = None
     duration_ms: float | None = None
     error: bool = False
+    #: What the tool returned, when the answer reports it.
+    output: Any = None
 
 
 def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
@@ -56,6 +58,7 @@ def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
                     args=args,
                     duration_ms=finite_number(call.get("duration_ms")),
                     error=bool(call.get("error")),
+                    output=call.get("output"),
                 )
             )
     return found

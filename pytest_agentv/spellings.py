@@ -56,6 +56,18 @@ FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         "max_output": ("max_output", "maxOutput"),
     },
     "TargetConfig": {"judge_target": ("judge_target", "grader_target")},
+    "ExecutionMetricsSpec": {
+        name: (name, "".join(w if i == 0 else w.title() for i, w in enumerate(name.split("_"))))
+        for name in (
+            "max_tool_calls",
+            "max_llm_calls",
+            "max_tokens",
+            "max_cost_usd",
+            "max_duration_ms",
+            "target_exploration_ratio",
+            "exploration_tolerance",
+        )
+    },
     "RubricItem": {
         "expected_outcome": ("expected_outcome", "description", "outcome"),
         "min_score_fraction": ("min_score",),

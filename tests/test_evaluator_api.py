@@ -75,6 +75,8 @@ def test_public_names_and_kinds() -> None:
         "equals",
         "regex",
         "is_json",
+        "execution_metrics",
+        "skill_trigger",
     )
     assert is_evaluator_kind("llm_judge") and is_evaluator_kind("code")
     assert is_evaluator_kind("tool_trajectory") and is_evaluator_kind("composite")

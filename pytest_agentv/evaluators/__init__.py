@@ -20,10 +20,12 @@ from .base import Evaluator, ResolveJudge, walk_entries
 from .code_judge import CodeEvaluator
 from .composite import CompositeEvaluator
 from .cost import CostEvaluator
+from .execution_metrics import ExecutionMetricsEvaluator
 from .field_accuracy import FieldAccuracyEvaluator
 from .latency import LatencyEvaluator
 from .llm_judge import LlmJudgeEvaluator
 from .scripts import DEFAULT_SCRIPT_TIMEOUT
+from .skill_trigger import SkillTriggerEvaluator
 from .textchecks import CHECKS, TextCheckEvaluator
 from .token_usage import TokenUsageEvaluator
 from .tool_trajectory import ToolTrajectoryEvaluator
@@ -39,6 +41,8 @@ EVALUATOR_KINDS: tuple[str, ...] = (
     "token_usage",
     "composite",
     *CHECKS,
+    "execution_metrics",
+    "skill_trigger",
 )
 
 AskHook = Callable[[str], Evaluator | None]
@@ -75,6 +79,8 @@ def build_evaluator_registry(
         "cost": CostEvaluator(),
         "token_usage": TokenUsageEvaluator(),
         **{kind: TextCheckEvaluator(kind) for kind in CHECKS},
+        "execution_metrics": ExecutionMetricsEvaluator(),
+        "skill_trigger": SkillTriggerEvaluator(),
     }
     registry["composite"] = CompositeEvaluator(
         judge, registry, script_timeout=script_timeout, env_passthrough=env_passthrough

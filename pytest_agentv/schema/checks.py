@@ -3,6 +3,7 @@ of a JSON answer, latency, cost and token usage."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
@@ -151,3 +152,40 @@ class TokenUsageSpec(Model):
         if self.max_total is None and self.max_input is None and self.max_output is None:
             raise ValueError("token_usage needs at least one of max_total, max_input, max_output")
         return self
+
+
+def _metric(what: str) -> Any:
+    return Field(None, validation_alias=spelled("ExecutionMetricsSpec", what))
+
+
+Metric = Annotated[float, BeforeValidator(partial(limit, what="a threshold"))] | None
+
+
+class ExecutionMetricsSpec(Model):
+    """``execution-metrics`` (AgentV v2.10): limits on tool calls, model calls, tokens, cost
+    and duration, and an exploration ratio to stay near; at least one."""
+
+    max_tool_calls: Metric = _metric("max_tool_calls")
+    max_llm_calls: Metric = _metric("max_llm_calls")
+    max_tokens: Metric = _metric("max_tokens")
+    max_cost_usd: Metric = _metric("max_cost_usd")
+    max_duration_ms: Metric = _metric("max_duration_ms")
+    target_exploration_ratio: Metric = _metric("target_exploration_ratio")
+    exploration_tolerance: Metric = _metric("exploration_tolerance")
+
+    @model_validator(mode="after")
+    def _some_threshold(self) -> ExecutionMetricsSpec:
+        limits = self.model_dump(exclude={"exploration_tolerance"}, exclude_none=True)
+        if not limits:
+            raise ValueError(
+                "execution-metrics needs at least one of max_tool_calls, max_llm_calls, "
+                "max_tokens, max_cost_usd, max_duration_ms, target_exploration_ratio"
+            )
+        return self
+
+
+class SkillTriggerSpec(Model):
+    """``skill-trigger`` (AgentV v3.1): whether the agent used a skill (or did not)."""
+
+    skill: str = Field(min_length=1)
+    should_trigger: bool = Field(True, strict=True)

@@ -26,7 +26,15 @@ from ..spellings import (
     spelled,
 )
 from .base import Model, Weight, choice, limit, named_once, problems
-from .checks import CostSpec, FieldAccuracySpec, LatencySpec, TokenUsageSpec, ToolTrajectorySpec
+from .checks import (
+    CostSpec,
+    ExecutionMetricsSpec,
+    FieldAccuracySpec,
+    LatencySpec,
+    SkillTriggerSpec,
+    TokenUsageSpec,
+    ToolTrajectorySpec,
+)
 from .entries import v4_entries
 from .rubrics import RubricItem, Rubrics, rubric_items, rubrics_shorthand
 from .textchecks import LIST_VALUE_KINDS, ONE_VALUE_KINDS, TextCheckSpec
@@ -245,6 +253,8 @@ KindSpec = (
     | TokenUsageSpec
     | CompositeSpec
     | TextCheckSpec
+    | ExecutionMetricsSpec
+    | SkillTriggerSpec
 )
 
 #: The built-in kinds whose settings are checked when the file loads.
@@ -256,6 +266,8 @@ KIND_SPECS: dict[str, type[KindSpec]] = {
     "token_usage": TokenUsageSpec,
     "composite": CompositeSpec,
     **dict.fromkeys((*ONE_VALUE_KINDS, *LIST_VALUE_KINDS, "is_json"), TextCheckSpec),
+    "execution_metrics": ExecutionMetricsSpec,
+    "skill_trigger": SkillTriggerSpec,
 }
 
 
