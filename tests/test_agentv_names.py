@@ -91,12 +91,8 @@ def test_a_mixed_file_warns_once(project: pytest.Pytester) -> None:
             "*'llm-rubric' was introduced in AgentV v5*",
         ),
         ("{name: c, type: 'trajectory:tool-used'}", "*introduced in AgentV v5*"),
-        (
-            "{name: c, type: rubrics, criteria: [{outcome: x, operator: contradiction}]}",
-            "*rubric operator 'contradiction' was introduced in AgentV v4*",
-        ),
     ],
-    ids=["v2.10-kind", "v2.19-kind", "v3.1-kind", "v5-kind", "trajectory", "operator"],
+    ids=["v2.10-kind", "v2.19-kind", "v3.1-kind", "v5-kind", "trajectory"],
 )
 def test_names_we_cannot_map_are_errors_naming_the_version(
     project: pytest.Pytester, evaluator: str, expected: str

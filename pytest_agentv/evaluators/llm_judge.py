@@ -162,7 +162,7 @@ class LlmJudgeEvaluator:
         build = _USER_PROMPTS.get(contract.mode)
 
         def render(nonce: str) -> tuple[str, str]:
-            values = prompts.template_values(inputs, nonce)
+            values = prompts.template_values(inputs, nonce, rubrics)
             values.update({k: prompts.fence(prompts.pretty(v), nonce) for k, v in extra.items()})
             is_template = custom is not None and custom.is_template
             if build is not None:

@@ -1,0 +1,71 @@
+"""AgentV v4's judge prompts: its template variable names, and the rubric operators (the
+operator label and guidance AgentV v4.42.4 writes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fake_openai import FakeOpenAI, checklist, freeform
+from tests.helpers import write
+
+
+def test_v4_template_variables_are_filled(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda r: freeform(0.9)
+    write(
+        judged,
+        "p.eval.yaml",
+        """
+        tests:
+          - id: p
+            criteria: States the window
+            input: How long?
+            expected_output: 30 days
+            assertions:
+              - type: llm-grader
+                prompt: >-
+                  Q={{ input }} A={{output}} REF={{expected_output}}
+                  C={{criteria}} T={{tool_calls}}
+        """,
+    )
+    judged.runpytest().assert_outcomes(passed=1)
+    user = fake_llm.requests[0].user
+    assert "Q=How long? A=<AGENTV-DATA nonce=" in user
+    assert "Refunds are accepted within 30 days of purchase." in user
+    assert "REF=30 days C=States the window T=<AGENTV-DATA" in user
+    assert "{{" not in user
+
+
+def test_a_contradiction_rubric_is_told_to_the_judge(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: checklist(nolie=True, window=True)
+    write(
+        judged,
+        "r.eval.yaml",
+        """
+        tests:
+          - id: r
+            input: q
+            assertions:
+              - type: rubrics
+                criteria:
+                  - {id: nolie, outcome: Refunds are never given, operator: contradiction}
+                  - {id: window, outcome: States 30 days}
+        """,
+    )
+    judged.runpytest().assert_outcomes(passed=1)
+    user = fake_llm.requests[0].user
+    assert "Operator guidance:\n- Contradiction guard: mark satisfied when the answer" in user
+    assert "- [nolie] (REQUIRED) (weight: 1) (operator: contradiction): Refunds are never" in user
+
+
+def test_an_unknown_operator_is_a_load_error(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "bad.eval.yaml",
+        "tests:\n  - {id: a, input: q, assertions: [{type: rubrics, criteria: "
+        "[{outcome: x, operator: negation}]}]}\n",
+    )
+    result = project.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["bad.eval.yaml:2:*operator: must be 'correctness' or*"])
