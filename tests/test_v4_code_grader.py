@@ -90,3 +90,36 @@ def test_the_payload_has_both_generations_keys(project: pytest.Pytester) -> None
     v4 |= {"token_usage", "cost_usd", "duration_ms", "start_time", "end_time"}
     v4 |= {"file_changes", "workspace_path", "config", "trace_summary"}
     assert v2 | v4 <= keys
+
+
+def test_failure_reports_and_junit_show_each_check_with_its_evidence(
+    project: pytest.Pytester,
+) -> None:
+    write(
+        project,
+        "f.eval.yaml",
+        """
+        tests:
+          - id: f
+            input: q
+            assertions:
+              - {type: contains, value: "never said", required: true}
+              - {type: icontains, value: REFUNDS, negate: true}
+        """,
+    )
+    result = project.runpytest("--junitxml", "j.xml")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*contains-never said (contains): score 0.00 (fail)*",
+            '*✗ Output does not contain "never said"',
+            "*✗ required: score 0 is below its minimum 0.8",
+            "*icontains-REFUNDS (icontains): score 0.00 (fail)*",
+            '*✗ Output contains "REFUNDS" (case-insensitive)',
+        ]
+    )
+    xml = (project.path / "j.xml").read_text()
+    assert (
+        'name="agentv.evaluator.contains-never said.assertions" value="[{&quot;text&quot;:'
+        "&quot;Output does not contain \\&quot;never said\\&quot;&quot;,&quot;passed&quot;:false}]"
+    ) in xml

@@ -168,7 +168,7 @@ def aggregate(results: Sequence[EvaluatorResult]) -> EvaluationScore:
 
 def negated(score: EvaluationScore) -> EvaluationScore:
     """``negate: true`` (AgentV v4 ``negateScore``): the score becomes 1 - score, each check's
-    outcome flips (its evidence marked ``[Negated]``), hits and misses change places."""
+    outcome flips (its evidence marked ``[Negated]``), and hits and misses follow them."""
     checks = tuple(
         AssertionRow(text=c["text"], passed=not c["passed"])
         | ({"evidence": f"[Negated] {c['evidence']}"} if c.get("evidence") else {})
@@ -177,8 +177,8 @@ def negated(score: EvaluationScore) -> EvaluationScore:
     return replace(
         score,
         score=1.0 - score.score,
-        hits=score.misses,
-        misses=score.hits,
+        hits=(),  # made again from the flipped checks
+        misses=(),
         verdict=score_to_verdict(1.0 - score.score),
         gate_failed=False,
         assertions=checks,
