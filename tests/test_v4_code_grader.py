@@ -123,3 +123,34 @@ def test_failure_reports_and_junit_show_each_check_with_its_evidence(
         'name="agentv.evaluator.contains-never said.assertions" value="[{&quot;text&quot;:'
         "&quot;Output does not contain \\&quot;never said\\&quot;&quot;,&quot;passed&quot;:false}]"
     ) in xml
+
+
+def test_v4_exit_code_convention_only_in_v4_files(project: pytest.Pytester) -> None:
+    (project.path / "ok.py").write_text("print('looks fine')\n")
+    write(
+        project,
+        "v4.eval.yaml",
+        "tests:\n  - {id: v4, input: q, assertions: "
+        "[{type: code-grader, command: [python, ok.py]}]}\n",
+    )
+    write(
+        project,
+        "classic.eval.yaml",
+        """
+        evalcases:
+          - id: classic
+            expected_outcome: c
+            input_messages: [{role: user, content: q}]
+            evaluators: [{name: ok, type: code_judge, script: [python, ok.py]}]
+        """,
+    )
+    result = project.runpytest("--agentv-results", "out.jsonl")
+    result.assert_outcomes(passed=1, failed=1)
+    rows = {
+        r["eval_id"]: r
+        for r in map(json.loads, (project.path / "out.jsonl").read_text().splitlines())
+    }
+    assert rows["v4"]["evaluator_results"][0]["assertions"] == [
+        {"text": "looks fine", "passed": True}
+    ]
+    assert rows["classic"]["score"] == 0

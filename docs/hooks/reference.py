@@ -95,6 +95,30 @@ KINDS = {
     "cost": ("The answer's cost against a budget", "evaluators.md#latency-cost-token_usage"),
     "token_usage": ("The answer's tokens against limits", "evaluators.md#latency-cost-token_usage"),
     "composite": ("Evaluators made of evaluators, with an aggregator", "evaluators.md#composite"),
+    **{
+        kind: ("A deterministic check of the answer text", "evaluators.md#deterministic-checks")
+        for kind in (
+            "contains",
+            "icontains",
+            "contains_any",
+            "icontains_any",
+            "contains_all",
+            "icontains_all",
+            "starts_with",
+            "ends_with",
+            "equals",
+            "regex",
+            "is_json",
+        )
+    },
+    "execution_metrics": (
+        "Tool calls, model calls, tokens, cost, duration and exploration against limits",
+        "evaluators.md#execution-metrics-skill-trigger",
+    ),
+    "skill_trigger": (
+        "Whether the agent used a skill (or did not)",
+        "evaluators.md#execution-metrics-skill-trigger",
+    ),
 }
 
 
@@ -461,8 +485,8 @@ def kinds_page() -> str:
         "`conftest.py` adds with the "
         "[`pytest_agentv_make_evaluator`](hooks.md#pytest_agentv_make_evaluator) hook.\n\n"
         + table(["kind", "aliases", "what it grades"], rows)
-        + "\nKinds of later AgentV versions that have no classic equivalent (`contains`, "
-        "`regex`, `is-json`, `llm-rubric`, `script`, `trajectory:*`...) are an error naming "
-        "the AgentV version that introduced them, never a silent fallback to the default "
-        "judge; see [Eval files](../eval-files.md#later-agentv-names).\n"
+        + "\nKinds pytest-agentv does not implement (`agent-judge`, `inline-assert`, and AgentV "
+        "v5's `llm-rubric`, `script`, `trajectory:*`...) are an error naming the AgentV "
+        "version that introduced them, never a silent fallback to the default judge; see "
+        "[Eval files](../eval-files.md#later-agentv-names).\n"
     )

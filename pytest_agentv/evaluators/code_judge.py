@@ -54,8 +54,23 @@ def _checks(value: Any, key: str) -> tuple[list[AssertionRow], str | None]:
     return checks, None
 
 
-def parse_judge_output(stdout: bytes) -> EvaluationScore:
-    """Turn a code judge's stdout into a score, or score 0 with the problem as a miss."""
+def _plain_text(text: str) -> EvaluationScore | None:
+    """AgentV v4's exit-code convention: a script that exits 0 without printing a JSON object
+    passes, its output the assertion's text (``code-grader.ts``)."""
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        data = None
+    if isinstance(data, dict):
+        return None
+    check = AssertionRow(text=text.strip() or "exit 0", passed=True)
+    return EvaluationScore.graded(1.0, assertions=(check,), expected_aspect_count=1)
+
+
+def parse_judge_output(stdout: bytes, *, v4: bool = False) -> EvaluationScore:
+    """Turn a code judge's stdout into a score, or score 0 with the problem as a miss. In a file
+    written with AgentV v4's names, output that is not a JSON object passes (v4's exit-code
+    convention; the script exited 0 to get here); v2.5.8 scored it 0."""
 
     def bad(problem: str) -> EvaluationScore:
         return EvaluationScore.graded(0.0, misses=(problem,))
@@ -64,6 +79,8 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
         text = stdout.decode("utf-8")
     except UnicodeDecodeError:
         return bad("code judge output is not UTF-8 text")
+    if v4 and (plain := _plain_text(text)) is not None:
+        return plain
     if not text.strip():
         return bad('code judge printed nothing on stdout; expected a JSON object like {"score": 1}')
     try:
@@ -160,4 +177,5 @@ class CodeEvaluator:
         )
         if failure:
             return EvaluationScore.graded(0.0, misses=(failure,), evaluator_raw_request=request)
-        return replace(parse_judge_output(stdout), evaluator_raw_request=request)
+        score = parse_judge_output(stdout, v4=context.eval_case.v4)
+        return replace(score, evaluator_raw_request=request)
