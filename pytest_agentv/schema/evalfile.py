@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
 from ..spellings import generations, spelled
-from .base import Model, Text
+from .base import Model, Text, also
 from .evaluators import Entries, EvaluatorConfig
 from .messages import MESSAGES_SHORTHAND, Message, as_messages
 from .rubrics import Rubrics, rubrics_shorthand
@@ -18,13 +18,23 @@ def _name_of(value: Any) -> Any:
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
+#: An assertions list may hold plain strings (AgentV v4: criteria of one ``rubrics`` entry);
+#: the entries of such a list are checked by the loader, not by this schema.
+ENTRIES_SHORTHAND = also(
+    {"type": "array", "items": {"anyOf": [{"type": "object"}, {"type": "string"}]}}
+)
+
 #: A dataset name written as a number (``dataset: 2024``) is the text of that number.
 Dataset = Annotated[str, BeforeValidator(_name_of)]
 
 
 class Execution(Model):
     target: str | None = None
-    evaluators: Entries | None = Field(None, validation_alias=spelled("Execution", "evaluators"))
+    evaluators: Entries | None = Field(
+        None,
+        validation_alias=spelled("Execution", "evaluators"),
+        json_schema_extra=ENTRIES_SHORTHAND,
+    )
     trials: TrialsConfig | None = None
     #: A case's opt-out of the file's assertions (AgentV v4).
     skip_defaults: bool = Field(False, strict=True)
@@ -47,7 +57,11 @@ class EvalCase(Model):
         json_schema_extra=MESSAGES_SHORTHAND,
     )
     conversation_id: Text | None = None
-    evaluators: Entries | None = Field(None, validation_alias=spelled("EvalCase", "evaluators"))
+    evaluators: Entries | None = Field(
+        None,
+        validation_alias=spelled("EvalCase", "evaluators"),
+        json_schema_extra=ENTRIES_SHORTHAND,
+    )
     execution: Execution | None = None
     rubrics: Rubrics | None = Field(None, json_schema_extra=rubrics_shorthand)
     evaluator: str | None = None
@@ -99,7 +113,11 @@ class EvalSuite(JsonlSidecar):
     )
     #: AgentV v4's file-level assertions, added to every case's own (``execution.evaluators``
     #: too, in a file written with v4's names).
-    assertions: Entries | None = Field(None, validation_alias=spelled("EvalSuite", "assertions"))
+    assertions: Entries | None = Field(
+        None,
+        validation_alias=spelled("EvalSuite", "assertions"),
+        json_schema_extra=ENTRIES_SHORTHAND,
+    )
     _v4: bool = PrivateAttr(False)
 
     @model_validator(mode="before")
