@@ -22,6 +22,15 @@ def write(pytester: pytest.Pytester, name: str, content: str) -> Path:
     return path
 
 
+def cli_agent(pytester: pytest.Pytester, agent: str, key: str = "command") -> None:
+    """A project whose ``default`` target runs ``agent`` (a Python script's text) as a CLI
+    target (``key``: AgentV v4's ``command`` or v2.5.8's ``command_template``)."""
+    write(pytester, "agent.py", agent)
+    (pytester.path / ".agentv" / "targets.yaml").write_text(
+        f"targets:\n  - {{name: default, provider: cli, {key}: python agent.py}}\n"
+    )
+
+
 def judge_ini(server: FakeOpenAI, model: str = "openai/fake-judge", **extra: str) -> str:
     lines = [
         "[pytest]",

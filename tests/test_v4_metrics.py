@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.helpers import write
+from tests.helpers import cli_agent, write
 
 AGENT = """\
 import json
@@ -29,10 +29,7 @@ print(json.dumps({
 
 
 def test_execution_metrics_and_skill_trigger(project: pytest.Pytester) -> None:
-    write(project, "agent.py", AGENT)
-    (project.path / ".agentv" / "targets.yaml").write_text(
-        "targets:\n  - {name: default, provider: cli, command: python agent.py}\n"
-    )
+    cli_agent(project, AGENT)
     write(
         project,
         "m.eval.yaml",

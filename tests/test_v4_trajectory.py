@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.helpers import write
+from tests.helpers import cli_agent, write
 
 AGENT = """\
 import json
@@ -22,10 +22,7 @@ print(json.dumps({"output": [{"role": "assistant", "content": "30 days", "tool_c
 
 
 def test_v4_modes_and_args_match(project: pytest.Pytester) -> None:
-    write(project, "agent.py", AGENT)
-    (project.path / ".agentv" / "targets.yaml").write_text(
-        "targets:\n  - {name: default, provider: cli, command: python agent.py}\n"
-    )
+    cli_agent(project, AGENT)
     write(
         project,
         "t.eval.yaml",
@@ -58,10 +55,7 @@ def test_v4_modes_and_args_match(project: pytest.Pytester) -> None:
 
 
 def test_a_classic_file_matches_the_listed_keys(project: pytest.Pytester) -> None:
-    write(project, "agent.py", AGENT)
-    (project.path / ".agentv" / "targets.yaml").write_text(
-        "targets:\n  - {name: default, provider: cli, command_template: python agent.py}\n"
-    )
+    cli_agent(project, AGENT, "command_template")
     write(
         project,
         "t.eval.yaml",

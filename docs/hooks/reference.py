@@ -22,6 +22,8 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
+from pytest_agentv.evaluators.textchecks import CHECKS
+
 #: Generated page -> the function that writes it. The nav in mkdocs.yml names these paths.
 PAGES: dict[str, Callable[[], str]] = {}
 
@@ -97,19 +99,7 @@ KINDS = {
     "composite": ("Evaluators made of evaluators, with an aggregator", "evaluators.md#composite"),
     **{
         kind: ("A deterministic check of the answer text", "evaluators.md#deterministic-checks")
-        for kind in (
-            "contains",
-            "icontains",
-            "contains_any",
-            "icontains_any",
-            "contains_all",
-            "icontains_all",
-            "starts_with",
-            "ends_with",
-            "equals",
-            "regex",
-            "is_json",
-        )
+        for kind in CHECKS
     },
     "execution_metrics": (
         "Tool calls, model calls, tokens, cost, duration and exploration against limits",

@@ -145,7 +145,9 @@ class ScopedRegistry:
         known = self.registry.known_kinds()
         return (
             f"unknown evaluator type '{kind}'{did_you_mean(kind, known)}; known: "
-            f"{', '.join(known)}. Add kinds with the pytest_agentv_make_evaluator hook"
+            f"{', '.join(known)}. Add kinds with the pytest_agentv_make_evaluator hook (AgentV "
+            "v2.10 and later also look for a TypeScript custom assertion of that name in "
+            ".agentv/assertions/, which pytest-agentv does not run)"
         )
 
     def entry_needs(self, kind: str) -> str | None:

@@ -74,22 +74,23 @@ class ExecutionMetricsEvaluator:
                 )
                 actual["tokens"] = total
                 checks.append(_limit("Total tokens", total, spec.max_tokens))
-        if spec.max_cost_usd is not None:
-            cost = finite_number(trace.get("cost_usd"))
-            if cost is None:
-                checks.append(AssertionRow(text="Cost data not available", passed=False))
+        for key, most, what in (
+            ("cost_usd", spec.max_cost_usd, "Cost"),
+            ("duration_ms", spec.max_duration_ms, "Duration"),
+        ):
+            if most is None:
+                continue
+            value = finite_number(trace.get(key))
+            if value is None:
+                checks.append(AssertionRow(text=f"{what} data not available", passed=False))
+                continue
+            actual[key] = value
+            if key == "duration_ms":
+                checks.append(_limit(what, value, most, "ms"))
             else:
-                actual["cost_usd"] = cost
-                ok = cost <= spec.max_cost_usd
-                said = f"Cost ${cost:.4f} {'<=' if ok else '>'} ${spec.max_cost_usd:.4f} max"
+                ok = value <= most
+                said = f"Cost ${value:.4f} {'<=' if ok else '>'} ${most:.4f} max"
                 checks.append(AssertionRow(text=said, passed=ok))
-        if spec.max_duration_ms is not None:
-            duration = finite_number(trace.get("duration_ms"))
-            if duration is None:
-                checks.append(AssertionRow(text="Duration data not available", passed=False))
-            else:
-                actual["duration_ms"] = duration
-                checks.append(_limit("Duration", duration, spec.max_duration_ms, "ms"))
         if spec.target_exploration_ratio is not None:
             checks.append(self._exploration(context, spec, calls, actual))
         passed = sum(1 for check in checks if check["passed"])

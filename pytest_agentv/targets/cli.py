@@ -1,12 +1,9 @@
-"""CLI targets: a shell command per case (``command_template`` with AgentV's placeholders), one
-command for a whole eval file (``provider_batching``), and the healthcheck run before either.
-
-``command`` is AgentV v4's name for ``command_template``. Placeholders: ``{PROMPT}``,
-``{PROMPT_FILE}`` (a file holding the prompt, AgentV v4), ``{GUIDELINES}``, ``{EVAL_ID}``,
-``{ATTEMPT}``, ``{OUTPUT_FILE}`` (shell-quoted) and ``{FILES}`` (guideline and input files, each
-through ``files_format``). The answer is read from ``{OUTPUT_FILE}`` when the template uses it,
-else from stdout.
-"""
+"""CLI targets: a shell command per case (``command``, v2.5.8's ``command_template``, with
+AgentV's placeholders), one command for a whole eval file (``provider_batching``), and the
+healthcheck run before either. Placeholders: ``{PROMPT}``, ``{PROMPT_FILE}`` (a file holding
+the prompt), ``{GUIDELINES}``, ``{EVAL_ID}``, ``{ATTEMPT}``, ``{OUTPUT_FILE}`` (shell-quoted) and
+``{FILES}`` (guideline and input files, each through ``files_format``). The answer is read from
+``{OUTPUT_FILE}`` when the template uses it, else from stdout."""
 
 from __future__ import annotations
 
@@ -92,10 +89,8 @@ class Healthcheck:
             spec = {"url": spec} if "://" in spec else {"command_template": spec}
         if isinstance(spec, dict) and "command" in spec:  # AgentV v4's name
             if "command_template" in spec:
-                raise ConfigError(
-                    f"{what} ({where('healthcheck.command')}): give either 'command_template' "
-                    "or 'command', not both"
-                )
+                at = where("healthcheck.command")
+                raise ConfigError(f"{what} ({at}): give 'command_template' or 'command', not both")
             spec = {**spec, "command_template": spec["command"]}
         if not isinstance(spec, dict):
             raise ConfigError(
