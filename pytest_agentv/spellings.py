@@ -295,10 +295,6 @@ def one_spelling(
             )
 
 
-#: Fields of later AgentV versions that mean something the classic format cannot express, and
-#: the version that introduced each: refused with that version, never quietly ignored.
-LATER_FIELDS: dict[tuple[str, str], str] = {}
-
 CLASSIC_KINDS = ("llm_judge", "code_judge", "code", "rubric")
 
 LATER_KIND_NAMES = tuple(k for k in KIND_ALIASES if k not in CLASSIC_KINDS)
