@@ -69,3 +69,35 @@ def test_an_unknown_operator_is_a_load_error(project: pytest.Pytester) -> None:
     result = project.runpytest("--co", "-q")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["bad.eval.yaml:2:*operator: must be 'correctness' or*"])
+
+
+def test_prompt_files_in_v4_files_are_marked_file(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    """AgentV v4 reads ``prompt: grader.md`` as inline text and ``file://grader.md`` as the
+    file; a v4 file gets both readings as v4 gives them, and a warning for the first."""
+    fake_llm.responder = lambda r: freeform(0.9)
+    write(judged, "grader.md", "Grade this: {{output}} against {{criteria}}")
+    write(
+        judged,
+        "p.eval.yaml",
+        """
+        tests:
+          - id: inline
+            criteria: States the window
+            input: q
+            assertions: [{type: llm-grader, prompt: grader.md}]
+          - id: file
+            criteria: States the window
+            input: q
+            assertions: [{type: llm-grader, prompt: "file://grader.md"}]
+        """,
+    )
+    result = judged.runpytest("-W", "always")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*AgentV v4 reads 'prompt: grader.md' as inline text*write 'file://grader.md'*"]
+    )
+    users = sorted(request.user for request in fake_llm.requests)
+    assert any(user.startswith("Grade this: <AGENTV-DATA") for user in users)
+    assert any(user.startswith("grader.md") for user in users)

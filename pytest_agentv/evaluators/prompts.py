@@ -293,15 +293,29 @@ def read_prompt(prompt: str, *, start: Path, rootdir: Path) -> str | None:
     return read_reference(path, prompt)
 
 
-def load_prompt_file(prompt: str, *, start: Path, rootdir: Path) -> str | None:
-    """A judge's prompt file (see ``read_prompt``), which must use ``{{candidate_answer}}`` or
-    ``{{expected_messages}}``; None when ``prompt`` is inline text."""
-    text = read_prompt(prompt, start=start, rootdir=rootdir)
+#: AgentV v4's mark of a prompt file: ``prompt: file://prompts/grader.md``.
+FILE_PREFIX = "file://"
+
+
+def load_prompt_file(prompt: str, *, start: Path, rootdir: Path, v4: bool = False) -> str | None:
+    """A judge's prompt file (see ``read_prompt``), which must use a candidate variable; None
+    when ``prompt`` is inline text. ``file://`` marks a file (AgentV v4); in a file written
+    with v4's names, a prompt without it is inline text, as v4 reads it."""
+    marked = prompt.strip().startswith(FILE_PREFIX)
+    if v4 and not marked:
+        return None
+    name = prompt.strip()[len(FILE_PREFIX) :] if marked else prompt
+    if marked:
+        path = resolve_reference(name, start=start, rootdir=rootdir, what="prompt file")
+        text: str | None = read_reference(path, name)
+    else:
+        text = read_prompt(name, start=start, rootdir=rootdir)
     if text is None:
         return None
     if not uses_required_variable(text):
         raise ConfigError(
-            f"prompt file '{prompt}' must use {{{{candidate_answer}}}} or {{{{expected_messages}}}}"
-            f"; it uses neither. Template variables: {', '.join(TEMPLATE_VARIABLES)}"
+            f"prompt file '{name}' must use {{{{candidate_answer}}}} or {{{{expected_messages}}}} "
+            f"(AgentV v4: {{{{output}}}} or {{{{expected_output}}}}); it uses none of them. "
+            f"Template variables: {', '.join(TEMPLATE_VARIABLES)}"
         )
     return text

@@ -130,6 +130,12 @@ class EvalSuite(JsonlSidecar):
     @model_validator(mode="after")
     def _remember_generation(self) -> EvalSuite:
         self._v4 = bool((self.model_extra or {}).pop("_later", False))
+        if self._v4:
+            lists = [self.assertions, self.execution.evaluators if self.execution else None]
+            for case in self.evalcases:
+                lists += [case.evaluators, case.execution.evaluators if case.execution else None]
+            for entry in (entry for entries in lists for entry in entries or ()):
+                entry.in_v4_file()
         return self
 
     @property

@@ -72,6 +72,7 @@ class EvaluatorConfig(Model):
     required: bool | Annotated[float, Field(gt=0, le=1)] = Field(False, union_mode="left_to_right")
     min_score: float | None = Field(None, gt=0, le=1)
     _spec: KindSpec | None = PrivateAttr(None)
+    _v4: bool = PrivateAttr(False)
 
     @model_validator(mode="before")
     @classmethod
@@ -129,6 +130,17 @@ class EvaluatorConfig(Model):
         """The validated settings of a built-in kind that has them (``tool_trajectory``,
         ``field_accuracy``, ``latency``, ``cost``, ``token_usage``, ``composite``)."""
         return self._spec
+
+    @property
+    def v4(self) -> bool:
+        """Written in a file with AgentV v4's names (its prompt is read as v4 reads it)."""
+        return self._v4
+
+    def in_v4_file(self) -> None:
+        """Mark this entry and its members as written with AgentV v4's names."""
+        self._v4 = True
+        for member in self.members:
+            member.in_v4_file()
 
     @property
     def members(self) -> tuple[EvaluatorConfig, ...]:
