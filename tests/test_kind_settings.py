@@ -17,7 +17,7 @@ HEAD = "evalcases:\n  - id: a\n    input: q\n    evaluators:\n"
         (
             "      - {name: t, type: tool_trajectory, mode: sorted}\n",
             "bad.eval.yaml:5:48: evalcases.0.evaluators.0.mode: unknown mode 'sorted': use "
-            "any_order, in_order or exact",
+            "any_order, in_order, exact, superset or subset",
         ),
         (
             "      - {name: t, type: tool_trajectory, mode: any_order}\n",
