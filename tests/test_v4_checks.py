@@ -243,6 +243,7 @@ def test_negate_inverts_the_score_and_each_check() -> None:
         ({"required": True}, 0.0),  # below the pass threshold 0.8: the case scores 0
         ({"required": True, "min_score": 0.5}, 0.0),
         ({"required": 0.4}, 0.0),
+        ({"required": 1}, 0.0),  # a number, not true: the minimum is 1
         ({"min_score": 0.9}, 2 / 3),  # min_score alone gates nothing (AgentV v4.42.4)
         ({"required": True, "negate": True}, 1.0),
     ],
@@ -299,9 +300,10 @@ def test_a_failed_required_assertion_fails_the_case(project: pytest.Pytester) ->
         ("{type: icontains-all, value: [a, 3]}", "*needs 'value': a non-empty list of strings*"),
         ("{type: equals, value: ''}", "*'equals' needs 'value': a non-empty string*"),
         ("{type: contains, value: a, flags: i}", "*'flags' applies to 'regex' only*"),
-        ("{type: contains, value: a, min_score: 1.5}", "*min_score: must be at most 1*"),
-        ("{type: contains, value: a, min_score: 0}", "*min_score: must be greater than 0*"),
-        ("{type: contains, value: a, required: 2}", "*required*"),
+        ("{type: contains, value: a, min_score: 1.5}", "*min_score: must be a number above 0*"),
+        ("{type: contains, value: a, min_score: 0}", "*min_score: must be a number above 0*"),
+        ("{type: contains, value: a, required: 2}", "*required: must be true/false or a number*"),
+        ("{type: contains, value: a, required: 0}", "*required: must be true/false or a number*"),
         ("{type: contains, value: a, negate: 'yes'}", "*negate: must be true or false*"),
         (
             "{type: composite, assertions: [{type: contains, value: a, negate: true}], "

@@ -12,7 +12,9 @@ from pydantic import (
     BeforeValidator,
     Field,
     PrivateAttr,
+    Strict,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -69,7 +71,9 @@ class EvaluatorConfig(Model):
     #: AgentV v4's gates: the score inverted; a minimum the score must reach, or the case
     #: scores 0 (``required: true`` is the pass threshold, a number is its own minimum).
     negate: bool = Field(False, strict=True)
-    required: bool | Annotated[float, Field(gt=0, le=1)] = Field(False, union_mode="left_to_right")
+    required: Annotated[bool, Strict()] | Annotated[float, Field(gt=0, le=1)] = Field(
+        False, union_mode="left_to_right"
+    )
     min_score: float | None = Field(None, gt=0, le=1)
     _spec: KindSpec | None = PrivateAttr(None)
     _v4: bool = PrivateAttr(False)
@@ -84,9 +88,11 @@ class EvaluatorConfig(Model):
 
     @field_validator("required", "min_score", mode="before")
     @classmethod
-    def _gate_number(cls, value: Any) -> Any:
-        if isinstance(value, str) or (isinstance(value, float) and not math.isfinite(value)):
-            raise ValueError(f"must be true/false or a number between 0 and 1 (got {value!r})")
+    def _gate_number(cls, value: Any, info: ValidationInfo) -> Any:
+        number = not isinstance(value, bool) and isinstance(value, (int, float))
+        if isinstance(value, str) or (number and not (math.isfinite(value) and 0 < value <= 1)):
+            what = "true/false or a number" if info.field_name == "required" else "a number"
+            raise ValueError(f"must be {what} above 0 and at most 1 (got {value!r})")
         return value
 
     @field_validator("script")
