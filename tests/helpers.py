@@ -31,6 +31,16 @@ def cli_agent(pytester: pytest.Pytester, agent: str, key: str = "command") -> No
     )
 
 
+def assert_load_error(pytester: pytest.Pytester, assertion: str, problem: str) -> None:
+    """A v4 file whose one case has ``assertion`` (YAML flow text) fails to load with
+    ``problem`` (an fnmatch pattern) at line 2."""
+    case = f"{{id: a, input: q, assertions: [{assertion}]}}"
+    write(pytester, "bad.eval.yaml", f"tests:\n  - {case}\n")
+    result = pytester.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["bad.eval.yaml:2:*" + problem.lstrip("*")])
+
+
 def judge_ini(server: FakeOpenAI, model: str = "openai/fake-judge", **extra: str) -> str:
     lines = [
         "[pytest]",

@@ -14,7 +14,7 @@ from pytest_agentv.cases import PreparedCase
 from pytest_agentv.evaluators import build_evaluator_registry
 from pytest_agentv.evaluators.base import EvaluationContext, aggregate, evaluate_entries
 from pytest_agentv.schema.evaluators import python_entries
-from tests.helpers import write
+from tests.helpers import assert_load_error, write
 
 #: (entry, answer, AgentV's score, AgentV's assertion text)
 AGENTV: list[tuple[dict[str, Any], str, int, str]] = [
@@ -317,10 +317,7 @@ def test_a_failed_required_assertion_fails_the_case(project: pytest.Pytester) ->
     ],
 )
 def test_bad_settings_are_load_errors(project: pytest.Pytester, entry: str, problem: str) -> None:
-    write(project, "bad.eval.yaml", f"tests:\n  - {{id: a, input: q, assertions: [{entry}]}}\n")
-    result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["bad.eval.yaml:2:*" + problem.lstrip("*")])
+    assert_load_error(project, entry, problem)
 
 
 def test_a_runaway_regex_is_not_graded_rather_than_guessed(project: pytest.Pytester) -> None:

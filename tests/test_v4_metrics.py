@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.helpers import cli_agent, write
+from tests.helpers import assert_load_error, cli_agent, write
 
 AGENT = """\
 import json
@@ -78,7 +78,4 @@ def test_execution_metrics_and_skill_trigger(project: pytest.Pytester) -> None:
     ],
 )
 def test_bad_settings(project: pytest.Pytester, entry: str, problem: str) -> None:
-    write(project, "bad.eval.yaml", f"tests:\n  - {{id: a, input: q, assertions: [{entry}]}}\n")
-    result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["bad.eval.yaml:2:*" + problem.lstrip("*")])
+    assert_load_error(project, entry, problem)

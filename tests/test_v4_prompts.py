@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fake_openai import FakeOpenAI, checklist, freeform
-from tests.helpers import write
+from tests.helpers import assert_load_error, write
 
 
 def test_v4_template_variables_are_filled(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
@@ -60,15 +60,8 @@ def test_a_contradiction_rubric_is_told_to_the_judge(
 
 
 def test_an_unknown_operator_is_a_load_error(project: pytest.Pytester) -> None:
-    write(
-        project,
-        "bad.eval.yaml",
-        "tests:\n  - {id: a, input: q, assertions: [{type: rubrics, criteria: "
-        "[{outcome: x, operator: negation}]}]}\n",
-    )
-    result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["bad.eval.yaml:2:*operator: must be 'correctness' or*"])
+    assertion = "{type: rubrics, criteria: [{outcome: x, operator: negation}]}"
+    assert_load_error(project, assertion, "*operator: must be 'correctness' or*")
 
 
 def test_prompt_files_in_v4_files_are_marked_file(

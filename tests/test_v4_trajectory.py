@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.helpers import cli_agent, write
+from tests.helpers import assert_load_error, cli_agent, write
 
 AGENT = """\
 import json
@@ -73,15 +73,8 @@ def test_a_classic_file_matches_the_listed_keys(project: pytest.Pytester) -> Non
 
 
 def test_a_bad_args_match_is_a_load_error(project: pytest.Pytester) -> None:
-    write(
-        project,
-        "bad.eval.yaml",
-        "tests:\n  - {id: a, input: q, assertions: [{type: tool-trajectory, mode: superset, "
-        "args_match: fuzzy, expected: []}]}\n",
-    )
-    result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["bad.eval.yaml:2:*args_match must be exact, superset, subset*"])
+    assertion = "{type: tool-trajectory, mode: superset, args_match: fuzzy, expected: []}"
+    assert_load_error(project, assertion, "*args_match must be exact, superset, subset*")
 
 
 ECHO = """\
