@@ -31,19 +31,23 @@ def test_file_level_assertions_add_to_every_case(project: pytest.Pytester) -> No
           - id: none
             criteria: c
             input: q
+          - id: same-name
+            input: q
+            assertions: [{type: icontains, value: refunds, negate: true, weight: 0}]
           - id: opted-out
             input: q
             execution: {skip_defaults: true}
             assertions: [{type: contains, value: "never", negate: true}]
         """,
     )
-    project.runpytest("--agentv-results", "out.jsonl").assert_outcomes(passed=3)
+    project.runpytest("--agentv-results", "out.jsonl").assert_outcomes(passed=4)
     found = {
         key: [e["name"] for e in row["evaluator_results"]] for key, row in rows(project).items()
     }
     assert found == {
         "own": ["contains-30 days", "icontains-refunds"],
         "none": ["icontains-refunds"],
+        "same-name": ["icontains-refunds", "icontains-refunds-2"],
         "opted-out": ["contains-never"],
     }
 

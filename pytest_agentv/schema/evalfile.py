@@ -155,4 +155,12 @@ def listed_evaluators(case: EvalCase, suite: EvalSuite) -> list[EvaluatorConfig]
         return list(own or defaults or [])
     if case.execution and case.execution.skip_defaults:
         return list(own)
-    return [*own, *(defaults or [])]
+    taken = {entry.name for entry in own}
+    added: list[EvaluatorConfig] = []
+    for entry in defaults or ():
+        name, count = entry.name, 2
+        while name in taken:  # the case's own entry has the name: the file's gets a suffix
+            name, count = f"{entry.name}-{count}", count + 1
+        taken.add(name)
+        added.append(entry if name == entry.name else entry.model_copy(update={"name": name}))
+    return [*own, *added]
