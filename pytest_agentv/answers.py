@@ -28,6 +28,8 @@ class ToolCall:
     args: Any = None
     duration_ms: float | None = None
     error: bool = False
+    #: What the tool returned, when the answer reports it.
+    output: Any = None
 
 
 def metric(value: Any, name: str, what: str) -> float | None:
@@ -48,7 +50,7 @@ def metric(value: Any, name: str, what: str) -> float | None:
 
 #: The numbers of AgentV's trace summary, and its tables of them (token counts, calls by tool
 #: name, each tool's call durations).
-_TRACE_NUMBERS = ("event_count", "error_count", "cost_usd", "duration_ms")
+_TRACE_NUMBERS = ("event_count", "error_count", "llm_call_count", "cost_usd", "duration_ms")
 _TRACE_TABLES = ("token_usage", "tool_calls_by_name", "tool_durations")
 
 
@@ -103,7 +105,13 @@ def tool_calls(messages: Iterable[Mapping[str, Any]], what: str = "the answer") 
                     pass
             duration = metric(call.get("duration_ms"), f"duration_ms of tool call '{name}'", what)
             found.append(
-                ToolCall(name=name, args=args, duration_ms=duration, error=bool(call.get("error")))
+                ToolCall(
+                    name=name,
+                    args=args,
+                    duration_ms=duration,
+                    error=bool(call.get("error")),
+                    output=call.get("output"),
+                )
             )
     return found
 
@@ -189,12 +197,13 @@ def response_from(value: Any, what: str) -> TargetResponse:
         response = TargetResponse(text=_candidate(value), output_messages=tuple(value))
         return checked_answer(response, what)
     if isinstance(value, dict):
-        messages = value.get("output_messages")
+        # AgentV v4 names the messages ``output``; ``output_messages`` is v2.5.8's name.
+        messages = value.get("output_messages", value.get("output"))
         if messages is not None and not (
             isinstance(messages, list) and all(isinstance(m, dict) for m in messages)
         ):
             raise NotGradedError(
-                f"{what} returned 'output_messages' that is not a list of messages"
+                f"{what} returned 'output' ('output_messages') that is not a list of messages"
             )
         # As AgentV: messages, when there are any, are the answer and ``text`` is ignored.
         if messages:
@@ -230,6 +239,9 @@ def parse_output_text(text: str, what: str) -> TargetResponse:
             raise NotGradedError(f"{what} printed a JSON object with a {exc}") from None
         except (ValueError, RecursionError):
             data = None
-        if isinstance(data, dict) and ("text" in data or data.get("output_messages")):
+        messages = (
+            data.get("output_messages", data.get("output")) if isinstance(data, dict) else None
+        )
+        if isinstance(data, dict) and ("text" in data or messages):
             return response_from(data, what)
     return response_from(text.rstrip("\n"), what)

@@ -48,6 +48,9 @@ class PreparedCase:
     eval_file: Path | None = None
     #: Which trial of the case this is (0, 1, ...): the CLI target's ``{ATTEMPT}``.
     attempt: int = 0
+    #: The file is written with AgentV v4's names, so v4's defaults apply where they differ
+    #: from v2.5.8's (a trajectory's ``args`` compared exactly).
+    v4: bool = False
 
 
 def effective_evaluators(case: EvalCase, suite: EvalSuite) -> tuple[EvaluatorConfig, ...]:
@@ -259,4 +262,5 @@ def _prepared(spec: CaseSpec, rootdir: Path) -> PreparedCase:
         folder=spec.loaded.path.parent,
         rootdir=rootdir,
         eval_file=spec.loaded.path,
+        v4=spec.loaded.suite.v4,
     )

@@ -99,6 +99,17 @@ def no_usage() -> UsageRow:
     )
 
 
+class _AssertionRow(TypedDict):
+    text: str
+    passed: bool
+
+
+class AssertionRow(_AssertionRow, total=False):
+    """One check an evaluator made, as AgentV v4 reports it (``{text, passed, evidence}``)."""
+
+    evidence: str
+
+
 class _EvaluatorRow(TypedDict):
     name: str
     type: str
@@ -120,6 +131,8 @@ class EvaluatorRow(_EvaluatorRow, total=False):
     details: dict[str, Any]
     error: str
     evaluator_results: list[EvaluatorRow]
+    #: Each check with its outcome, in the order made (AgentV v4's ``assertions``).
+    assertions: list[AssertionRow]
 
 
 class TrialRow(TypedDict):

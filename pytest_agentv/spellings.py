@@ -26,12 +26,15 @@ from .yamlfile import Loc, child_at
 #: ``expected_output``, ``criteria``, ``assertions``, ``command`` and rubric ``outcome`` /
 #: ``min_score`` are later ones (v2.10 to v4); camelCase keys are AgentV's TypeScript names.
 FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
-    "EvalSuite": {"evalcases": ("evalcases", "tests", "eval_cases")},
+    "EvalSuite": {
+        "evalcases": ("evalcases", "tests", "eval_cases"),
+        "assertions": ("assertions", "assert"),
+    },
     "EvalCase": {
         "expected_outcome": ("expected_outcome", "outcome", "criteria"),
         "input_messages": ("input_messages", "input"),
         "expected_messages": ("expected_messages", "expected_output"),
-        "evaluators": ("evaluators", "assertions"),
+        "evaluators": ("evaluators", "assertions", "assert"),
     },
     "Execution": {"evaluators": ("evaluators", "assertions")},
     "TrialsConfig": {"cost_limit_usd": ("cost_limit_usd", "costLimitUsd")},
@@ -42,13 +45,29 @@ FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "PromptScript": {"script": ("script", "command")},
     "CompositeSpec": {"evaluators": ("evaluators", "assertions")},
     "AggregatorSpec": {"path": ("path", "script")},
-    "TrajectoryStep": {"max_duration_ms": ("max_duration_ms", "maxDurationMs")},
+    "TrajectoryStep": {
+        "max_duration_ms": ("max_duration_ms", "maxDurationMs"),
+        "args_match": ("args_match", "argsMatch"),
+    },
+    "ToolTrajectorySpec": {"args_match": ("args_match", "argsMatch")},
     "TokenUsageSpec": {
         "max_total": ("max_total", "maxTotal"),
         "max_input": ("max_input", "maxInput"),
         "max_output": ("max_output", "maxOutput"),
     },
     "TargetConfig": {"judge_target": ("judge_target", "grader_target")},
+    "ExecutionMetricsSpec": {
+        name: (name, "".join(w if i == 0 else w.title() for i, w in enumerate(name.split("_"))))
+        for name in (
+            "max_tool_calls",
+            "max_llm_calls",
+            "max_tokens",
+            "max_cost_usd",
+            "max_duration_ms",
+            "target_exploration_ratio",
+            "exploration_tolerance",
+        )
+    },
     "RubricItem": {
         "expected_outcome": ("expected_outcome", "description", "outcome"),
         "min_score_fraction": ("min_score",),
@@ -99,7 +118,25 @@ def locate(root: yaml.Node, loc: Loc) -> tuple[yaml.Node, int]:
     return node, len(loc)
 
 
-#: Evaluator ``type`` spellings that map onto a classic (AgentV v2.5.8) kind: legacy ones, and the
+#: The kinds of AgentV v4 (v2.10 to v4.42.4) that have no classic (v2.5.8) equivalent, by their
+#: snake_case name: the deterministic text checks, ``execution_metrics`` and ``skill_trigger``.
+V4_KINDS = (
+    "contains",
+    "contains_any",
+    "contains_all",
+    "icontains",
+    "icontains_any",
+    "icontains_all",
+    "starts_with",
+    "ends_with",
+    "regex",
+    "is_json",
+    "equals",
+    "execution_metrics",
+    "skill_trigger",
+)
+
+#: Evaluator ``type`` spellings that name a kind by another name: legacy ones, and the
 #: kebab-case (v2.19), ``-grader`` (v3.1) and ``rubrics`` (v2.10) names of later AgentV versions.
 KIND_ALIASES: dict[str, str] = {
     "code": "code_judge",
@@ -114,44 +151,16 @@ KIND_ALIASES: dict[str, str] = {
     "tool-trajectory": "tool_trajectory",
     "field-accuracy": "field_accuracy",
     "token-usage": "token_usage",
+    **{kind.replace("_", "-"): kind for kind in V4_KINDS if "_" in kind},
 }
 
-#: Evaluator kinds of later AgentV versions that have no classic equivalent, and the version
-#: that introduced each: an eval file naming one gets an error saying so, never the default judge.
+#: Evaluator kinds of later AgentV versions that pytest-agentv does not implement, and the
+#: version that introduced each: an eval file naming one gets an error saying so, never the
+#: default judge.
 LATER_KINDS: dict[str, str] = {
-    **dict.fromkeys(
-        (
-            "execution_metrics",
-            "agent_judge",
-            "contains",
-            "contains_any",
-            "contains_all",
-            "icontains",
-            "icontains_any",
-            "icontains_all",
-            "starts_with",
-            "ends_with",
-            "regex",
-            "is_json",
-            "equals",
-        ),
-        "v2.10",
-    ),
-    **dict.fromkeys(
-        (
-            "execution-metrics",
-            "agent-judge",
-            "contains-any",
-            "contains-all",
-            "icontains-any",
-            "icontains-all",
-            "starts-with",
-            "ends-with",
-            "is-json",
-        ),
-        "v2.19",
-    ),
-    **dict.fromkeys(("skill-trigger", "inline-assert"), "v3.1"),
+    "agent_judge": "v2.10",
+    "agent-judge": "v2.19",
+    "inline-assert": "v3.1 (TypeScript SDK only)",
     **dict.fromkeys(
         (
             "llm-rubric",
@@ -185,26 +194,17 @@ def later_kind_version(kind: str) -> str | None:
 #: need their criteria list.
 RUBRIC_KINDS = ("rubric", "rubrics")
 
-#: Keys of later AgentV versions on an evaluator entry that change how its score counts, and the
-#: version that introduced them. pytest-agentv cannot honour them yet, so it refuses them rather
-#: than passing them on as the judge's ``config``.
-LATER_EVALUATOR_GATES: dict[str, str] = {
-    "min_score": "v4.7",
-    "required": "v3",
-    "negate": "v4",
-}
-
 #: Aggregator spellings of later AgentV versions that name a classic aggregator.
 AGGREGATOR_ALIASES = {
     name: KIND_ALIASES[name] for name in ("code_grader", "code-grader", "llm_grader", "llm-grader")
 }
 
-#: Aggregators of later AgentV versions with no classic equivalent, and where they appeared.
-LATER_AGGREGATORS = {"threshold": "v2.7.1"}
 
 #: Other spellings AgentV accepts for settings we read.
 TARGET_SETTING_ALIASES: dict[str, str] = {
     "commandTemplate": "command_template",
+    "command": "command_template",  # AgentV v4's name
+    "useTarget": "use_target",
     "timeoutSeconds": "timeout_seconds",
     "filesFormat": "files_format",
     "attachments_format": "files_format",
@@ -295,18 +295,6 @@ def one_spelling(
             )
 
 
-#: Fields of later AgentV versions that mean something the classic format cannot express, and
-#: the version that introduced each: refused with that version, never quietly ignored.
-LATER_FIELDS: dict[tuple[str, str], str] = {
-    ("suite", "assertions"): (
-        "v3.1: suite-level 'assertions' are appended to every case's evaluators, which "
-        "pytest-agentv does not do; list them under 'execution.evaluators' (used by the "
-        "cases that have none of their own)"
-    ),
-    ("suite", "assert"): "v2.10: suite-level 'assert' is not supported by pytest-agentv",
-    ("case", "assert"): "v5 (5.x-next): 'assert' lists are not supported by pytest-agentv",
-}
-
 CLASSIC_KINDS = ("llm_judge", "code_judge", "code", "rubric")
 
 LATER_KIND_NAMES = tuple(k for k in KIND_ALIASES if k not in CLASSIC_KINDS)
@@ -342,7 +330,7 @@ def generations(data: dict[str, Any]) -> tuple[list[tuple[Loc, str]], list[tuple
         for index, item in enumerate(items if isinstance(items, list) else ()):
             keys(item, (*loc, index), ("required_min_score",), ("min_score",))
 
-    keys(data, (), ("evalcases",), ("tests", "eval_cases"))
+    keys(data, (), ("evalcases",), ("tests", "eval_cases", "assertions", "assert"))
     execution = data.get("execution")
     keys(execution, ("execution",), ("evaluators",), ("assertions",))
     if isinstance(execution, dict):

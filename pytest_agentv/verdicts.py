@@ -89,6 +89,21 @@ def _rubric_lines(rows: Sequence[dict[str, object]]) -> list[str]:
     return lines
 
 
+def _check_lines(entry: EvaluatorRow) -> list[str]:
+    """An evaluator's checks in the order it made them (AgentV v4's ``assertions``, with their
+    evidence), then what its misses add (a gate's note); hits then misses without them."""
+    checks = entry.get("assertions") or []
+    if not checks:
+        return [f"✓ {hit}" for hit in entry["hits"]] + [f"✗ {miss}" for miss in entry["misses"]]
+    lines, shown = [], set()
+    for check in checks:
+        evidence = check.get("evidence")
+        text = f"{check['text']}: {evidence}" if evidence else check["text"]
+        shown.add(text)
+        lines.append(f"{'✓' if check['passed'] else '✗'} {text}")
+    return lines + [f"✗ {miss}" for miss in entry["misses"] if miss not in shown]
+
+
 def evaluator_details(results: Sequence[EvaluatorRow], depth: int = 0) -> list[str]:
     """Per evaluator: rubric rows (or hits and misses), errors and reasoning; a composite's
     members follow it, indented."""
@@ -108,8 +123,7 @@ def evaluator_details(results: Sequence[EvaluatorRow], depth: int = 0) -> list[s
         if rubric:
             lines.extend(pad + line for line in _rubric_lines(rubric))
         elif own:
-            lines.extend(f"{pad}    ✓ {hit}" for hit in entry["hits"])
-            lines.extend(f"{pad}    ✗ {miss}" for miss in entry["misses"])
+            lines.extend(f"{pad}    {line}" for line in _check_lines(entry))
         reasoning = str(entry["reasoning"] or "").strip()
         if reasoning and own:
             lines.append(f"{pad}    reasoning: {reasoning}")

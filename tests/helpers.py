@@ -22,6 +22,25 @@ def write(pytester: pytest.Pytester, name: str, content: str) -> Path:
     return path
 
 
+def cli_agent(pytester: pytest.Pytester, agent: str, key: str = "command") -> None:
+    """A project whose ``default`` target runs ``agent`` (a Python script's text) as a CLI
+    target (``key``: AgentV v4's ``command`` or v2.5.8's ``command_template``)."""
+    write(pytester, "agent.py", agent)
+    (pytester.path / ".agentv" / "targets.yaml").write_text(
+        f"targets:\n  - {{name: default, provider: cli, {key}: python agent.py}}\n"
+    )
+
+
+def assert_load_error(pytester: pytest.Pytester, assertion: str, problem: str) -> None:
+    """A v4 file whose one case has ``assertion`` (YAML flow text) fails to load with
+    ``problem`` (an fnmatch pattern) at line 2."""
+    case = f"{{id: a, input: q, assertions: [{assertion}]}}"
+    write(pytester, "bad.eval.yaml", f"tests:\n  - {case}\n")
+    result = pytester.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["bad.eval.yaml:2:*" + problem.lstrip("*")])
+
+
 def judge_ini(server: FakeOpenAI, model: str = "openai/fake-judge", **extra: str) -> str:
     lines = [
         "[pytest]",

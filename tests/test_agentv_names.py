@@ -83,36 +83,16 @@ def test_a_mixed_file_warns_once(project: pytest.Pytester) -> None:
 @pytest.mark.parametrize(
     ("evaluator", "expected"),
     [
-        ("{name: c, type: contains, value: refund}", "*'contains' was introduced in AgentV v2.10*"),
-        ("{name: c, type: is-json}", "*'is-json' was introduced in AgentV v2.19*"),
+        ("{name: c, type: agent_judge}", "*'agent_judge' was introduced in AgentV v2.10*"),
+        ("{name: c, type: agent-judge}", "*'agent-judge' was introduced in AgentV v2.19*"),
+        ("{type: inline-assert}", "*'inline-assert' was introduced in AgentV v3.1*"),
         (
             "{name: c, type: llm-rubric, value: [Polite]}",
             "*'llm-rubric' was introduced in AgentV v5*",
         ),
         ("{name: c, type: 'trajectory:tool-used'}", "*introduced in AgentV v5*"),
-        (
-            "{name: c, type: llm-grader, min_score: 0.8}",
-            "*'min_score' on an evaluator is a score gate introduced in AgentV v4.7*",
-        ),
-        (
-            "{name: c, type: rubrics, criteria: [{outcome: x, operator: contradiction}]}",
-            "*rubric operator 'contradiction' was introduced in AgentV v4*",
-        ),
-        (
-            "{name: c, type: composite, assertions: [{type: code-grader, command: [x]}], "
-            "aggregator: {type: threshold, threshold: 0.5}}",
-            "*aggregator type 'threshold' was introduced in AgentV v2.7.1*",
-        ),
     ],
-    ids=[
-        "v2.10-kind",
-        "v2.19-kind",
-        "v5-kind",
-        "trajectory",
-        "evaluator-gate",
-        "operator",
-        "aggregator",
-    ],
+    ids=["v2.10-kind", "v2.19-kind", "v3.1-kind", "v5-kind", "trajectory"],
 )
 def test_names_we_cannot_map_are_errors_naming_the_version(
     project: pytest.Pytester, evaluator: str, expected: str
@@ -164,17 +144,6 @@ def test_a_composite_written_with_later_names(project: pytest.Pytester) -> None:
     assert [m["name"] for m in composite["evaluator_results"]] == ["days", "weeks"]
     assert [m["score"] for m in composite["evaluator_results"]] == [1.0, 0.0]
     assert composite["score"] == 0.0
-
-
-def test_suite_level_assertions_are_refused_not_reinterpreted(project: pytest.Pytester) -> None:
-    write(
-        project,
-        "s.eval.yaml",
-        "assertions: [{type: llm-grader}]\ntests: [{id: a, input: q}]\n",
-    )
-    result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["s.eval.yaml:1:1: assertions: introduced in AgentV v3.1*"])
 
 
 def test_v4_rubric_items_and_rubrics_kind(project: pytest.Pytester, fake_llm) -> None:
@@ -460,7 +429,8 @@ def test_regrade_agentv_rows(project: pytest.Pytester) -> None:
         ]
     )
     found = rows(project.path / "o")
-    assert found["a"]["hits"] == [json.dumps(trace), "from a"]
+    # The judge sees the recorded summary with AgentV v4's name for the counts added.
+    assert found["a"]["hits"] == [json.dumps({**trace, "tool_calls": {"search": 1}}), "from a"]
     assert found["b"]["hits"][1] == "from b"
     assert found["a"]["trace_summary"] == trace
 

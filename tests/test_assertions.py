@@ -119,7 +119,7 @@ def test_code_judges_and_rubric_forms(judged: pytest.Pytester, fake_llm: FakeOpe
     result = judged.runpytest()
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines(
-        ["*ValueError: evaluators[[]0] is invalid: *code_judge evaluator 'code_judge' needs*"]
+        ["*ValueError: evaluators[[]0] is invalid: *code_judge evaluator 'code-judge' needs*"]
     )
     result.stdout.fnmatch_lines(["*TypeError: unexpected keyword argument(s): expected_outcom*"])
     assert "- [tone] (REQUIRED) (weight: 1): Polite" in fake_llm.requests[0].user

@@ -444,7 +444,11 @@ def test_a_healthcheck_still_running_when_the_run_stops_is_killed(
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ("", "cli target 'default' (.agentv/targets.yaml:2:5) needs a 'command_template' string"),
+        (
+            "",
+            "cli target 'default' (.agentv/targets.yaml:2:5) needs a 'command' (or "
+            "'command_template') string",
+        ),
         (
             "command_template: python agent.py\n    timeout_seconds: soon",
             "cli target 'default' (.agentv/targets.yaml:5:22): timeout_seconds must be a "

@@ -71,6 +71,21 @@ def test_payload_keys_and_user_config_as_written(project: pytest.Pytester) -> No
             "guideline_files",
             "trace_summary",
             "config",
+            # AgentV v4's names, beside v2.5.8's
+            "criteria",
+            "expected_output",
+            "output",
+            "messages",
+            "input",
+            "metadata",
+            "trace",
+            "token_usage",
+            "cost_usd",
+            "duration_ms",
+            "start_time",
+            "end_time",
+            "file_changes",
+            "workspace_path",
         ]
     )
     assert payload["question"] == "Be brief.\n\nRefund window?"
@@ -92,6 +107,7 @@ def test_payload_keys_and_user_config_as_written(project: pytest.Pytester) -> No
         "event_count": 0,
         "tool_names": [],
         "tool_calls_by_name": {},
+        "tool_calls": {},  # AgentV v4's name
         "error_count": 0,
     }
     assert payload["config"] == {"camelCaseKey": {"innerKey": 1}}

@@ -64,6 +64,19 @@ def test_public_names_and_kinds() -> None:
         "cost",
         "token_usage",
         "composite",
+        "contains",
+        "icontains",
+        "contains_any",
+        "icontains_any",
+        "contains_all",
+        "icontains_all",
+        "starts_with",
+        "ends_with",
+        "equals",
+        "regex",
+        "is_json",
+        "execution_metrics",
+        "skill_trigger",
     )
     assert is_evaluator_kind("llm_judge") and is_evaluator_kind("code")
     assert is_evaluator_kind("tool_trajectory") and is_evaluator_kind("composite")

@@ -13,7 +13,7 @@ from tests.helpers import judge_ini
 def test_examples_run_offline(pytester: pytest.Pytester) -> None:
     pytester.copy_example(".")
     result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-html", "report.html")
-    result.assert_outcomes(passed=18, skipped=8, xfailed=2)
+    result.assert_outcomes(passed=21, skipped=8, xfailed=2)
     assert result.ret == pytest.ExitCode.OK
     page = (pytester.path / "report.html").read_text()
     assert 'id="evals/refunds.eval.yaml::showcase-wrong-policy"' in page
@@ -66,7 +66,7 @@ def test_llm_examples_with_a_judge(pytester: pytest.Pytester, fake_llm: FakeOpen
     ini = judge_ini(fake_llm).replace("agentv_cache_mode = off\n", "")
     (pytester.path / "pytest.ini").write_text(ini + "agentv_cache_dir = .agentv/test-cache\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-results=out.jsonl")
-    result.assert_outcomes(passed=26, xfailed=2)
+    result.assert_outcomes(passed=29, xfailed=2)
     result.stdout.fnmatch_lines(["*judge openai/fake-judge graded 3 canaries as expected"])
     # The default judge's request stands at the top level; listed evaluators carry their own.
     modes = {
@@ -88,5 +88,5 @@ def test_llm_examples_with_a_judge(pytester: pytest.Pytester, fake_llm: FakeOpen
     assert '"facts": {' in decision.user and '"tone": {' in decision.user
     fake_llm.stop()
     replayed = pytester.runpytest("-p", "no:cacheprovider", "--agentv-cache-mode=replay")
-    replayed.assert_outcomes(passed=26, xfailed=2)
+    replayed.assert_outcomes(passed=29, xfailed=2)
     replayed.stdout.fnmatch_lines(["agentv: 0 model calls made, * replies reused from the store*"])

@@ -370,3 +370,30 @@ def test_every_source_of_answers_refuses_what_is_not_a_metric(pytester: pytest.P
             "tool call 'search' -1000000000.0, *",
         ]
     )
+
+
+@pytest.mark.parametrize(
+    ("trace", "shown"),
+    [
+        ({"llm_call_count": -4}, "llm_call_count -4"),
+        ({"cost_usd": -1}, "cost_usd -1"),
+        ({"token_usage": {"input": -9, "output": 1}}, "token_usage.input -9"),
+    ],
+)
+def test_execution_metrics_refuses_what_is_not_a_metric(
+    agentv_judge: AgentvJudge, trace: dict[str, Any], shown: str
+) -> None:
+    """The v4 kind reads the trace itself: a negative count or cost passed its limits."""
+    from pytest_agentv.evaluators.execution_metrics import ExecutionMetricsEvaluator
+
+    case = PreparedCase(id="c", question="q", input_messages=({"role": "user", "content": "q"},))
+    entry = EvaluatorConfig(
+        name="spent", type="execution-metrics", max_llm_calls=3, max_cost_usd=0.5, max_tokens=10
+    )
+    context = EvaluationContext(eval_case=case, candidate="x", trace_summary=trace, evaluator=entry)
+    with pytest.raises(NotGradedError, match=re.escape(f"the trace summary reported {shown}")):
+        ExecutionMetricsEvaluator().evaluate(context)
+    with pytest.raises(NotGradedError, match=re.escape(f"trace=...) reported {shown}")):
+        agentv_judge.evaluate(
+            "x", evaluators=[{"type": "execution-metrics", "max_llm_calls": 3}], trace=trace
+        )

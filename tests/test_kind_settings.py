@@ -18,7 +18,7 @@ BIG = "9" * 400
         (
             "      - {name: t, type: tool_trajectory, mode: sorted}\n",
             "bad.eval.yaml:5:48: evalcases.0.evaluators.0.mode: unknown mode 'sorted': use "
-            "any_order, in_order or exact",
+            "any_order, in_order, exact, superset or subset",
         ),
         (
             "      - {name: t, type: tool_trajectory, mode: any_order}\n",
@@ -110,7 +110,7 @@ BIG = "9" * 400
             "          - {name: fast, type: latency, threshold: 5}\n"
             "        aggregator: {type: vote}\n",
             "*evalcases.0.evaluators.0.aggregator.type: unknown aggregator type 'vote': use "
-            "weighted_average, code_judge or llm_judge",
+            "weighted_average, code_judge, llm_judge or threshold",
         ),
         (
             "      - name: c\n        type: composite\n        evaluators:\n"

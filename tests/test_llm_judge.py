@@ -551,7 +551,7 @@ def test_custom_prompt_file_and_inline_prompt(
         (
             "prompts/plain.md",
             "prompt file 'prompts/plain.md' must use {{candidate_answer}} or "
-            "{{expected_messages}}; it uses neither*",
+            "{{expected_messages}} (AgentV v4: {{output}} or {{expected_output}}); it uses none*",
         ),
         ("prompts/missing.md", "prompt file 'prompts/missing.md' not found*"),
         ("../outside.md", "prompt file reference '../outside.md' resolves outside the rootdir*"),

@@ -120,6 +120,7 @@ def test_cli_target_placeholders_and_output_file(project: pytest.Pytester) -> No
                       tool_calls_by_name: {search: 1}
                       error_count: 0
                       token_usage: {input: 10, output: 5}
+                      tool_calls: {search: 1}
                       cost_usd: 0.01
                       duration_ms: 5
         """,

@@ -22,6 +22,8 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
+from pytest_agentv.evaluators.textchecks import CHECKS
+
 #: Generated page -> the function that writes it. The nav in mkdocs.yml names these paths.
 PAGES: dict[str, Callable[[], str]] = {}
 
@@ -95,6 +97,18 @@ KINDS = {
     "cost": ("The answer's cost against a budget", "evaluators.md#latency-cost-token_usage"),
     "token_usage": ("The answer's tokens against limits", "evaluators.md#latency-cost-token_usage"),
     "composite": ("Evaluators made of evaluators, with an aggregator", "evaluators.md#composite"),
+    **{
+        kind: ("A deterministic check of the answer text", "evaluators.md#deterministic-checks")
+        for kind in CHECKS
+    },
+    "execution_metrics": (
+        "Tool calls, model calls, tokens, cost, duration and exploration against limits",
+        "evaluators.md#execution-metrics-skill-trigger",
+    ),
+    "skill_trigger": (
+        "Whether the agent used a skill (or did not)",
+        "evaluators.md#execution-metrics-skill-trigger",
+    ),
 }
 
 
@@ -461,8 +475,8 @@ def kinds_page() -> str:
         "`conftest.py` adds with the "
         "[`pytest_agentv_make_evaluator`](hooks.md#pytest_agentv_make_evaluator) hook.\n\n"
         + table(["kind", "aliases", "what it grades"], rows)
-        + "\nKinds of later AgentV versions that have no classic equivalent (`contains`, "
-        "`regex`, `is-json`, `llm-rubric`, `script`, `trajectory:*`...) are an error naming "
-        "the AgentV version that introduced them, never a silent fallback to the default "
-        "judge; see [Eval files](../eval-files.md#later-agentv-names).\n"
+        + "\nKinds pytest-agentv does not implement (`agent-judge`, `inline-assert`, and AgentV "
+        "v5's `llm-rubric`, `script`, `trajectory:*`...) are an error naming the AgentV "
+        "version that introduced them, never a silent fallback to the default judge; see "
+        "[Eval files](../eval-files.md#later-agentv-names).\n"
     )

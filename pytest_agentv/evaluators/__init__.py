@@ -20,10 +20,13 @@ from .base import Evaluator, ResolveJudge, walk_entries
 from .code_judge import CodeEvaluator
 from .composite import CompositeEvaluator
 from .cost import CostEvaluator
+from .execution_metrics import ExecutionMetricsEvaluator
 from .field_accuracy import FieldAccuracyEvaluator
 from .latency import LatencyEvaluator
 from .llm_judge import LlmJudgeEvaluator
 from .scripts import DEFAULT_SCRIPT_TIMEOUT
+from .skill_trigger import SkillTriggerEvaluator
+from .textchecks import CHECKS, TextCheckEvaluator
 from .token_usage import TokenUsageEvaluator
 from .tool_trajectory import ToolTrajectoryEvaluator
 
@@ -37,6 +40,9 @@ EVALUATOR_KINDS: tuple[str, ...] = (
     "cost",
     "token_usage",
     "composite",
+    *CHECKS,
+    "execution_metrics",
+    "skill_trigger",
 )
 
 AskHook = Callable[[str], Evaluator | None]
@@ -72,6 +78,9 @@ def build_evaluator_registry(
         "latency": LatencyEvaluator(),
         "cost": CostEvaluator(),
         "token_usage": TokenUsageEvaluator(),
+        **{kind: TextCheckEvaluator(kind) for kind in CHECKS},
+        "execution_metrics": ExecutionMetricsEvaluator(),
+        "skill_trigger": SkillTriggerEvaluator(),
     }
     registry["composite"] = CompositeEvaluator(
         judge, registry, script_timeout=script_timeout, env_passthrough=env_passthrough
@@ -136,7 +145,9 @@ class ScopedRegistry:
         known = self.registry.known_kinds()
         return (
             f"unknown evaluator type '{kind}'{did_you_mean(kind, known)}; known: "
-            f"{', '.join(known)}. Add kinds with the pytest_agentv_make_evaluator hook"
+            f"{', '.join(known)}. Add kinds with the pytest_agentv_make_evaluator hook (AgentV "
+            "v2.10 and later also look for a TypeScript custom assertion of that name in "
+            ".agentv/assertions/, which pytest-agentv does not run)"
         )
 
     def entry_needs(self, kind: str) -> str | None:

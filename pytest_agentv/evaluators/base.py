@@ -20,11 +20,14 @@ from ..cases import PreparedCase
 from ..errors import AgentvError, ConfigError
 from ..llm.client import JudgeClient
 from ..llm.usage import PlannedCall
-from ..results import EvaluatorRow, Grade, Verdict
-from ..schema.base import finite_number, problems, weighted_average
+from ..results import Grade
+from ..schema.base import problems
 from ..schema.evaluators import EvaluatorConfig
 from ..spellings import canonical_kind
-from ..verdicts import score_to_verdict
+from .score import EvaluationScore as EvaluationScore  # re-exported: where evaluators look
+from .score import EvaluatorResult as EvaluatorResult
+from .score import aggregate, gated
+from .score import weighted_mean as weighted_mean
 
 
 @dataclass(frozen=True)
@@ -74,105 +77,6 @@ class EvaluationContext:
             "reference_answer": case.reference_answer,
             "candidate_answer": self.candidate,
         }
-
-
-@dataclass(frozen=True, init=False)
-class EvaluationScore:
-    """One evaluator's grade (REQ-EVAL-005). ``score`` is clamped to [0, 1]; NaN becomes 0.
-
-    The verdict comes from the score (the one verdict function) unless the evaluator gives one.
-    ``gate_failed`` says that a required criterion or check was not met: it travels with the
-    score, and fails the case whatever the other evaluators score. An explicit ``fail`` verdict
-    on a passing score is such a gate. ``error`` is set when the evaluator could not grade at
-    all: the case is then reported as not graded.
-    """
-
-    score: float
-    hits: tuple[str, ...]
-    misses: tuple[str, ...]
-    expected_aspect_count: int
-    reasoning: str | None
-    raw_aspects: tuple[str, ...]
-    evaluator_raw_request: dict[str, Any] | None
-    verdict: Verdict
-    details: dict[str, Any] | None
-    error: str | None
-    gate_failed: bool
-    #: A composite's members, each with its own result (nested composites nest further).
-    evaluator_results: tuple[EvaluatorResult, ...]
-
-    def __init__(
-        self,
-        score: float,
-        hits: Iterable[str] = (),
-        misses: Iterable[str] = (),
-        expected_aspect_count: int = 0,
-        reasoning: str | None = None,
-        raw_aspects: Iterable[str] = (),
-        evaluator_raw_request: dict[str, Any] | None = None,
-        verdict: Verdict | None = None,
-        details: dict[str, Any] | None = None,
-        error: str | None = None,
-        gate_failed: bool = False,
-        evaluator_results: Iterable[EvaluatorResult] = (),
-    ) -> None:
-        number = finite_number(score)
-        clean = min(1.0, max(0.0, number)) if number is not None else 0.0
-        if verdict == "fail" and score_to_verdict(clean) != "fail":
-            gate_failed = True
-        values = {
-            "score": clean,
-            "hits": tuple(hits),
-            "misses": tuple(misses),
-            "expected_aspect_count": expected_aspect_count,
-            "reasoning": reasoning,
-            "raw_aspects": tuple(raw_aspects),
-            "evaluator_raw_request": evaluator_raw_request,
-            "verdict": verdict or score_to_verdict(clean, gate_failed=gate_failed),
-            "details": details,
-            "error": error,
-            "gate_failed": gate_failed,
-            "evaluator_results": tuple(evaluator_results),
-        }
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
-
-    @classmethod
-    def graded(cls, score: float, *, gate_failed: bool = False, **kwargs: Any) -> EvaluationScore:
-        """A score whose verdict comes from the one verdict function."""
-        return cls(score, gate_failed=gate_failed, **kwargs)
-
-
-@dataclass(frozen=True)
-class EvaluatorResult:
-    """One evaluator's result within a case, as written to results and reports."""
-
-    name: str
-    type: str
-    weight: float
-    score: EvaluationScore
-
-    def row(self) -> EvaluatorRow:
-        s = self.score
-        row = EvaluatorRow(
-            name=self.name,
-            type=self.type,
-            score=s.score,
-            weight=self.weight,
-            verdict=s.verdict,
-            hits=list(s.hits),
-            misses=list(s.misses),
-            reasoning=s.reasoning,
-            evaluator_provider_request=s.evaluator_raw_request,
-            gate_failed=s.gate_failed,
-        )
-        if s.details is not None:
-            row["details"] = s.details
-        if s.error is not None:
-            row["error"] = s.error
-        if s.evaluator_results:
-            row["evaluator_results"] = [member.row() for member in s.evaluator_results]
-        return row
 
 
 @runtime_checkable
@@ -313,10 +217,7 @@ async def evaluate_entries(
         if isinstance(outcome, BaseException):
             raise outcome
     scores: list[EvaluationScore] = [o for o in outcomes if isinstance(o, EvaluationScore)]
-    return tuple(
-        EvaluatorResult(entry.name, entry.kind, entry.weight, score)
-        for entry, score in zip(entries, scores, strict=True)
-    )
+    return tuple(gated(entry, score) for entry, score in zip(entries, scores, strict=True))
 
 
 @runtime_checkable
@@ -350,30 +251,6 @@ async def run_evaluators_for_case(
     """Run every configured evaluator (concurrently) and aggregate by weighted mean."""
     results = await evaluate_entries(context, evaluators, registry)
     return CaseEvaluation(aggregate(results), results)
-
-
-def weighted_mean(results: Sequence[EvaluatorResult]) -> tuple[float, bool]:
-    """The weighted mean of the results' scores (0 when every weight is 0), and whether a
-    result with weight failed its gate — which fails the whole, whatever the mean."""
-    score = weighted_average((r.score.score, r.weight) for r in results)
-    return score, any(r.score.gate_failed and r.weight > 0 for r in results)
-
-
-def aggregate(results: Sequence[EvaluatorResult]) -> EvaluationScore:
-    """A case's score from its evaluators' results (``weighted_mean``)."""
-    score, gate_failed = weighted_mean(results)
-    errors = [f"{r.name}: {r.score.error}" for r in results if r.score.error]
-    reasoning = " | ".join(f"{r.name}: {r.score.reasoning}" for r in results if r.score.reasoning)
-    return EvaluationScore.graded(
-        score,
-        gate_failed=gate_failed,
-        hits=tuple(h for r in results for h in r.score.hits),
-        misses=tuple(m for r in results for m in r.score.misses),
-        expected_aspect_count=sum(r.score.expected_aspect_count for r in results),
-        reasoning=reasoning or None,
-        evaluator_raw_request=results[0].score.evaluator_raw_request if len(results) == 1 else None,
-        error="; ".join(errors) or None,
-    )
 
 
 S = TypeVar("S", bound=BaseModel)

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DuplicateKeyError
+from ..results import AssertionRow
 from ..schema.base import finite_number, shown_number
 from ..yamlfile import json_decoder
 from .base import EvaluationContext, EvaluationScore
+from .score import assertion_line
 from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts, script_payload
 
 
@@ -30,26 +32,45 @@ def _strings(value: Any, key: str) -> tuple[list[str], str | None]:
     return [v for v in value if v.strip()], None
 
 
-def _checks(value: Any, key: str) -> tuple[list[tuple[bool, str]], str | None]:
+def _checks(value: Any, key: str) -> tuple[list[AssertionRow], str | None]:
+    """``checks`` (``{pass, text|id, reason}``) or AgentV v4's ``assertions`` (``{text,
+    passed, evidence}``), as v4 assertions."""
     if value is None:
         return [], None
     if not isinstance(value, list):
         return [], f"code judge '{key}' must be a list of objects"
-    checks: list[tuple[bool, str]] = []
+    checks: list[AssertionRow] = []
     for item in value:
         if not isinstance(item, dict):
             return [], f"code judge '{key}' must be a list of objects"
         passed = item.get("pass", item.get("passed"))
         if not isinstance(passed, bool):
             return [], f"each of the code judge's '{key}' needs a boolean 'pass'"
-        label = str(item.get("text") or item.get("id") or "check")
+        check = AssertionRow(text=str(item.get("text") or item.get("id") or "check"), passed=passed)
         reason = item.get("reason") or item.get("evidence")
-        checks.append((passed, f"{label}: {reason}" if reason else label))
+        checks.append(check | {"evidence": str(reason)} if reason else check)
     return checks, None
 
 
-def parse_judge_output(stdout: bytes) -> EvaluationScore:
-    """Turn a code judge's stdout into a score, or score 0 with the problem as a miss."""
+def _plain_text(text: str) -> EvaluationScore | None:
+    """AgentV v4's exit-code convention: a script that exits 0 without printing a JSON object
+    passes, its output the assertion's text (``code-grader.ts``)."""
+    try:
+        data = json_decoder().decode(text)
+    except DuplicateKeyError:
+        return None  # a JSON object after all, outside the contract: not a pass
+    except (ValueError, RecursionError):
+        data = None
+    if isinstance(data, dict):
+        return None
+    check = AssertionRow(text=text.strip() or "exit 0", passed=True)
+    return EvaluationScore.graded(1.0, assertions=(check,), expected_aspect_count=1)
+
+
+def parse_judge_output(stdout: bytes, *, v4: bool = False) -> EvaluationScore:
+    """Turn a code judge's stdout into a score, or score 0 with the problem as a miss. In a file
+    written with AgentV v4's names, output that is not a JSON object passes (v4's exit-code
+    convention; the script exited 0 to get here); v2.5.8 scored it 0."""
 
     def bad(problem: str) -> EvaluationScore:
         return EvaluationScore.graded(0.0, misses=(problem,))
@@ -58,6 +79,8 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
         text = stdout.decode("utf-8")
     except UnicodeDecodeError:
         return bad("code judge output is not UTF-8 text")
+    if v4 and (plain := _plain_text(text)) is not None:
+        return plain
     if not text.strip():
         return bad('code judge printed nothing on stdout; expected a JSON object like {"score": 1}')
     try:
@@ -81,8 +104,8 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
         if found:
             return bad(found)
     checks += assertions
-    hits += [label for passed, label in checks if passed]
-    misses += [label for passed, label in checks if not passed]
+    hits += [assertion_line(check) for check in checks if check["passed"]]
+    misses += [assertion_line(check) for check in checks if not check["passed"]]
 
     passed = data.get("pass")
     if passed is not None and not isinstance(passed, bool):
@@ -90,7 +113,7 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
     score = data.get("score")
     if score is None:
         if checks:
-            score = sum(1 for ok, _ in checks if ok) / len(checks)
+            score = sum(1 for check in checks if check["passed"]) / len(checks)
         elif passed is not None:
             score = 1.0 if passed else 0.0
         else:
@@ -117,6 +140,7 @@ def parse_judge_output(stdout: bytes) -> EvaluationScore:
         # `"pass": false` or `"verdict": "fail"` fail the case whatever the score.
         gate_failed=passed is False or data.get("verdict") == "fail",
         details=details,
+        assertions=checks if not data.get("hits") and not data.get("misses") else (),
     )
 
 
@@ -159,4 +183,5 @@ class CodeEvaluator:
         )
         if failure:
             return EvaluationScore.graded(0.0, misses=(failure,), evaluator_raw_request=request)
-        return replace(parse_judge_output(stdout), evaluator_raw_request=request)
+        score = parse_judge_output(stdout, v4=context.eval_case.v4)
+        return replace(score, evaluator_raw_request=request)

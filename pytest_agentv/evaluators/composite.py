@@ -27,6 +27,7 @@ from ..errors import ConfigError
 from ..llm.client import LlmClient
 from ..llm.usage import PlannedCall, unknown_answer
 from ..loader import EntryProblem, zero_weights
+from ..results import AssertionRow, js_number
 from ..schema.evaluators import AggregatorSpec, CompositeSpec, EvaluatorConfig
 from ..yamlfile import Loc
 from . import prompts
@@ -184,6 +185,8 @@ class CompositeEvaluator:
             )
         if aggregator.type == "weighted_average":
             return self._weighted_average(members, aggregator)
+        if aggregator.type == "threshold":
+            return self._threshold(members, aggregator.threshold or 0.0)
         _, gate = weighted_mean(members)
         if aggregator.type == "code_judge":
             score = await self._code(members, aggregator, context)
@@ -230,6 +233,32 @@ class CompositeEvaluator:
                 "aggregator": "weighted_average",
                 "weights": {m.name: m.weight for m in members},
             },
+            evaluator_results=members,
+        )
+
+    @staticmethod
+    def _threshold(members: Sequence[EvaluatorResult], threshold: float) -> EvaluationScore:
+        """AgentV's ``threshold`` aggregator: the share of members that pass is the score. Its
+        own pass (share >= threshold) is reported, not a gate: in AgentV v4.42.4 the case's
+        verdict comes from the scores alone."""
+        passed = sum(1 for m in members if m.score.verdict == "pass")
+        share = passed / len(members)
+        met = share >= threshold
+        head = AssertionRow(
+            text=f"{passed}/{len(members)} evaluators passed (threshold: {js_number(threshold)})",
+            passed=met,
+        )
+        checks = [
+            AssertionRow(text=f"[{m.name}] {check['text']}", passed=check["passed"])
+            for m in members
+            for check in m.score.assertions
+        ]
+        return EvaluationScore.graded(
+            share,
+            assertions=(head, *checks),
+            expected_aspect_count=len(checks) + 1,
+            evaluator_raw_request={"aggregator": "threshold", "threshold": threshold},
+            details={"aggregator": "threshold", "threshold": threshold, "threshold_met": met},
             evaluator_results=members,
         )
 

@@ -12,6 +12,7 @@ judge that answered on another scale, or skipped items, said nothing about the a
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -110,9 +111,19 @@ class LlmJudgeEvaluator:
         candidate variable."""
         if isinstance(entry.prompt, str):
             try:
-                prompts.load_prompt_file(entry.prompt, start=folder, rootdir=rootdir)
+                prompts.load_prompt_file(entry.prompt, start=folder, rootdir=rootdir, v4=entry.v4)
             except ConfigError as exc:
                 yield EntryProblem(("prompt",), str(exc))
+            if entry.v4 and not entry.prompt.strip().startswith(prompts.FILE_PREFIX):
+                with contextlib.suppress(ConfigError):
+                    if prompts.read_prompt(entry.prompt, start=folder, rootdir=rootdir):
+                        yield EntryProblem(
+                            ("prompt",),
+                            f"AgentV v4 reads 'prompt: {entry.prompt.strip()}' as inline text, "
+                            "not as that file, and so does pytest-agentv in a file written with "
+                            f"v4's names; write 'file://{entry.prompt.strip()}' for the file",
+                            warning=True,
+                        )
 
     def judge_for(self, context: EvaluationContext) -> LlmClient:
         judge = self.resolve_judge_provider(context) if self.resolve_judge_provider else None
@@ -162,7 +173,7 @@ class LlmJudgeEvaluator:
         build = _USER_PROMPTS.get(contract.mode)
 
         def render(nonce: str) -> tuple[str, str]:
-            values = prompts.template_values(inputs, nonce)
+            values = prompts.template_values(inputs, nonce, rubrics)
             values.update({k: prompts.fence(prompts.pretty(v), nonce) for k, v in extra.items()})
             is_template = custom is not None and custom.is_template
             if build is not None:
@@ -288,7 +299,9 @@ class LlmJudgeEvaluator:
             if not run_scripts:
                 return None
             return await self._scripted_prompt(prompt, entry, context)
-        text = prompts.load_prompt_file(prompt, start=case.folder, rootdir=case.rootdir)
+        text = prompts.load_prompt_file(
+            prompt, start=case.folder, rootdir=case.rootdir, v4=bool(entry and entry.v4)
+        )
         if text is not None:
             return _Prompt(text, is_template=True, source=prompt.strip())
         return _Prompt(prompt, is_template=prompts.has_variables(prompt), source="inline")

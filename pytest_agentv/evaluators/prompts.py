@@ -17,10 +17,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..answers import ToolCall, tool_calls
 from ..errors import ConfigError
 from ..paths import read_reference, resolve_reference
 from ..schema.rubrics import RubricItem
 
+#: AgentV v2.5.8's template variables, then v4's (``template-variables.ts``).
 TEMPLATE_VARIABLES = (
     "question",
     "candidate_answer",
@@ -29,8 +31,51 @@ TEMPLATE_VARIABLES = (
     "expected_messages",
     "input_messages",
     "output_messages",
+    "input",
+    "output",
+    "expected_output",
+    "criteria",
+    "metadata",
+    "metadata_json",
+    "rubrics",
+    "rubrics_json",
+    "file_changes",
+    "tool_calls",
 )
-REQUIRED_VARIABLES = ("candidate_answer", "expected_messages")
+REQUIRED_VARIABLES = ("candidate_answer", "expected_messages", "output", "expected_output")
+
+#: The argument ``{{tool_calls}}`` shows for a tool AgentV knows (else its first short string).
+_KEY_ARGUMENTS = {
+    "Skill": "skill",
+    "Read": "file_path",
+    "Write": "file_path",
+    "Edit": "file_path",
+    "Bash": "command",
+    "Grep": "pattern",
+    "Glob": "pattern",
+}
+
+
+def _cut(text: str, most: int = 120) -> str:
+    return text if len(text) <= most else text[:most] + "…"
+
+
+def tool_call_lines(calls: Sequence[ToolCall]) -> str:
+    """``{{tool_calls}}``: one ``- tool: key argument`` line per call (AgentV
+    ``formatToolCalls``)."""
+    lines = []
+    for call in calls:
+        args = call.args if isinstance(call.args, dict) else {}
+        key = _KEY_ARGUMENTS.get(call.name)
+        detail = args.get(key) if key else None
+        if not (isinstance(detail, str) and detail):
+            detail = next(
+                (v for v in args.values() if isinstance(v, str) and 0 < len(v) <= 120), ""
+            )
+        lines.append(f"- {call.name}: {_cut(detail)}" if detail else f"- {call.name}")
+    return "\n".join(lines)
+
+
 _VARIABLE = re.compile(r"\{\{\s*([a-zA-Z0-9_]+)\s*\}\}")
 
 _INVISIBLE = "[\u200b\u200c\u200d\u2060\ufeff\u00ad]*"
@@ -93,8 +138,15 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-def template_values(inputs: Mapping[str, Any], nonce: str) -> dict[str, str]:
-    """Template variables: untrusted ones fenced, the rest as written in the eval file."""
+def template_values(
+    inputs: Mapping[str, Any], nonce: str, rubrics: Sequence[RubricItem] = ()
+) -> dict[str, str]:
+    """Template variables (both AgentV generations' names): untrusted ones fenced, the rest as
+    written in the eval file."""
+    rubric_rows = [
+        {"id": r.id, "outcome": r.expected_outcome, "weight": r.weight, "required": r.is_required}
+        for r in rubrics
+    ]
     return {
         "question": str(inputs["question"]).strip(),
         "expected_outcome": str(inputs["expected_outcome"]).strip(),
@@ -103,6 +155,17 @@ def template_values(inputs: Mapping[str, Any], nonce: str) -> dict[str, str]:
         "input_messages": pretty(inputs["input_messages"]),
         "candidate_answer": fence(str(inputs["candidate_answer"]).strip(), nonce),
         "output_messages": fence(pretty(inputs["output_messages"]), nonce),
+        # AgentV v4's names
+        "input": str(inputs["question"]).strip(),
+        "output": fence(str(inputs["candidate_answer"]).strip(), nonce),
+        "expected_output": str(inputs["reference_answer"]).strip(),
+        "criteria": str(inputs["expected_outcome"]).strip(),
+        "metadata": "",
+        "metadata_json": "",
+        "rubrics": pretty(rubric_rows) if rubric_rows else "",
+        "rubrics_json": json.dumps(rubric_rows, ensure_ascii=False) if rubric_rows else "",
+        "file_changes": "",
+        "tool_calls": fence(tool_call_lines(tool_calls(inputs["output_messages"])), nonce),
     }
 
 
@@ -137,11 +200,37 @@ def _sections(values: Mapping[str, str], *, with_reference: bool) -> str:
     return "\n\n".join(parts)
 
 
+#: What AgentV v4 tells the judge about each rubric operator (``rubric-operators.ts``).
+OPERATOR_GUIDANCE = {
+    "correctness": (
+        "Correctness: mark satisfied only when the answer positively supports or fulfills the "
+        "outcome. Omission or contradiction should not satisfy it."
+    ),
+    "contradiction": (
+        "Contradiction guard: mark satisfied when the answer does not make a claim that "
+        "contradicts the outcome. Do not require the answer to mention the outcome; mark "
+        "unsatisfied only for incompatible claims."
+    ),
+}
+
+
+def operator_guidance(rubrics: Sequence[RubricItem]) -> list[str]:
+    """The guidance for the operators the items use, once each, in order of first use."""
+    used = dict.fromkeys(item.operator for item in rubrics if item.operator)
+    return [OPERATOR_GUIDANCE[operator] for operator in used]
+
+
 def checklist_prompt(values: Mapping[str, str], rubrics: Sequence[RubricItem], intro: str) -> str:
     lines = []
+    guidance = operator_guidance(rubrics)
+    if guidance:
+        lines += ["Operator guidance:", *(f"- {line}" for line in guidance), ""]
     for item in rubrics:
         labels = " (REQUIRED)" if item.is_required else ""
-        lines.append(f"- [{item.id}]{labels} (weight: {item.weight:g}): {item.expected_outcome}")
+        operator = f" (operator: {item.operator})" if item.operator else ""
+        lines.append(
+            f"- [{item.id}]{labels} (weight: {item.weight:g}){operator}: {item.expected_outcome}"
+        )
     head = intro or (
         "You are an expert evaluator. Evaluate the candidate answer against each rubric item "
         "below and decide whether it is satisfied."
@@ -158,7 +247,8 @@ def score_range_prompt(values: Mapping[str, str], rubrics: Sequence[RubricItem],
     blocks = []
     for item in rubrics:
         gate = f" [REQUIRED: min score {item.min_score}]" if item.min_score is not None else ""
-        block = [f"### Criterion: {item.id} (weight: {item.weight:g}){gate}"]
+        operator = f" (operator: {item.operator})" if item.operator else ""
+        block = [f"### Criterion: {item.id} (weight: {item.weight:g}){gate}{operator}"]
         if item.expected_outcome:
             block.append(f"Description: {item.expected_outcome}")
         if item.score_ranges:
@@ -174,9 +264,11 @@ def score_range_prompt(values: Mapping[str, str], rubrics: Sequence[RubricItem],
         "You are an expert evaluator. Score the candidate answer on each criterion below with an "
         "integer from 0 to 10 that falls within the range whose description fits best."
     )
+    guidance = "".join(f"\n\n{line}" for line in operator_guidance(rubrics))
     return (
         f"{head}\n\n{_sections(values, with_reference=True)}\n\n[[ ## scoring_criteria ## ]]\n"
         + "\n\n".join(blocks)
+        + guidance
     )
 
 
@@ -201,15 +293,29 @@ def read_prompt(prompt: str, *, start: Path, rootdir: Path) -> str | None:
     return read_reference(path, prompt)
 
 
-def load_prompt_file(prompt: str, *, start: Path, rootdir: Path) -> str | None:
-    """A judge's prompt file (see ``read_prompt``), which must use ``{{candidate_answer}}`` or
-    ``{{expected_messages}}``; None when ``prompt`` is inline text."""
-    text = read_prompt(prompt, start=start, rootdir=rootdir)
+#: AgentV v4's mark of a prompt file: ``prompt: file://prompts/grader.md``.
+FILE_PREFIX = "file://"
+
+
+def load_prompt_file(prompt: str, *, start: Path, rootdir: Path, v4: bool = False) -> str | None:
+    """A judge's prompt file (see ``read_prompt``), which must use a candidate variable; None
+    when ``prompt`` is inline text. ``file://`` marks a file (AgentV v4); in a file written
+    with v4's names, a prompt without it is inline text, as v4 reads it."""
+    marked = prompt.strip().startswith(FILE_PREFIX)
+    if v4 and not marked:
+        return None
+    name = prompt.strip()[len(FILE_PREFIX) :] if marked else prompt
+    if marked:
+        path = resolve_reference(name, start=start, rootdir=rootdir, what="prompt file")
+        text: str | None = read_reference(path, name)
+    else:
+        text = read_prompt(name, start=start, rootdir=rootdir)
     if text is None:
         return None
     if not uses_required_variable(text):
         raise ConfigError(
-            f"prompt file '{prompt}' must use {{{{candidate_answer}}}} or {{{{expected_messages}}}}"
-            f"; it uses neither. Template variables: {', '.join(TEMPLATE_VARIABLES)}"
+            f"prompt file '{name}' must use {{{{candidate_answer}}}} or {{{{expected_messages}}}} "
+            f"(AgentV v4: {{{{output}}}} or {{{{expected_output}}}}); it uses none of them. "
+            f"Template variables: {', '.join(TEMPLATE_VARIABLES)}"
         )
     return text

@@ -106,26 +106,62 @@ def check_startable(
 
 
 def script_payload(context: EvaluationContext) -> dict[str, Any]:
-    """The stdin object of a code judge and of an executable prompt template (AgentV's wire
-    format: snake_case envelope keys, user data as it was written)."""
+    """The stdin object of a code judge and of an executable prompt template, in both AgentV
+    generations' keys so that judge scripts written for either read what they expect: v2.5.8's
+    (``question``, ``candidate_answer``, ``output_messages``...) and v4's (``output``,
+    ``criteria``, ``input``, ``expected_output``, ``messages``...). AgentV's wire format:
+    snake_case envelope keys, user data as it was written."""
     case = context.eval_case
     entry = context.evaluator
     options = entry.options if entry is not None else {}
+    messages = list(context.output_messages) if context.output_messages is not None else None
+    summary = context.trace_summary
+    v4_summary = summary
+    if summary is not None and "tool_calls" not in summary:  # v4's name for the counts by tool
+        v4_summary = {**summary, "tool_calls": summary.get("tool_calls_by_name", {})}
     return {
         "question": case.question,
         "expected_outcome": case.expected_outcome,
         "expected_messages": list(case.expected_messages),
         "reference_answer": case.reference_answer,
         "candidate_answer": context.candidate,
-        "output_messages": list(context.output_messages)
-        if context.output_messages is not None
-        else None,
+        "output_messages": messages,
         "input_messages": list(case.authored_input),
         "input_files": list(case.input_files),
         "guideline_files": list(case.guideline_files),
-        "trace_summary": context.trace_summary,
+        "trace_summary": v4_summary,
         "config": options or None,
+        # AgentV v4's names (``code-grader.ts``); ``trace_summary`` above has v4's ``tool_calls``.
+        "criteria": case.expected_outcome,
+        "expected_output": list(case.expected_messages),
+        "output": context.candidate,
+        "messages": messages or [],
+        "input": list(case.authored_input),
+        "metadata": None,
+        "trace": _v4_trace(v4_summary, messages),
+        "token_usage": (summary or {}).get("token_usage"),
+        "cost_usd": (summary or {}).get("cost_usd"),
+        "duration_ms": (summary or {}).get("duration_ms"),
+        "start_time": None,
+        "end_time": None,
+        "file_changes": None,
+        "workspace_path": None,
     }
+
+
+def _v4_trace(summary: dict[str, Any] | None, messages: list[Any] | None) -> Any:
+    """AgentV v4's ``trace``: the trace summary in v4's names with the transcript, when the
+    answer has one (v4 scripts test ``trace`` before reading the usage); its ``events`` (v4's
+    structured execution events, which pytest-agentv does not record) are empty."""
+    if summary is None:
+        return None
+    keys = ("event_count", "tool_calls", "error_count", "tool_durations")
+    trace = {key: summary[key] for key in keys if key in summary}
+    assistant = [m for m in messages or () if isinstance(m, dict) and m.get("role") == "assistant"]
+    trace["llm_call_count"] = summary.get("llm_call_count", len(assistant))
+    trace["messages"] = messages or []
+    trace["events"] = []
+    return trace
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..answers import ToolCall, metric, metric_table, tool_calls
-from ..results import js_number
+from ..results import AssertionRow, js_number
 from ..schema.checks import ToolTrajectorySpec, TrajectoryStep
 from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
 from .limits import TRACE
@@ -28,16 +28,50 @@ from .text import deep_equal
 NO_TRACE = "No trace available for evaluation"
 
 
-def args_match(expected: str | dict[str, Any] | None, actual: Any) -> bool:
-    """Subset deep equality on the keys ``expected`` lists; ``any`` (the one string the settings
-    accept) or nothing matches every call."""
-    if expected is None or isinstance(expected, str):
+def _field(value: Any, path: str) -> Any:
+    """A dotted path into nested mappings; ``_MISSING`` where it leads nowhere."""
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+_MISSING = object()
+
+
+def args_match(
+    expected: str | dict[str, Any] | None, actual: Any, mode: str | list[str] = "superset"
+) -> bool:
+    """AgentV's argument comparison (``argsMatch``): ``exact`` deep equality, ``superset``
+    (the keys ``expected`` lists), ``subset`` (no key ``expected`` lacks), ``ignore``, or the
+    listed field paths. ``any`` (the one string the settings accept) or nothing matches."""
+    if expected is None or isinstance(expected, str) or mode == "ignore":
         return True
     if actual is None:
         return False
+    if isinstance(mode, list):
+        for path in mode:
+            want = _field(expected, path)
+            if want is _MISSING:
+                continue
+            got = _field(actual, path)
+            if got is _MISSING or not deep_equal(want, got):
+                return False
+        return True
     if not isinstance(actual, Mapping):
-        return not expected
+        return mode == "superset" and not expected
+    if mode == "exact":
+        return deep_equal(expected, actual)
+    if mode == "subset":
+        return all(key in expected and deep_equal(actual[key], expected[key]) for key in actual)
     return all(key in actual and deep_equal(value, actual[key]) for key, value in expected.items())
+
+
+def step_mode(step: TrajectoryStep, spec: ToolTrajectorySpec, v4: bool) -> str | list[str]:
+    """A step's ``args_match``: its own, the evaluator's, else the file generation's default
+    (``exact`` since AgentV v2.7.1, ``superset`` in v2.5.8)."""
+    return step.args_match or spec.args_match or ("exact" if v4 else "superset")
 
 
 @dataclass
@@ -92,7 +126,12 @@ def _step_row(index: int, step: TrajectoryStep) -> dict[str, Any]:
     return row
 
 
-def _in_order(expected: Sequence[TrajectoryStep], calls: Sequence[ToolCall]) -> _Tally:
+Modes = Sequence[str | list[str]]
+
+
+def _in_order(
+    expected: Sequence[TrajectoryStep], calls: Sequence[ToolCall], modes: Modes
+) -> _Tally:
     tally = _Tally()
     position = 0
     for index, step in enumerate(expected):
@@ -105,7 +144,7 @@ def _in_order(expected: Sequence[TrajectoryStep], calls: Sequence[ToolCall]) -> 
                 continue
             row["position"] = position
             position += 1
-            if args_match(step.args, call.args):
+            if args_match(step.args, call.args, modes[index]):
                 row["matched"] = True
                 tally.matched += 1
                 tally.hits.append(f"Found {step.tool} at position {row['position']}")
@@ -124,7 +163,7 @@ def _in_order(expected: Sequence[TrajectoryStep], calls: Sequence[ToolCall]) -> 
     return tally
 
 
-def _exact(expected: Sequence[TrajectoryStep], calls: Sequence[ToolCall]) -> _Tally:
+def _exact(expected: Sequence[TrajectoryStep], calls: Sequence[ToolCall], modes: Modes) -> _Tally:
     tally = _Tally()
     if len(calls) != len(expected):
         tally.misses.append(f"Expected {len(expected)} tool calls, got {len(calls)}")
@@ -138,7 +177,7 @@ def _exact(expected: Sequence[TrajectoryStep], calls: Sequence[ToolCall]) -> _Ta
         if call.name != step.tool:
             row["actual"] = call.name
             tally.misses.append(f"Position {index}: expected {step.tool}, got {call.name}")
-        elif not args_match(step.args, call.args):
+        elif not args_match(step.args, call.args, modes[index]):
             row["position"], row["args"] = index, "mismatch"
             tally.misses.append(f"Position {index}: {step.tool} args mismatch")
         else:
@@ -176,6 +215,75 @@ def _any_order(
     )
 
 
+def _superset(
+    expected: Sequence[TrajectoryStep], calls: Sequence[ToolCall], modes: Modes
+) -> EvaluationScore:
+    """``superset``: each expected step matches a call of its own, in any order; other calls
+    are allowed."""
+    used: set[int] = set()
+    checks: list[AssertionRow] = []
+    for step, mode in zip(expected, modes, strict=True):
+        found = next(
+            (
+                index
+                for index, call in enumerate(calls)
+                if index not in used
+                and call.name == step.tool
+                and args_match(step.args, call.args, mode)
+            ),
+            None,
+        )
+        if found is None:
+            text = f"Expected {step.tool} not found in actual trajectory"
+            checks.append(AssertionRow(text=text, passed=False))
+        else:
+            used.add(found)
+            checks.append(AssertionRow(text=f"Found {step.tool} at position {found}", passed=True))
+    return _counted(checks, len(expected), "superset", calls)
+
+
+def _subset(
+    expected: Sequence[TrajectoryStep], calls: Sequence[ToolCall], modes: Modes
+) -> EvaluationScore:
+    """``subset``: every call matches some expected step (steps may be reused)."""
+    if not calls or not expected:
+        ok = not calls
+        text = (
+            (
+                "No tool calls and no expected tools"
+                if not expected
+                else "No actual tool calls (trivially a subset)"
+            )
+            if ok
+            else f"{len(calls)} unexpected tool call(s) with empty allowed list"
+        )
+        return _counted(
+            [AssertionRow(text=text, passed=ok)], 0 if ok else len(calls), "subset", calls
+        )
+    checks = []
+    for index, call in enumerate(calls):
+        allowed = any(
+            call.name == step.tool and args_match(step.args, call.args, mode)
+            for step, mode in zip(expected, modes, strict=True)
+        )
+        verb = "is" if allowed else "is not"
+        text = f"Position {index}: {call.name} {verb} in allowed set"
+        checks.append(AssertionRow(text=text, passed=allowed))
+    return _counted(checks, len(calls), "subset", calls)
+
+
+def _counted(
+    checks: list[AssertionRow], count: int, mode: str, calls: Sequence[ToolCall]
+) -> EvaluationScore:
+    passed = sum(1 for check in checks if check["passed"])
+    return EvaluationScore.graded(
+        passed / count if count else float(passed == len(checks)),
+        assertions=checks,
+        expected_aspect_count=count,
+        details={"mode": mode, "tool_calls": [c.name for c in calls]},
+    )
+
+
 class ToolTrajectoryEvaluator:
     kind = "tool_trajectory"
     entry_needs = NEEDS_SETTINGS
@@ -201,11 +309,18 @@ class ToolTrajectoryEvaluator:
             counted = metric_table(by_name, "tool_calls_by_name", TRACE) or {}
             return _any_order(spec.minimums or {}, counted, "trace_summary")
         expected = spec.expected or []
+        if not expected and spec.mode == "subset":
+            return _subset(expected, calls, [])
         if not expected:
+            said = "No expected tools specified" if spec.mode == "superset" else None
             return EvaluationScore.graded(
                 1.0,
-                hits=("No tool sequence specified",),
+                hits=(said or "No tool sequence specified",),
                 details={"mode": spec.mode, "tool_calls": [c.name for c in calls], "steps": []},
             )
-        tally = _exact(expected, calls) if spec.mode == "exact" else _in_order(expected, calls)
-        return tally.score(spec.mode, expected, calls)
+        modes = [step_mode(step, spec, context.eval_case.v4) for step in expected]
+        if spec.mode in ("superset", "subset"):
+            check = _superset if spec.mode == "superset" else _subset
+            return check(expected, calls, modes)
+        sequence = _exact if spec.mode == "exact" else _in_order
+        return sequence(expected, calls, modes).score(spec.mode, expected, calls)

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import yaml
 
 from ..errors import AgentvDeprecationWarning, AgentvWarning, EvalFileError
 from ..schema.evalfile import EvalCase, EvalSuite, listed_evaluators
 from ..schema.evaluators import EvaluatorConfig
-from ..spellings import LATER_FIELDS, generations, key_at, locate
+from ..spellings import generations, key_at, locate
 from ..yamlfile import Loc, child_at, line_col, parse_yaml
 from .jsonl import jsonl_document
 from .validation import FileWarning, unknown_key_warnings, validate
@@ -82,22 +82,6 @@ def _used_key(case_node: yaml.Node, field_name: str) -> str:
     return field_name
 
 
-def _refuse_later_fields(data: dict[str, Any], root: yaml.Node, display: str) -> None:
-    places: list[tuple[str, Loc, Any]] = [("suite", (), data)]
-    cases = data.get("evalcases", data.get("tests", data.get("eval_cases")))
-    if isinstance(cases, list):
-        places += [("case", ("evalcases", i), case) for i, case in enumerate(cases)]
-    for scope, loc, value in places:
-        if not isinstance(value, dict):
-            continue
-        for (where, key), why in LATER_FIELDS.items():
-            if where == scope and key in value:
-                node = key_at(locate(root, loc)[0], key) or root
-                line, col = line_col(node)
-                dotted = ".".join(map(str, (*loc, key)))
-                raise EvalFileError(display, line, col, f"{dotted}: introduced in AgentV {why}")
-
-
 def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) -> LoadedFile:
     """Load and validate one eval file (YAML, or ``.jsonl`` with its sidecar); raise
     ``EvalFileError`` on the first problem. ``kinds`` is the evaluator registry's view."""
@@ -107,8 +91,6 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
         root, data, warnings, side = jsonl_document(path, display)
     else:
         root, data = parse_yaml(path, display)
-    if isinstance(data, dict):
-        _refuse_later_fields(data, root, display)
     suite = validate(EvalSuite, data, display, root)
 
     def written_in(loc: Loc) -> tuple[str, Path | None]:
@@ -279,6 +261,8 @@ def evaluator_locs(suite: EvalSuite) -> Iterator[tuple[Loc, EvaluatorConfig]]:
     if suite.execution and suite.execution.evaluators:
         for index, entry in enumerate(suite.execution.evaluators):
             yield from _with_members(("execution", "evaluators", index), entry)
+    for index, entry in enumerate(suite.assertions or ()):
+        yield from _with_members(("assertions", index), entry)
     for c_index, case in enumerate(suite.evalcases):
         if case.execution and case.execution.evaluators:
             for index, entry in enumerate(case.execution.evaluators):

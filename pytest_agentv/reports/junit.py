@@ -42,13 +42,16 @@ def key_part(name: str) -> str:
 def _evaluator_properties(
     entries: Sequence[EvaluatorRow], prefix: str
 ) -> Iterator[tuple[str, str]]:
-    """Each evaluator's score and verdict (none for one that could not grade); a composite's
-    members under its name."""
+    """Each evaluator's score, verdict and checks (AgentV v4's ``assertions``: text, passed,
+    evidence), none of them for one that could not grade; a composite's members under its
+    name."""
     for entry in entries:
         name = f"{prefix}.{key_part(entry['name'])}"
         if "error" not in entry:
             yield f"{name}.score", f"{entry['score']:.4f}"
             yield f"{name}.verdict", entry["verdict"]
+        if entry.get("assertions"):
+            yield f"{name}.assertions", compact_json(entry["assertions"])
         yield from _evaluator_properties(entry.get("evaluator_results", ()), name)
 
 

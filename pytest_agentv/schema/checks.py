@@ -3,14 +3,33 @@ of a JSON answer, latency, cost and token usage."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from ..spellings import spelled
 from .base import Model, at_least_zero, choice, limit
 
-TRAJECTORY_MODES = ("any_order", "in_order", "exact")
+TRAJECTORY_MODES = ("any_order", "in_order", "exact", "superset", "subset")
+
+#: How a step's ``args`` are compared (AgentV v2.7.1): the default is ``exact`` in a file with
+#: v4's names and ``superset`` (the listed keys) in a v2.5.8 file; a list names the fields.
+ARGS_MATCH_MODES = ("exact", "superset", "subset", "ignore")
+
+
+def args_match_mode(value: Any) -> Any:
+    if value is None or (isinstance(value, str) and value in ARGS_MATCH_MODES):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return value
+    raise ValueError(
+        f"args_match must be exact, superset, subset, ignore or a list of field paths "
+        f"(got {value!r})"
+    )
+
+
+ArgsMatch = Annotated[str | list[str] | None, BeforeValidator(args_match_mode)]
 
 FIELD_MATCHES = ("exact", "numeric_tolerance", "date")
 
@@ -25,6 +44,7 @@ class TrajectoryStep(Model):
     max_duration_ms: Annotated[float, at_least_zero("max_duration_ms")] | None = Field(
         None, validation_alias=spelled("TrajectoryStep", "max_duration_ms")
     )
+    args_match: ArgsMatch = Field(None, validation_alias=spelled("TrajectoryStep", "args_match"))
 
     @field_validator("args", mode="before")
     @classmethod
@@ -40,6 +60,9 @@ class ToolTrajectorySpec(Model):
     mode: str
     minimums: dict[str, float] | None = None
     expected: list[TrajectoryStep] | None = None
+    args_match: ArgsMatch = Field(
+        None, validation_alias=spelled("ToolTrajectorySpec", "args_match")
+    )
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -129,3 +152,40 @@ class TokenUsageSpec(Model):
         if self.max_total is None and self.max_input is None and self.max_output is None:
             raise ValueError("token_usage needs at least one of max_total, max_input, max_output")
         return self
+
+
+def _metric(what: str) -> Any:
+    return Field(None, validation_alias=spelled("ExecutionMetricsSpec", what))
+
+
+Metric = Annotated[float, BeforeValidator(partial(limit, what="a threshold"))] | None
+
+
+class ExecutionMetricsSpec(Model):
+    """``execution-metrics`` (AgentV v2.10): limits on tool calls, model calls, tokens, cost
+    and duration, and an exploration ratio to stay near; at least one."""
+
+    max_tool_calls: Metric = _metric("max_tool_calls")
+    max_llm_calls: Metric = _metric("max_llm_calls")
+    max_tokens: Metric = _metric("max_tokens")
+    max_cost_usd: Metric = _metric("max_cost_usd")
+    max_duration_ms: Metric = _metric("max_duration_ms")
+    target_exploration_ratio: Metric = _metric("target_exploration_ratio")
+    exploration_tolerance: Metric = _metric("exploration_tolerance")
+
+    @model_validator(mode="after")
+    def _some_threshold(self) -> ExecutionMetricsSpec:
+        limits = self.model_dump(exclude={"exploration_tolerance"}, exclude_none=True)
+        if not limits:
+            raise ValueError(
+                "execution-metrics needs at least one of max_tool_calls, max_llm_calls, "
+                "max_tokens, max_cost_usd, max_duration_ms, target_exploration_ratio"
+            )
+        return self
+
+
+class SkillTriggerSpec(Model):
+    """``skill-trigger`` (AgentV v3.1): whether the agent used a skill (or did not)."""
+
+    skill: str = Field(min_length=1)
+    should_trigger: bool = Field(True, strict=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
-from ..spellings import spelled
-from .base import Model, Text
+from ..spellings import generations, spelled
+from .base import Model, Text, also
 from .evaluators import Entries, EvaluatorConfig
 from .messages import MESSAGES_SHORTHAND, Message, as_messages
 from .rubrics import Rubrics, rubrics_shorthand
@@ -18,14 +18,26 @@ def _name_of(value: Any) -> Any:
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
+#: An assertions list may hold plain strings (AgentV v4: criteria of one ``rubrics`` entry);
+#: the entries of such a list are checked by the loader, not by this schema.
+ENTRIES_SHORTHAND = also(
+    {"type": "array", "items": {"anyOf": [{"type": "object"}, {"type": "string"}]}}
+)
+
 #: A dataset name written as a number (``dataset: 2024``) is the text of that number.
 Dataset = Annotated[str, BeforeValidator(_name_of)]
 
 
 class Execution(Model):
     target: str | None = None
-    evaluators: Entries | None = Field(None, validation_alias=spelled("Execution", "evaluators"))
+    evaluators: Entries | None = Field(
+        None,
+        validation_alias=spelled("Execution", "evaluators"),
+        json_schema_extra=ENTRIES_SHORTHAND,
+    )
     trials: TrialsConfig | None = None
+    #: A case's opt-out of the file's assertions (AgentV v4).
+    skip_defaults: bool = Field(False, strict=True)
 
 
 class EvalCase(Model):
@@ -45,7 +57,11 @@ class EvalCase(Model):
         json_schema_extra=MESSAGES_SHORTHAND,
     )
     conversation_id: Text | None = None
-    evaluators: Entries | None = Field(None, validation_alias=spelled("EvalCase", "evaluators"))
+    evaluators: Entries | None = Field(
+        None,
+        validation_alias=spelled("EvalCase", "evaluators"),
+        json_schema_extra=ENTRIES_SHORTHAND,
+    )
     execution: Execution | None = None
     rubrics: Rubrics | None = Field(None, json_schema_extra=rubrics_shorthand)
     evaluator: str | None = None
@@ -95,14 +111,56 @@ class EvalSuite(JsonlSidecar):
     evalcases: list[EvalCase] = Field(
         validation_alias=spelled("EvalSuite", "evalcases"), min_length=1
     )
+    #: AgentV v4's file-level assertions, added to every case's own (``execution.evaluators``
+    #: too, in a file written with v4's names).
+    assertions: Entries | None = Field(
+        None,
+        validation_alias=spelled("EvalSuite", "assertions"),
+        json_schema_extra=ENTRIES_SHORTHAND,
+    )
+    _v4: bool = PrivateAttr(False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _generation(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            value = {**value, "_later": bool(generations(value)[1])}
+        return value
+
+    @model_validator(mode="after")
+    def _remember_generation(self) -> EvalSuite:
+        self._v4 = bool((self.model_extra or {}).pop("_later", False))
+        if self._v4:
+            lists = [self.assertions, self.execution.evaluators if self.execution else None]
+            for case in self.evalcases:
+                lists += [case.evaluators, case.execution.evaluators if case.execution else None]
+            for entry in (entry for entries in lists for entry in entries or ()):
+                entry.in_v4_file()
+        return self
+
+    @property
+    def v4(self) -> bool:
+        """Written with AgentV v4's names: the file's assertions add to a case's own."""
+        return self._v4
 
 
 def listed_evaluators(case: EvalCase, suite: EvalSuite) -> list[EvaluatorConfig]:
     """The evaluators a file lists for a case: case ``execution.evaluators`` > case
-    ``evaluators`` > the file's ``execution.evaluators`` (AgentV does not merge them)."""
-    return (
-        (case.execution.evaluators if case.execution else None)
-        or case.evaluators
-        or (suite.execution.evaluators if suite.execution else None)
-        or []
-    )
+    ``evaluators``; then the file's (``assertions``, else ``execution.evaluators``): AgentV
+    v2.5.8 uses them for the cases that list none, v4 adds them after every case's own unless
+    the case's ``execution.skip_defaults`` is true."""
+    own = (case.execution.evaluators if case.execution else None) or case.evaluators or []
+    defaults = suite.assertions or (suite.execution.evaluators if suite.execution else None)
+    if not suite.v4:
+        return list(own or defaults or [])
+    if case.execution and case.execution.skip_defaults:
+        return list(own)
+    taken = {entry.name for entry in own}
+    added: list[EvaluatorConfig] = []
+    for entry in defaults or ():
+        name, count = entry.name, 2
+        while name in taken:  # the case's own entry has the name: the file's gets a suffix
+            name, count = f"{entry.name}-{count}", count + 1
+        taken.add(name)
+        added.append(entry if name == entry.name else entry.model_copy(update={"name": name}))
+    return [*own, *added]

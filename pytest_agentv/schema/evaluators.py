@@ -3,13 +3,18 @@ aggregators, and the evaluators a case is graded by."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import Annotated, Any
 
 from pydantic import (
+    BeforeValidator,
     Field,
     PrivateAttr,
+    Strict,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -18,15 +23,23 @@ from pydantic_core import InitErrorDetails
 from ..errors import did_you_mean
 from ..spellings import (
     AGGREGATOR_ALIASES,
-    LATER_AGGREGATORS,
-    LATER_EVALUATOR_GATES,
     RUBRIC_KINDS,
     canonical_kind,
     spelled,
 )
 from .base import Model, Weight, choice, limit, named_once, problems
-from .checks import CostSpec, FieldAccuracySpec, LatencySpec, TokenUsageSpec, ToolTrajectorySpec
+from .checks import (
+    CostSpec,
+    ExecutionMetricsSpec,
+    FieldAccuracySpec,
+    LatencySpec,
+    SkillTriggerSpec,
+    TokenUsageSpec,
+    ToolTrajectorySpec,
+)
+from .entries import v4_entries
 from .rubrics import RubricItem, Rubrics, rubric_items, rubrics_shorthand
+from .textchecks import LIST_VALUE_KINDS, ONE_VALUE_KINDS, TextCheckSpec
 
 
 class PromptScript(Model):
@@ -55,26 +68,31 @@ class EvaluatorConfig(Model):
         json_schema_extra=rubrics_shorthand,
     )
     config: dict[str, Any] = Field(default_factory=dict)
+    #: AgentV v4's gates: the score inverted; a minimum the score must reach, or the case
+    #: scores 0 (``required: true`` is the pass threshold, a number is its own minimum).
+    negate: bool = Field(False, strict=True)
+    required: Annotated[bool, Strict()] | Annotated[float, Field(gt=0, le=1)] = Field(
+        False, union_mode="left_to_right"
+    )
+    min_score: float | None = Field(None, gt=0, le=1)
     _spec: KindSpec | None = PrivateAttr(None)
+    _v4: bool = PrivateAttr(False)
 
     @model_validator(mode="before")
     @classmethod
     def _later_shape(cls, value: Any) -> Any:
-        """AgentV v4 entries may leave out ``name`` (the type names them), and may carry score
-        gates pytest-agentv cannot honour yet: those are refused, never passed on as config."""
-        if not isinstance(value, dict):
-            return value
-        for key, version in LATER_EVALUATOR_GATES.items():
-            gate = value.get(key)
-            if gate is None or isinstance(gate, (list, dict, str)):
-                continue
-            raise ValueError(
-                f"'{key}' on an evaluator is a score gate introduced in AgentV {version}; "
-                "pytest-agentv cannot apply it yet (put it under 'config:' if it is meant for "
-                "the judge script)"
-            )
-        if "name" not in value and isinstance(value.get("type"), str):
+        """AgentV v4 entries may leave out ``name`` (the type names them)."""
+        if isinstance(value, dict) and "name" not in value and isinstance(value.get("type"), str):
             value = {**value, "name": value["type"]}
+        return value
+
+    @field_validator("required", "min_score", mode="before")
+    @classmethod
+    def _gate_number(cls, value: Any, info: ValidationInfo) -> Any:
+        number = not isinstance(value, bool) and isinstance(value, (int, float))
+        if isinstance(value, str) or (number and not (math.isfinite(value) and 0 < value <= 1)):
+            what = "true/false or a number" if info.field_name == "required" else "a number"
+            raise ValueError(f"must be {what} above 0 and at most 1 (got {value!r})")
         return value
 
     @field_validator("script")
@@ -100,6 +118,8 @@ class EvaluatorConfig(Model):
         if spec is not None:
             # Errors inside keep their place: pydantic prefixes them with this entry's location.
             self._spec = spec.model_validate(self.options)
+        if isinstance(self._spec, TextCheckSpec):
+            self._spec = self._spec.for_kind(self.kind)
         return self
 
     @property
@@ -118,19 +138,35 @@ class EvaluatorConfig(Model):
         return self._spec
 
     @property
+    def v4(self) -> bool:
+        """Written in a file with AgentV v4's names (its prompt is read as v4 reads it)."""
+        return self._v4
+
+    def in_v4_file(self) -> None:
+        """Mark this entry and its members as written with AgentV v4's names."""
+        self._v4 = True
+        for member in self.members:
+            member.in_v4_file()
+
+    @property
     def members(self) -> tuple[EvaluatorConfig, ...]:
         """A composite's member entries; none for other kinds."""
         return tuple(self._spec.evaluators) if isinstance(self._spec, CompositeSpec) else ()
 
 
-#: An ``evaluators`` list (``assertions`` in later AgentV): each name is used once.
-Entries = Annotated[
-    list[EvaluatorConfig],
-    named_once("name", "evaluator name '{}' is used twice; names must be unique"),
+_ONCE = named_once("name", "evaluator name '{}' is used twice; names must be unique")
+
+#: An ``evaluators`` list (``assertions`` in later AgentV): each name is used once; AgentV v4's
+#: plain-string criteria and unnamed entries are read as it reads them (``entries``).
+Entries = Annotated[list[EvaluatorConfig], BeforeValidator(v4_entries), _ONCE]
+
+#: A composite's members: entries, each named, never plain strings.
+Members = Annotated[
+    list[EvaluatorConfig], BeforeValidator(partial(v4_entries, strings=False)), _ONCE
 ]
 
 
-AGGREGATORS = ("weighted_average", "code_judge", "llm_judge")
+AGGREGATORS = ("weighted_average", "code_judge", "llm_judge", "threshold")
 
 
 class AggregatorSpec(Model):
@@ -143,16 +179,13 @@ class AggregatorSpec(Model):
     timeout_seconds: float | None = Field(None, gt=0)
     prompt: str | None = None
     model: str | None = None
+    #: ``threshold`` (AgentV v2.7.1): the share of members that must pass, 0 to 1.
+    threshold: float | None = Field(None, ge=0, le=1)
 
     @field_validator("type", mode="before")
     @classmethod
     def _type(cls, value: Any) -> str:
         value = AGGREGATOR_ALIASES.get(value, value) if isinstance(value, str) else value
-        if value in LATER_AGGREGATORS:
-            raise ValueError(
-                f"aggregator type {value!r} was introduced in AgentV {LATER_AGGREGATORS[value]} "
-                f"and is not supported by pytest-agentv; use {', '.join(AGGREGATORS)}"
-            )
         return choice(value, AGGREGATORS, "aggregator type")
 
     @field_validator("weights", mode="before")
@@ -173,6 +206,11 @@ class AggregatorSpec(Model):
                 "a code_judge aggregator needs a 'path': the command that reads "
                 '{"results": {...}} on stdin and prints {"score": ...}'
             )
+        if (self.type == "threshold") != (self.threshold is not None):
+            raise ValueError(
+                "a threshold aggregator needs 'threshold' (the share of members that must "
+                "pass, 0 to 1), and only it takes one"
+            )
         return self
 
 
@@ -180,10 +218,24 @@ class CompositeSpec(Model):
     """``composite``: member evaluators (composites nest) and their aggregator."""
 
     #: ``assertions`` is AgentV v3's name for the members.
-    evaluators: Entries = Field(
+    evaluators: Members = Field(
         min_length=1, validation_alias=spelled("CompositeSpec", "evaluators")
     )
     aggregator: AggregatorSpec
+
+    @field_validator("evaluators")
+    @classmethod
+    def _no_member_gates(cls, members: list[EvaluatorConfig]) -> list[EvaluatorConfig]:
+        """AgentV v4.42.4 applies gates to a case's own entries only and ignores them on a
+        composite's members: refused, so that a gate never silently does nothing."""
+        for member in members:
+            for gate in ("negate", "required", "min_score"):
+                if gate in member.model_fields_set:
+                    raise ValueError(
+                        f"member '{member.name}': '{gate}' on a composite member is ignored by "
+                        "AgentV v4.42.4; put it on the composite itself"
+                    )
+        return members
 
     @model_validator(mode="after")
     def _weights_name_members(self) -> CompositeSpec:
@@ -212,7 +264,15 @@ class CompositeSpec(Model):
 
 
 KindSpec = (
-    ToolTrajectorySpec | FieldAccuracySpec | LatencySpec | CostSpec | TokenUsageSpec | CompositeSpec
+    ToolTrajectorySpec
+    | FieldAccuracySpec
+    | LatencySpec
+    | CostSpec
+    | TokenUsageSpec
+    | CompositeSpec
+    | TextCheckSpec
+    | ExecutionMetricsSpec
+    | SkillTriggerSpec
 )
 
 #: The built-in kinds whose settings are checked when the file loads.
@@ -223,6 +283,9 @@ KIND_SPECS: dict[str, type[KindSpec]] = {
     "cost": CostSpec,
     "token_usage": TokenUsageSpec,
     "composite": CompositeSpec,
+    **dict.fromkeys((*ONE_VALUE_KINDS, *LIST_VALUE_KINDS, "is_json"), TextCheckSpec),
+    "execution_metrics": ExecutionMetricsSpec,
+    "skill_trigger": SkillTriggerSpec,
 }
 
 
@@ -252,12 +315,13 @@ def python_entries(
     """The entries that grade an ``assert_judged`` answer, given in Python like an eval file's
     (inline rubrics become an ``llm_judge``); an invalid one is a ``ValueError`` naming it."""
     entries: list[EvaluatorConfig] = []
-    for index, entry in enumerate(evaluators or ()):
+    given = [e if isinstance(e, EvaluatorConfig) else dict(e) for e in evaluators or ()]
+    for index, entry in enumerate(v4_entries(given, strings=False)):
         if isinstance(entry, EvaluatorConfig):
             entries.append(entry)
             continue
         try:
-            entries.append(EvaluatorConfig.model_validate(dict(entry)))
+            entries.append(EvaluatorConfig.model_validate(entry))
         except ValidationError as exc:
             raise ValueError(f"evaluators[{index}] is invalid: {problems(exc)}") from None
     items = [dict(item) if isinstance(item, Mapping) else item for item in rubrics or ()]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -140,18 +140,14 @@ class RubricItem(Model):
         description="AgentV v4's 0-1 gate: required_min_score = ceil(min_score * 10)",
     )
 
+    #: AgentV v4: ``contradiction`` is satisfied unless the answer contradicts the outcome
+    #: (the judge is told so, as AgentV tells it); ``correctness`` is the classic meaning.
+    operator: Literal["correctness", "contradiction"] | None = None
+
     @model_validator(mode="before")
     @classmethod
     def _later_shape(cls, value: Any) -> Any:
-        """AgentV v4 rubric items: ``operator: contradiction`` inverts what an item means, which
-        the classic judge cannot do, so it is refused rather than graded the other way round."""
         if isinstance(value, dict):
-            operator = value.get("operator")
-            if operator not in (None, "correctness"):
-                raise ValueError(
-                    f"rubric operator {operator!r} was introduced in AgentV v4 and is not "
-                    "supported by pytest-agentv (only 'correctness', the classic meaning)"
-                )
             if "min_score" in value and "required_min_score" in value:
                 raise ValueError(
                     "give either required_min_score (0-10) or min_score (0-1), not both"

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import (
-    Field,
-)
+from pydantic import Field, model_validator
 
 from ..spellings import TARGET_SETTING_ALIASES, spelled
 from .base import Model, named_once
@@ -32,10 +30,11 @@ _HEALTHCHECK = {
             "properties": {
                 "type": {"const": "command"},
                 "command_template": _STRING,
+                "command": _STRING,
                 "cwd": _STRING,
                 "timeout_seconds": _POSITIVE,
             },
-            "required": ["command_template"],
+            "oneOf": [{"required": ["command_template"]}, {"required": ["command"]}],
             "additionalProperties": False,
         },
     ]
@@ -52,6 +51,7 @@ TARGET_SETTINGS: dict[str, dict[str, Any]] = {
     "files_format": _STRING,
     "healthcheck": _HEALTHCHECK,
     "provider_batching": {"type": "boolean"},
+    "use_target": _STRING,
     "model": _STRING,
     "deployment": _STRING,
     "api_key": _STRING,
@@ -74,12 +74,21 @@ class TargetConfig(Model):
     """A target entry of ``.agentv/targets.yaml``; provider settings are extra keys."""
 
     name: str
-    provider: str
+    #: A target that only delegates (``use_target``, AgentV v4) names no provider.
+    provider: str = ""
     judge_target: str | None = Field(None, validation_alias=spelled("TargetConfig", "judge_target"))
     _more_spellings = tuple(
         (key, *(alias for alias, name in TARGET_SETTING_ALIASES.items() if name == key))
         for key in sorted(set(TARGET_SETTING_ALIASES.values()))
     )
+
+    @model_validator(mode="after")
+    def _provider_or_delegate(self) -> TargetConfig:
+        if not self.provider and not self.settings.get("use_target"):
+            raise ValueError(
+                f"target '{self.name}' needs a 'provider' (or 'use_target' naming another target)"
+            )
+        return self
 
     @property
     def settings(self) -> dict[str, Any]:

@@ -70,10 +70,15 @@ def planned_answer(target: Target, case: PreparedCase) -> tuple[TargetResponse, 
     return response_from(unknown_answer(), ""), []
 
 
-def interpolate(target: TargetConfig, loaded: LoadedTargets) -> dict[str, Any]:
-    """Resolve values that are entirely ``${{ VAR }}`` from the environment, at use time."""
+def interpolate(
+    target: TargetConfig, loaded: LoadedTargets, only: str | None = None
+) -> dict[str, Any]:
+    """Resolve values that are entirely ``${{ VAR }}`` from the environment, at use time (all
+    settings, or ``only`` one)."""
     settings: dict[str, Any] = {}
     for key, value in target.settings.items():
+        if only is not None and key != only:
+            continue
         if isinstance(value, str) and (match := _ENV_REF.match(value.strip())):
             variable = match.group(1)
             resolved = os.environ.get(variable, "")
@@ -127,6 +132,34 @@ def build_target(
         f"{what}: provider '{target.provider}' is not supported by pytest-agentv; use mock, cli, "
         f"an LLM provider ({', '.join(sorted(LLM_PROVIDERS))}) or an agentv_target fixture"
     )
+
+
+#: How many ``use_target`` hops a target may take (AgentV's limit).
+MAX_DELEGATION = 10
+
+
+def delegated(loaded: LoadedTargets, name: str) -> TargetConfig:
+    """The target ``name`` stands for, following ``use_target`` (AgentV v4: a target name, or
+    ``${{ VAR }}`` naming one from the environment) to a target with a provider."""
+    by_name = {t.name: t for t in loaded.model.targets}
+    seen: list[str] = []
+    while len(seen) <= MAX_DELEGATION:
+        target = by_name.get(name)
+        if target is None:
+            via = f" (use_target of '{seen[-1]}')" if seen else ""
+            known = ", ".join(by_name) or "none"
+            raise ConfigError(
+                f"target '{name}'{via} is not defined in {loaded.display} (known: {known})"
+            )
+        if name in seen:
+            raise ConfigError(f"use_target goes round in a circle: {' -> '.join([*seen, name])}")
+        seen.append(name)
+        if "use_target" not in target.settings:
+            return target
+        name = str(interpolate(target, loaded, only="use_target").get("use_target", "")).strip()
+        if not name:
+            raise ConfigError(f"{loaded.where(target, 'use_target')}: use_target is empty")
+    raise ConfigError(f"use_target: more than {MAX_DELEGATION} hops from '{seen[0]}'")
 
 
 class TargetCatalog:
@@ -219,12 +252,7 @@ class TargetCatalog:
                 f"no target for case '{spec.case.id}': define an 'agentv_target' fixture in a "
                 f"conftest.py, or a target named '{name}' in .agentv/targets.yaml"
             )
-        target = next((t for t in loaded.model.targets if t.name == name), None)
-        if target is None:
-            known = ", ".join(t.name for t in loaded.model.targets) or "none"
-            raise ConfigError(
-                f"target '{name}' is not defined in {loaded.display} (known: {known})"
-            )
+        target = delegated(loaded, name)
         return build_target(
             target,
             loaded,
@@ -237,9 +265,9 @@ class TargetCatalog:
     def judge_target(self, name: str, folder: Path) -> ModelSpec:
         """The model of a target's ``judge_target``, which must be an LLM target."""
         loaded = self.targets_file(folder)
-        target = next((t for t in loaded.model.targets if t.name == name), None) if loaded else None
-        if loaded is None or target is None:
+        if loaded is None or all(t.name != name for t in loaded.model.targets):
             raise ConfigError(f"judge_target '{name}' is not defined in a targets file")
+        target = delegated(loaded, name)
         provider = target.provider.lower()
         if provider not in LLM_PROVIDERS:
             raise ConfigError(

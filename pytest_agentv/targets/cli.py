@@ -1,10 +1,9 @@
-"""CLI targets: a shell command per case (``command_template`` with AgentV's placeholders), one
-command for a whole eval file (``provider_batching``), and the healthcheck run before either.
-
-Placeholders: ``{PROMPT}``, ``{GUIDELINES}``, ``{EVAL_ID}``, ``{ATTEMPT}``, ``{OUTPUT_FILE}``
-(shell-quoted) and ``{FILES}`` (guideline and input files, each through ``files_format``). The
-answer is read from ``{OUTPUT_FILE}`` when the template uses it, else from stdout.
-"""
+"""CLI targets: a shell command per case (``command``, v2.5.8's ``command_template``, with
+AgentV's placeholders), one command for a whole eval file (``provider_batching``), and the
+healthcheck run before either. Placeholders: ``{PROMPT}``, ``{PROMPT_FILE}`` (a file holding
+the prompt), ``{GUIDELINES}``, ``{EVAL_ID}``, ``{ATTEMPT}``, ``{OUTPUT_FILE}`` (shell-quoted) and
+``{FILES}`` (guideline and input files, each through ``files_format``). The answer is read from
+``{OUTPUT_FILE}`` when the template uses it, else from stdout."""
 
 from __future__ import annotations
 
@@ -68,7 +67,7 @@ def _positive(value: Any, what: str, key: str, where: Where) -> float:
 
 def _template(value: Any, what: str, key: str, where: Where) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{what} ({where(key)}) needs a 'command_template' string")
+        raise ConfigError(f"{what} ({where(key)}) needs a 'command' (or 'command_template') string")
     return value
 
 
@@ -89,6 +88,11 @@ class Healthcheck:
         self.what = what = f"healthcheck of cli target '{target}'"
         if isinstance(spec, str):
             spec = {"url": spec} if "://" in spec else {"command_template": spec}
+        if isinstance(spec, dict) and "command" in spec:  # AgentV v4's name
+            if "command_template" in spec:
+                at = where("healthcheck.command")
+                raise ConfigError(f"{what} ({at}): give 'command_template' or 'command', not both")
+            spec = {**spec, "command_template": spec["command"]}
         if not isinstance(spec, dict):
             raise ConfigError(
                 f"{what} ({where('healthcheck')}): give {{url}} or {{command_template}}"
@@ -146,7 +150,7 @@ class Healthcheck:
             return await asyncio.to_thread(self._get, self.url)
         assert self.command is not None
         with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
-            values = _values("", "", "healthcheck", 0, "", str(Path(scratch) / "output.txt"))
+            values = _values("", "", "healthcheck", 0, "", Path(scratch))
             command = render_command(self.command, values)
             result = await run_process(command, cwd=self.cwd, timeout=self.timeout)
         return result.failure("the command", self.timeout)
@@ -170,15 +174,25 @@ def cli_timeout(name: str, settings: dict[str, Any], where: Where) -> float:
 
 
 def _values(
-    prompt: str, guidelines: str, eval_id: str, attempt: int, files: str, output: str
+    prompt: str,
+    guidelines: str,
+    eval_id: str,
+    attempt: int,
+    files: str,
+    scratch: Path,
+    output: str = "output.txt",
 ) -> dict[str, str]:
+    """The placeholders' values: the prompt is also written to ``{PROMPT_FILE}`` (AgentV v4)."""
+    prompt_file = scratch / "prompt.txt"
+    prompt_file.write_text(prompt, encoding="utf-8")
     return {
         "PROMPT": shlex.quote(prompt),
+        "PROMPT_FILE": shlex.quote(str(prompt_file)),
         "GUIDELINES": shlex.quote(guidelines),
         "EVAL_ID": shlex.quote(eval_id),
         "ATTEMPT": shlex.quote(str(attempt)),
         "FILES": files,
-        "OUTPUT_FILE": shlex.quote(output),
+        "OUTPUT_FILE": shlex.quote(str(scratch / output)),
     }
 
 
@@ -256,7 +270,7 @@ class CliTarget:
                 case.id,
                 attempt,
                 self._files([case]),
-                str(output_file),
+                Path(scratch),
             )
             text, elapsed = await self._run(values, output_file)
         if not text.strip():
@@ -357,7 +371,9 @@ class BatchCliTarget(CliTarget):
         with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
             output_file = Path(scratch) / "output.jsonl"
             files = self._files(members)
-            values = _values(prompt, guidelines, eval_id, attempt, files, str(output_file))
+            values = _values(
+                prompt, guidelines, eval_id, attempt, files, Path(scratch), output_file.name
+            )
             text, elapsed = await self._run(values, output_file)
         records = self._records(text)
         share = round(elapsed / len(members), 1)
