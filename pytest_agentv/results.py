@@ -330,5 +330,9 @@ def _made_printable(row: Any) -> None:
             row[key] = printable(value)
         elif isinstance(value, list):
             row[key] = [printable(item) if isinstance(item, str) else item for item in value]
+    for check in row.get("assertions") or ():  # AgentV v4's checks: their text and evidence
+        for key in ("text", "evidence"):
+            if isinstance(check.get(key), str):
+                check[key] = printable(check[key])
     for member in row.get("evaluator_results") or ():
         _made_printable(member)

@@ -50,8 +50,8 @@ def _evaluator_properties(
         if "error" not in entry:
             yield f"{name}.score", f"{entry['score']:.4f}"
             yield f"{name}.verdict", entry["verdict"]
-        if entry.get("assertions"):
-            yield f"{name}.assertions", compact_json(entry["assertions"])
+            if entry.get("assertions"):
+                yield f"{name}.assertions", compact_json(entry["assertions"])
         yield from _evaluator_properties(entry.get("evaluator_results", ()), name)
 
 
