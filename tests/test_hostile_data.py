@@ -1,0 +1,289 @@
+"""Hostile data besides eval files' own syntax: lines too long for memory, files that never end,
+and paths in results files that name something outside the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from pytest_agentv import scheduler
+from pytest_agentv.errors import EvalFileError
+from pytest_agentv.jsonlines import MAX_LINE_BYTES, json_lines
+from tests.helpers import write
+from tests.test_hostile_yaml import check
+
+KEYWORD_CASE = """
+evalcases:
+  - id: a
+    input: q
+    evaluators:
+      - {name: kw, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
+"""
+
+
+def rows(path: Path) -> dict[str, dict[str, object]]:
+    found = [json.loads(line) for line in path.read_text().splitlines()]
+    return {str(row["eval_id"]): row for row in found}
+
+
+# -- line length -----------------------------------------------------------------------------
+
+
+def test_a_line_longer_than_the_limit_is_refused_before_it_is_parsed() -> None:
+    long_line = json.dumps({"eval_id": "b", "candidate_answer": "x" * MAX_LINE_BYTES})
+    text = '{"eval_id": "a"}\n' + long_line + "\n"
+    found = json_lines(text, "base.jsonl")
+    assert next(found) == (1, {"eval_id": "a"})
+    with pytest.raises(EvalFileError) as refused:
+        next(found)
+    assert str(refused.value) == (
+        f"base.jsonl:2:1: the line is {len(long_line):,} bytes; the limit is {MAX_LINE_BYTES:,}"
+    )
+    # Counted in UTF-8 bytes, not characters.
+    wide = json.dumps({"a": "é" * (MAX_LINE_BYTES // 2)}, ensure_ascii=False)
+    with pytest.raises(EvalFileError, match=f"the line is {len(wide.encode()):,} bytes"):
+        list(json_lines(wide, "wide.jsonl"))
+
+
+def test_a_baseline_line_over_the_limit_is_a_usage_error(project: pytest.Pytester) -> None:
+    write(project, "r.eval.yaml", KEYWORD_CASE)
+    row = json.dumps({"eval_id": "a", "score": 1, "candidate_answer": "x" * MAX_LINE_BYTES})
+    write(project, "base.jsonl", '{"eval_id": "z", "score": 1}\n' + row + "\n")
+    result = project.runpytest("--agentv-baseline=base.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: --agentv-baseline: base.jsonl:2:1: the line is {len(row):,} bytes; "
+            f"the limit is {MAX_LINE_BYTES:,}"
+        ]
+    )
+
+
+def test_a_large_allowed_line_is_read_in_memory_linear_in_its_size(tmp_path: Path) -> None:
+    """A 9.4 MB JSONL case (under the 10 MiB file limit) took 1.19 GB: a backtracking regex
+    kept ~125 bytes per character while it looked for brackets outside strings."""
+    path = tmp_path / "big.eval.jsonl"
+    text = 'Say "hi" [not a bracket] \\ ' * 310_000
+    path.write_text(json.dumps({"id": "big", "input": text, "tags": [[1]] * 120}) + "\n")
+    size = path.stat().st_size
+    assert 9_000_000 < size < 10 * 1024 * 1024
+    tracemalloc.start()
+    try:
+        assert check(path, tmp_path) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 12 * size
+
+
+@pytest.mark.parametrize(
+    ("text", "deep"),
+    [
+        ("[" * 100 + "]" * 100, True),
+        ("[" * 99 + "]" * 99, False),
+        (json.dumps({"a": "[" * 200 + '"\\' + "{" * 200}), False),
+        (json.dumps({"a": "\\" * 7 + '"[[[' * 60, "b": [[[]]]}), False),
+        ('{"a": ' * 120 + "1" + "}" * 120, True),
+    ],
+)
+def test_nesting_is_counted_outside_strings(text: str, deep: bool) -> None:
+    if deep:
+        with pytest.raises(EvalFileError, match="JSON is nested deeper than 100 levels"):
+            list(json_lines(text, "d.jsonl"))
+    else:
+        assert len(list(json_lines(text, "d.jsonl"))) == 1
+
+
+def test_a_long_quoted_yaml_scalar_is_scanned_in_linear_memory(tmp_path: Path) -> None:
+    """The flow-bracket scan of YAML files had the same regex for quoted scalars."""
+    path = tmp_path / "long.eval.yaml"
+    brackets = ", ".join(["[]"] * 120)
+    text = 'say \\"hi\\" [x] ' * 500_000
+    path.write_text(f'evalcases:\n  - id: a\n    tags: [{brackets}]\n    input: "{text}"\n')
+    tracemalloc.start()
+    try:
+        assert check(path, tmp_path) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 12 * path.stat().st_size
+
+
+# -- files that never end ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fifo(project: pytest.Pytester) -> Path:
+    path = project.path / "fifo"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "option", ["--agentv-answers", "--agentv-baseline", "--agentv-targets", "--agentv-calibration"]
+)
+def test_an_option_naming_a_fifo_is_a_usage_error(
+    project: pytest.Pytester, fifo: Path, option: str
+) -> None:
+    """Reading a FIFO nothing writes to never ends: the run hung, and SIGTERM then ended it
+    with a traceback."""
+    write(project, "r.eval.yaml", KEYWORD_CASE)
+    result = project.runpytest_subprocess(f"{option}=fifo", timeout=120)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: {option}=fifo is invalid: it is a FIFO (named pipe), not a regular file "
+            "(reading one may never end)"
+        ]
+    )
+
+
+def test_a_results_path_that_is_a_fifo_nothing_reads_is_a_usage_error(
+    project: pytest.Pytester, fifo: Path
+) -> None:
+    write(project, "r.eval.yaml", KEYWORD_CASE)
+    result = project.runpytest_subprocess("--agentv-results=fifo", timeout=120)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --agentv-results=*fifo cannot be written: it is a FIFO (named pipe) that nothing*"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("special", "eval_file", "shown"),
+    [
+        (".agentv/targets.yaml", ("r.eval.yaml", KEYWORD_CASE), ".agentv/targets.yaml:1:1"),
+        (".agentv/config.yaml", ("r.eval.yaml", KEYWORD_CASE), ".agentv/config.yaml:1:1"),
+        ("d.eval.yaml", ("d.eval.jsonl", '{"id": "a", "input": "q"}\n'), "d.eval.yaml:1:1"),
+    ],
+    ids=["targets", "config", "sidecar"],
+)
+def test_a_project_file_that_is_a_fifo_is_refused_not_passed_over(
+    project: pytest.Pytester, special: str, eval_file: tuple[str, str], shown: str
+) -> None:
+    """Such a file used to be passed over as if it were not there (a FIFO is not a file):
+    the run went on without its targets, configuration or the dataset's defaults."""
+    write(project, *eval_file)
+    (project.path / special).unlink(missing_ok=True)
+    os.mkfifo(project.path / special)
+    result = project.runpytest_subprocess(timeout=120)
+    result.stdout.fnmatch_lines([f"*{shown}: a FIFO (named pipe), not a regular file*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_cli_target_that_leaves_a_fifo_as_its_output_file_is_not_graded(
+    project: pytest.Pytester,
+) -> None:
+    write(
+        project,
+        ".agentv/targets.yaml",
+        "targets:\n  - {name: default, provider: cli, command_template: 'mkfifo {OUTPUT_FILE}'}\n",
+    )
+    write(project, "r.eval.yaml", KEYWORD_CASE)
+    result = project.runpytest_subprocess(timeout=120)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*left a FIFO (named pipe) at {OUTPUT_FILE}, not a regular file; it was not read*"]
+    )
+
+
+async def _hold(started: threading.Event, release: threading.Event) -> None:
+    started.set()
+    release.wait()  # holds the loop's thread, as a blocking read would
+
+
+def test_closing_does_not_wait_on_a_loop_something_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``close`` waited 30 s for such a loop and then raised ``TimeoutError``: an interrupted
+    run ended with a traceback."""
+    monkeypatch.setattr(scheduler, "LOOP_ANSWERS_WITHIN", 0.1)
+    started, release = threading.Event(), threading.Event()
+    work = scheduler.Scheduler(2)
+    held = work.submit(_hold(started, release))
+    try:
+        assert started.wait(30)
+        work.close()  # returns, and raises nothing
+    finally:
+        release.set()
+    held.result(timeout=30)
+
+
+HOLDING_EVALUATOR = """
+import time
+import pytest
+from pytest_agentv import EvaluationScore
+
+class Holding:
+    kind = "holding"
+    async def evaluate(self, context):
+        open("holding", "w").close()
+        time.sleep(120)  # holds the plugin's loop, as a read that never ends did
+        return EvaluationScore(score=1.0)
+
+@pytest.hookimpl
+def pytest_agentv_make_evaluator(config, kind):
+    return Holding() if kind == "holding" else None
+"""
+
+
+def test_sigterm_while_the_loop_is_held_writes_reports_without_a_traceback(
+    project: pytest.Pytester,
+) -> None:
+    write(project, "conftest.py", HOLDING_EVALUATOR)
+    write(project, "r.eval.yaml", "evalcases: [{id: a, input: q, evaluators: [{type: holding}]}]")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--junitxml=junit.xml",
+            "--agentv-results=out.jsonl",
+        ],
+        cwd=project.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (project.path / "holding").exists():
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=90)[0].decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output
+    assert "Traceback" not in output and "TimeoutError" not in output, output
+    assert (project.path / "junit.xml").exists()
+    assert (project.path / "out.jsonl").exists()
+
+
+# -- paths in results files --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("named", ["/etc/passwd", "../outside.txt", "gone.eval.yaml"])
+def test_a_path_a_results_row_names_is_compared_as_text_never_looked_up(
+    project: pytest.Pytester, named: str
+) -> None:
+    """A row naming another eval file belongs to that file while the run has its case; a file
+    that exists on disk (``/etc/passwd``) was stat'ed, and made the row another file's."""
+    (project.path.parent / "outside.txt").write_text("x")
+    write(project, "r.eval.yaml", KEYWORD_CASE)
+    row = {"eval_id": "a", "dataset": "r", "file": named, "score": 0.25}
+    write(project, "prev.jsonl", json.dumps({**row, "candidate_answer": "within 30 days"}) + "\n")
+    result = project.runpytest(
+        "--agentv-answers=prev.jsonl", "--agentv-baseline=prev.jsonl", "--agentv-results=o.jsonl"
+    )
+    result.assert_outcomes(passed=1)
+    assert rows(project.path / "o.jsonl")["a"]["baseline_score"] == 0.25
