@@ -1,5 +1,6 @@
 """Hostile data besides eval files' own syntax: lines too long for memory, files that never end,
-and paths in results files that name something outside the run."""
+paths in results files that name something outside the run, and environment values that look
+like words."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ import pytest
 from pytest_agentv import scheduler
 from pytest_agentv.errors import EvalFileError
 from pytest_agentv.jsonlines import MAX_LINE_BYTES, json_lines
-from tests.helpers import write
+from pytest_agentv.redaction import looks_secret
+from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import freeform as freeform_reply
+from tests.helpers import judge_ini, write
 from tests.test_hostile_yaml import check
 
 KEYWORD_CASE = """
@@ -287,3 +291,97 @@ def test_a_path_a_results_row_names_is_compared_as_text_never_looked_up(
     )
     result.assert_outcomes(passed=1)
     assert rows(project.path / "o.jsonl")["a"]["baseline_score"] == 0.25
+
+
+# -- environment values that look like words ---------------------------------------------------
+
+SECRET = "tok-4f8a2c9e1b7d3a6f"
+REFUNDS = """
+evalcases:
+  - id: refunds
+    input: Is the jacket refundable?
+    expected_outcome: Says it is refundable within 30 days
+"""
+
+
+def store_texts(root: Path) -> list[str]:
+    return [path.read_text() for path in sorted((root / ".agentv" / "cache").rglob("*.json"))]
+
+
+def test_a_word_in_a_credential_named_variable_does_not_break_replay(
+    project: pytest.Pytester, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SORT_KEY_FIELD=refundable`` made ``refundable`` a secret, and its pattern ate the JSON
+    after it: the stored reply was no JSON, so the recorded run passed and its replay was not
+    graded. A real secret in the same reply is still redacted, and the JSON stays JSON."""
+    monkeypatch.setenv("SORT_KEY_FIELD", "refundable")
+    monkeypatch.setenv("SHOP_API_TOKEN", SECRET)
+    fake_llm.responder = (
+        lambda request: freeform_reply(  # type: ignore[assignment]
+            0.9, ["says it is refundable"], [f"echoed {SECRET}, {SECRET[:10]}****"], "refundable"
+        )
+    )
+    project.makeini(judge_ini(fake_llm).replace("cache_mode = off", "cache_mode = readwrite"))
+    write(project, "r.eval.yaml", REFUNDS)
+    project.runpytest("--agentv-results=first.jsonl").assert_outcomes(passed=1)
+    calls = len(fake_llm.requests)
+    fake_llm.stop()
+    replayed = project.runpytest("--agentv-cache-mode=replay", "--agentv-results=second.jsonl")
+    replayed.assert_outcomes(passed=1)
+    replayed.stdout.fnmatch_lines(["agentv: 0 model calls made, 1 replies reused from the store*"])
+    assert len(fake_llm.requests) == calls
+    keys = ("score", "verdict", "hits", "misses", "reasoning")
+    first, second = rows(project.path / "first.jsonl"), rows(project.path / "second.jsonl")
+    assert {k: first["refunds"][k] for k in keys} == {k: second["refunds"][k] for k in keys}
+    assert first["refunds"]["misses"] == ["echoed [redacted], [redacted]"]
+    (stored,) = store_texts(project.path)
+    assert SECRET[:8] not in stored and "refundable" in stored
+    assert json.loads(json.loads(stored)["response"]["content"])["hits"] == [
+        "says it is refundable"
+    ]
+
+
+def test_a_model_answer_that_redaction_would_change_is_not_stored(
+    project: pytest.Pytester, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store keeps replies redacted; an agent's answer is graded as written, so a redacted
+    copy would replay a different answer: it is not stored, and replay says it is missing."""
+    monkeypatch.setenv("SHOP_API_TOKEN", SECRET)
+    write(
+        project,
+        ".agentv/targets.yaml",
+        "targets:\n  - {name: default, provider: litellm, model: openai/agent, "
+        f"api_base: {fake_llm.api_base}}}\n",
+    )
+    fake_llm.responder = lambda request: (  # type: ignore[assignment]
+        f"Refundable; your token is {SECRET}"
+        if request.body["model"] == "agent"
+        else freeform_reply(0.9)
+    )
+    project.makeini(judge_ini(fake_llm).replace("cache_mode = off", "cache_mode = readwrite"))
+    write(project, "r.eval.yaml", REFUNDS)
+    project.runpytest().assert_outcomes(passed=1)
+    (judged,) = store_texts(project.path)  # the judge's reply; not the answer
+    assert SECRET[:8] not in judged
+    fake_llm.stop()
+    result = project.runpytest("--agentv-cache-mode=replay")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*target 'default' (openai/agent): no stored reply*"])
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "secret"),
+    [
+        ("SORT_KEY_FIELD", "refundable", False),
+        ("PRIMARY_KEY", "customer_id_column", False),  # a name: no digit
+        ("TOKENIZER", "cl100k_base", False),  # too short to be a generated key
+        ("PADDED_TOKEN", "0000000000000a", False),  # too little variety
+        ("CALLBACK_TOKEN_URL", "https://ci.example/token/1234567890", False),
+        ("OPENAI_API_KEY", "sk-proj-4fA9c2E7b1D8", True),
+        ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", True),
+        ("DB_PASSWORD", "Passw0rd2024!", True),
+        ("PASSWORD", "correct horse 1 battery", False),  # spaces: not one token
+    ],
+)
+def test_what_environment_values_are_secrets(name: str, value: str, secret: bool) -> None:
+    assert looks_secret(name, value) is secret
