@@ -1,5 +1,6 @@
-"""``python -m pytest_agentv schema eval|targets``: print the JSON Schema of eval files or
-targets files, made from the models the loader validates with (so it cannot drift from them)."""
+"""``python -m pytest_agentv schema eval|sidecar|targets``: print the JSON Schema of eval files,
+of the sidecars of JSONL datasets or of targets files, made from the models the loader validates
+with (so it cannot drift from them)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import sys
 from collections.abc import Sequence
 
+from .schema.jsonschema import SCHEMA_KINDS, json_schema
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -15,12 +18,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     schema = commands.add_parser(
-        "schema", help="print the JSON Schema of eval files or targets files"
+        "schema",
+        help="print the JSON Schema of eval files, JSONL datasets' sidecars or targets files",
     )
-    schema.add_argument("kind", choices=("eval", "targets"))
+    schema.add_argument("kind", choices=SCHEMA_KINDS)
     args = parser.parse_args(argv)
-    from .schema.jsonschema import json_schema
-
     json.dump(json_schema(args.kind), sys.stdout, indent=2, ensure_ascii=False)
     sys.stdout.write("\n")
     return 0

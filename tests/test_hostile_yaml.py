@@ -66,7 +66,7 @@ HOSTILE = {
     "huge-int": ("evalcases: [{id: 1" + "0" * 5000 + ", input: q}]\n", None),
     "nan-weight": (
         "evalcases: [{id: a, input: q, evaluators: [{name: j, type: llm_judge, weight: .nan}]}]\n",
-        "weight must be a finite number",
+        "weight: must be a finite number",
     ),
 }
 

@@ -3,18 +3,38 @@ of a JSON answer, latency, cost and token usage."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from ..spellings import spelled
-from .base import Model, at_least_zero, choice, limit
+from ..spellings import field_groups, spelled
+from .base import Flag, Limit, Model, at_least_zero, choice, limit
 
-TRAJECTORY_MODES = ("any_order", "in_order", "exact")
+TrajectoryMode = Literal["any_order", "in_order", "exact"]
+TRAJECTORY_MODES: tuple[str, ...] = get_args(TrajectoryMode)
 
-FIELD_MATCHES = ("exact", "numeric_tolerance", "date")
+FieldMatch = Literal["exact", "numeric_tolerance", "date"]
+FIELD_MATCHES: tuple[str, ...] = get_args(FieldMatch)
 
-FIELD_AGGREGATIONS = ("weighted_average", "all_or_nothing")
+FieldAggregation = Literal["weighted_average", "all_or_nothing"]
+FIELD_AGGREGATIONS: tuple[str, ...] = get_args(FieldAggregation)
+
+
+def _trajectory_rules(schema: dict[str, Any]) -> None:
+    """What ``_mode_needs`` checks, in the JSON Schema."""
+    schema["allOf"] = [
+        {
+            "if": {"properties": {"mode": {"const": "any_order"}}},
+            "then": {"required": ["minimums"]},
+            "else": {"required": ["expected"]},
+        }
+    ]
+
+
+def _token_rules(schema: dict[str, Any]) -> None:
+    """What ``_some_limit`` checks, in the JSON Schema (a limit under any of its spellings)."""
+    spellings = [name for group in field_groups(TokenUsageSpec) for name in group]
+    schema["anyOf"] = [{"required": [name]} for name in spellings]
 
 
 class TrajectoryStep(Model):
@@ -37,8 +57,10 @@ class TrajectoryStep(Model):
 class ToolTrajectorySpec(Model):
     """``tool_trajectory``: which tools the agent called, in what order, with which arguments."""
 
-    mode: str
-    minimums: dict[str, float] | None = None
+    model_config = ConfigDict(json_schema_extra=_trajectory_rules)
+
+    mode: TrajectoryMode
+    minimums: dict[str, Limit] | None = None
     expected: list[TrajectoryStep] | None = None
 
     @field_validator("mode", mode="before")
@@ -68,11 +90,11 @@ class FieldSpec(Model):
     """One field ``field_accuracy`` compares, by its ``a.b[0].c`` path."""
 
     path: str = Field(min_length=1)
-    match: str
-    required: bool = True
-    weight: float = 1.0
-    tolerance: float = 0.0
-    relative: bool = False
+    match: FieldMatch
+    required: Flag = True
+    weight: Annotated[float, at_least_zero("weight")] = 1.0
+    tolerance: Annotated[float, at_least_zero("tolerance")] = 0.0
+    relative: Flag = False
     formats: list[str] | None = None
 
     @field_validator("match", mode="before")
@@ -81,17 +103,12 @@ class FieldSpec(Model):
         hint = "; for fuzzy matching use a code_judge evaluator"
         return choice(value, FIELD_MATCHES, "match", hint)
 
-    @field_validator("weight", "tolerance", mode="before")
-    @classmethod
-    def _numbers(cls, value: Any, info: ValidationInfo) -> float:
-        return limit(value, str(info.field_name))
-
 
 class FieldAccuracySpec(Model):
     """``field_accuracy``: fields of a JSON answer against the expected output."""
 
     fields: list[FieldSpec] = Field(min_length=1)
-    aggregation: str = "weighted_average"
+    aggregation: FieldAggregation = "weighted_average"
 
     @field_validator("aggregation", mode="before")
     @classmethod
@@ -113,6 +130,8 @@ class CostSpec(Model):
 
 class TokenUsageSpec(Model):
     """``token_usage``: input, output and total tokens within their limits."""
+
+    model_config = ConfigDict(json_schema_extra=_token_rules)
 
     max_total: Annotated[float, at_least_zero("max_total")] | None = Field(
         None, validation_alias=spelled("TokenUsageSpec", "max_total")
