@@ -19,6 +19,7 @@ import pytest
 from pytest_agentv import scheduler
 from pytest_agentv.errors import EvalFileError
 from pytest_agentv.jsonlines import MAX_LINE_BYTES, json_lines
+from pytest_agentv.llm.replay import ReplayStore
 from pytest_agentv.redaction import looks_secret
 from tests.fake_openai import FakeOpenAI
 from tests.fake_openai import freeform as freeform_reply
@@ -195,6 +196,22 @@ def test_a_cli_target_that_leaves_a_fifo_as_its_output_file_is_not_graded(
     result.stdout.fnmatch_lines(
         ["*left a FIFO (named pipe) at {OUTPUT_FILE}, not a regular file; it was not read*"]
     )
+
+
+def test_a_fifo_in_the_replay_store_is_no_stored_reply(tmp_path: Path) -> None:
+    store = ReplayStore(tmp_path, "replay")
+    path = store.path_for("ab" * 32)
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    found: list[object] = []
+    reader = threading.Thread(target=lambda: found.append(store.get("ab" * 32)), daemon=True)
+    reader.start()
+    reader.join(30)
+    if reader.is_alive():  # it waited for a writer: give it one, so that it ends
+        with path.open("w"):
+            pass
+        pytest.fail("reading the replay store waited on a FIFO")
+    assert found == [None]
 
 
 async def _hold(started: threading.Event, release: threading.Event) -> None:

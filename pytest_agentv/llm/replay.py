@@ -76,8 +76,11 @@ class ReplayStore:
     def get(self, key: str) -> dict[str, Any] | None:
         if not self.reads:
             return None
+        path = self.path_for(key)
         try:
-            data = json.loads(self.path_for(key).read_text(encoding="utf-8"))
+            if not path.is_file():  # nor a FIFO, whose reading would hold the loop forever
+                return None
+            data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         if not isinstance(data, dict) or data.get("format") != STORE_FORMAT:
