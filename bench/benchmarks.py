@@ -1,4 +1,4 @@
-"""The seven benchmarks. Each measures the plugin against a baseline taken in the same run.
+"""The eight benchmarks. Each measures the plugin against a baseline taken in the same run.
 
 A benchmark returns rows for the table (measured, baseline, ratio, target, verdict) and the raw
 samples behind them for the JSON file. It raises ``BenchError`` when a run did not do what it
@@ -9,6 +9,7 @@ measurement.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -60,6 +61,10 @@ class Sizes:
     judged_repeats: int = 3
     report_cases: int = 1000
     report_repeats: int = 3
+    #: MB of one JSONL eval case line, of a baseline line under the limit and of one over it.
+    eval_line_mb: float = 9.4
+    allowed_line_mb: float = 15
+    refused_line_mb: float = 100
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -74,6 +79,7 @@ class Sizes:
             judged_repeats=1,
             report_cases=200,
             report_repeats=1,
+            refused_line_mb=20,
         )
 
 
@@ -895,6 +901,81 @@ def report(sizes: Sizes) -> Result:
             f"{median([s['sort_delta_ms'] for s in samples]):.0f} ms",
         ),
     ]
+
+
+# -- 8. large lines ----------------------------------------------------------------------------
+def collect_rss(proj: Project, args: list[str]) -> tuple[int, float]:
+    """``pytest --collect-only`` in a fresh interpreter: its exit status and peak RSS (MiB),
+    from the child's own resource usage (a run refused at start-up prints no probe line)."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--co", *args]
+    with open(os.devnull, "w") as sink:
+        process = subprocess.Popen(
+            command, cwd=proj.path, env=child_env(), stdout=sink, stderr=sink
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    raw = usage.ru_maxrss
+    return process.returncode, raw / (1024 * 1024) if sys.platform == "darwin" else raw / 1024
+
+
+def write_line(path: Path, head: str, filler: int, tail: str) -> int:
+    """One line ``head + "x" * filler + tail``, written a piece at a time: a benchmark that held
+    the line would lend its own size to the child it forks next. Returns its length."""
+    with path.open("w", encoding="utf-8") as stream:
+        stream.write(head)
+        for written in range(0, filler, 1 << 20):
+            stream.write("x" * min(1 << 20, filler - written))
+        stream.write(tail + "\n")
+    return len(head) + filler + len(tail)
+
+
+def large_lines(sizes: Sizes) -> Result:
+    """Peak RSS of collecting an eval file whose one JSONL line is nearly the 10 MiB file
+    limit, and of reading a ``--agentv-baseline`` file with one long line (under the line limit,
+    and over it: refused), against collecting the same project without them. Each extra should
+    be a small multiple of the line (a backtracking regex once kept ~125 bytes per character)."""
+    result = Result("large_lines")
+    mib = 1024 * 1024
+    with project("large-lines") as proj:
+        proj.ini(cache_mode="off")
+        proj.write("a.eval.yaml", "evalcases: [{id: a, input: q, expected_outcome: x}]\n")
+        status, plain = collect_rss(proj, [])
+        if status != 0:
+            raise BenchError(f"collecting the small project exited {status}")
+        big = proj.path / "big.eval.jsonl"
+        size = write_line(big, '{"id": "big", "input": "', int(sizes.eval_line_mb * 1e6), '"}')
+        status, rss = collect_rss(proj, [])
+        big.unlink()
+        if status != 0:
+            raise BenchError(f"collecting the {sizes.eval_line_mb} MB line exited {status}")
+        runs = {"eval file line": (size, 0, status, rss)}
+        for label, megabytes, expected in (
+            ("baseline line, allowed", sizes.allowed_line_mb, 0),
+            ("baseline line, refused", sizes.refused_line_mb, 4),
+        ):
+            head = '{"eval_id": "a", "score": 1, "candidate_answer": "'
+            size = write_line(proj.path / "base.jsonl", head, int(megabytes * 1e6), '"}')
+            status, rss = collect_rss(proj, ["--agentv-baseline=base.jsonl"])
+            if status not in (0, 4):
+                raise BenchError(f"{label} ({megabytes} MB): exited {status}")
+            runs[label] = (size, expected, status, rss)
+    result.details = {"plain_peak_rss_mib": plain}
+    for label, (size, expected, status, rss) in runs.items():
+        extra = (rss - plain) * mib / size
+        log(f"  {label}, {size / 1e6:.1f} MB: exit {status}, peak RSS {rss:.0f} MiB")
+        result.details[label] = {"bytes": size, "exit": status, "peak_rss_mib": rss}
+        result.rows.append(
+            Row(
+                metric=f"{label}, {size / 1e6:.1f} MB (exit {status}): peak RSS",
+                measured=rss,
+                unit="MiB",
+                baseline=plain,
+                baseline_label="the project without it",
+                ratio=extra,
+                target=f"extra ≤ 8× the line, exit {expected}",
+                status=verdict(extra <= 8 and status == expected),
+            )
+        )
     return result
 
 
@@ -906,6 +987,7 @@ BENCHMARKS: dict[str, Callable[[Sizes], Result]] = {
     "replay": replay,
     "judged": judged,
     "report": report,
+    "large_lines": large_lines,
 }
 
 

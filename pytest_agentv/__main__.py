@@ -1,9 +1,10 @@
 """``python -m pytest_agentv``: tools that work without a pytest run.
 
-``schema eval|targets`` prints the JSON Schema of eval files or targets files, made from the
-models the loader validates with (so it cannot drift from them). ``report RESULTS.jsonl``
-renders a results file (ours, AgentV v2.5.8's or a later AgentV's) as the HTML page or the
-Markdown summary a run writes, optionally compared with a baseline results file.
+``schema eval|sidecar|targets`` prints the JSON Schema of eval files, of the sidecars of JSONL
+datasets or of targets files, made from the models the loader validates with (so it cannot
+drift from them). ``report RESULTS.jsonl`` renders a results file (ours, AgentV v2.5.8's or a
+later AgentV's) as the HTML page or the Markdown summary a run writes, optionally compared with
+a baseline results file.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from .schema.jsonschema import SCHEMA_KINDS, json_schema
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -54,9 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     schema = commands.add_parser(
-        "schema", help="print the JSON Schema of eval files or targets files"
+        "schema",
+        help="print the JSON Schema of eval files, JSONL datasets' sidecars or targets files",
     )
-    schema.add_argument("kind", choices=("eval", "targets"))
+    schema.add_argument("kind", choices=SCHEMA_KINDS)
     report = commands.add_parser(
         "report",
         help="render a results file (ours, AgentV v2.5.8's or v4's) as HTML or Markdown",
@@ -78,8 +82,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "report":
         return _report(args)
-    from .schema.jsonschema import json_schema
-
     json.dump(json_schema(args.kind), sys.stdout, indent=2, ensure_ascii=False)
     sys.stdout.write("\n")
     return 0

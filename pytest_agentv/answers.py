@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import DuplicateKeyError, NotGradedError
+from .jsonlines import json_decoder
 from .redaction import valid_data
 from .schema.base import metric_number, shown_number
 from .schema.messages import render_content
-from .yamlfile import json_decoder
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@
 ``test_id``). Rows are matched to cases by dataset and eval id; a row without a dataset matches
 the id in any dataset. Our rows also name their eval file: two files may hold the same dataset
 and id (AgentV's layout has an ``evals/dataset.yaml`` in every folder), and then a case matches
-only the row of its own file (a file that was renamed still matches when its cases are the only
-ones with that dataset and id). When a file has several rows for one case, the last one counts.
+only the row of its own file. A row of another file matches when that file's case is not one
+this run collected (the file was renamed): the file a row names is data, compared as text with
+the cases the run collected, never looked up on disk. When a file has several rows for one
+case, the last one counts.
 The same reader serves ``--agentv-answers`` (the recorded answers of a previous run).
 
 A baseline score exists only for a row that was graded: not an error row, not a skip, not a
@@ -46,16 +48,13 @@ class PreviousResults:
         option: str,
         *,
         scored: bool = False,
-        rootdir: Path | None = None,
     ) -> None:
         """``scored``: a graded row without a usable score is an error (a baseline's rows are
-        compared by score; recorded answers are not). ``rootdir``: where the eval files that
-        rows name are (see ``find``)."""
+        compared by score; recorded answers are not)."""
         self.path = path
         self.display = display
         self.option = option
         self.scored = scored
-        self.rootdir = rootdir
         self._lock = threading.Lock()
         self._rows: dict[Key, dict[str, Any]] | None = None
         #: The rows that name their eval file, and the files each case's rows name.
@@ -72,7 +71,8 @@ class PreviousResults:
     def _read(self) -> dict[Key, dict[str, Any]]:
         # Imported here: the verdicts read this module when the plugin loads.
         from .errors import ConfigError, EvalFileError
-        from .yamlfile import json_lines, read_text
+        from .jsonlines import json_lines
+        from .yamlfile import read_text
 
         rows: dict[Key, dict[str, Any]] = {}
         try:
@@ -102,25 +102,27 @@ class PreviousResults:
             raise ConfigError(f"{self.option}: {exc}") from None
         return rows
 
-    def find(self, dataset: str, case_id: str, file: str | None = None) -> dict[str, Any] | None:
+    def find(
+        self,
+        dataset: str,
+        case_id: str,
+        file: str | None = None,
+        collected: Collection[CaseKey] = (),
+    ) -> dict[str, Any] | None:
         """The row of a case (of eval file ``file``, as results rows name it, when known).
 
-        Rows that name other files are another file's cases, unless none of those files is
-        there any more (a file that was renamed keeps its baseline)."""
+        Rows that name other files are another file's cases when that file's case is among the
+        ``collected`` ones, or when several files claim it; otherwise the file was renamed and
+        keeps its baseline."""
         rows = self.rows()
         if file is not None:
             own = self._filed.get((file, dataset, case_id))
             if own is not None:
                 return own
             named = self._files.get((dataset, case_id), set())
-            if len(named) > 1 or any(self._exists(other) for other in named):
+            if len(named) > 1 or any((other, dataset, case_id) in collected for other in named):
                 return None
         return rows.get((dataset, case_id)) or rows.get((None, case_id))
-
-    def _exists(self, file: str) -> bool:
-        if self.rootdir is None:
-            return False
-        return (self.rootdir / file).is_file()
 
     def gone(self, collected: Collection[CaseKey]) -> list[str]:
         """Rows whose case this run did not collect although it collected where they were: the
@@ -243,7 +245,9 @@ def comparison_lines(
             else:
                 unchanged += 1
         elif (
-            baseline.find(str(case.get("dataset") or ""), str(case["eval_id"]), case.get("file"))
+            baseline.find(
+                str(case.get("dataset") or ""), str(case["eval_id"]), case.get("file"), collected
+            )
             is None
         ):
             new.append(_where(case))

@@ -20,11 +20,17 @@ MAX_FILE_BYTES = 10 * 1024 * 1024
 _SIDECAR_SUFFIXES = (".yaml", ".yml")
 
 
+def present(path: Path) -> bool:
+    """Whether a file the plugin looks for is there: anything but a folder (a FIFO or a device
+    is found, and then refused when it is read, instead of being silently passed over)."""
+    return path.exists() and not path.is_dir()
+
+
 def sidecar_of(dataset: Path) -> Path | None:
     """The YAML sidecar of a JSONL dataset (``x.yaml`` or ``x.yml`` beside ``x.jsonl``)."""
     for suffix in _SIDECAR_SUFFIXES:
         candidate = dataset.with_suffix(suffix)
-        if candidate.is_file():
+        if present(candidate):
             return candidate
     return None
 
@@ -50,7 +56,7 @@ def nearest_file(start: Path, rootdir: Path, names: Sequence[str]) -> Path | Non
             root / name
             for root in search_roots(start, rootdir)
             for name in names
-            if (root / name).is_file()
+            if present(root / name)
         ),
         None,
     )

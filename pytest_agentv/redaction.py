@@ -1,9 +1,13 @@
 """Keep credentials out of everything we write: reports, JUnit XML, results, the replay store.
 
-Secrets are the values of environment variables whose names look like credentials, read when a
-session starts (``refresh_secrets``), plus any value registered later (an ``api_key`` from a
-targets file). A secret is replaced wherever its first eight characters appear, so masked or
-truncated echoes such as ``sk-canary1234****`` are caught too, along with common token shapes.
+Secrets are the values of environment variables whose names look like credentials and whose
+values look like keys (``looks_secret``: long enough, a letter and a digit, not a repeated
+character; a word such as ``SORT_KEY_FIELD=refundable`` is not one), read when a session starts
+(``refresh_secrets``), plus any value registered later (an ``api_key`` from a targets file). A
+secret is replaced wherever its first eight characters appear, with the token characters after
+them, so masked or truncated echoes such as ``sk-canary1234****`` are caught too, along with
+common token shapes. A match never runs into quotes, backslashes, commas, brackets or spaces:
+JSON text that is redacted stays JSON, with the same structure.
 
 The compiled pattern is cached: redaction runs for every case, on the plugin's event-loop
 thread as well as pytest's, and must neither rescan nor iterate an environment that pytest's
@@ -15,19 +19,32 @@ from __future__ import annotations
 import math
 import re
 import threading
+from collections import Counter
 from typing import Any
 
 from .settings import environment
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
+#: What never belongs to a secret in text: spaces, quotes, backslashes, JSON and text syntax.
+_NOT_TOKEN = r"""\s"'\\`,;(){}\[\]<>"""
+#: What may follow the start of a secret: characters of tokens.
+_TAIL = f"[^{_NOT_TOKEN}]"
 _PATTERNS = (
-    r"(?<=://)[^\s/@:]+:[^\s/@]+(?=@)",  # user:password@ in a URL
+    rf"(?<=://)[^{_NOT_TOKEN}/@:]+:[^{_NOT_TOKEN}/@]+(?=@)",  # user:password@ in a URL
     r"\bsk-[A-Za-z0-9_\-]{8,}",
     r"\bBearer\s+[A-Za-z0-9._\-]{8,}",
     r"\bAIza[0-9A-Za-z_\-]{20,}",
-    r"\b(?i:api[_-]?key|access[_-]?token)=[^&\s\"']+",
+    r"\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{20,}",
+    r"\bxox[abprs]-[A-Za-z0-9\-]{10,}",
+    r"\bAKIA[0-9A-Z]{16}\b",
+    rf"\b(?i:api[_-]?key|access[_-]?token)=[^{_NOT_TOKEN}&]+",
 )
+#: Characters of a secret that are matched as written; the rest of it is matched as a token.
 _MIN_SECRET = 8
+#: The shortest environment value taken for a secret, and the least variety of characters it
+#: has (bits per character: ``0000000000a1`` has less, any generated key more).
+_MIN_ENV_SECRET = 12
+_MIN_ENTROPY = 3.0
 REDACTED = "[redacted]"
 
 _lock = threading.Lock()
@@ -36,20 +53,33 @@ _registered: frozenset[str] = frozenset()
 _compiled: re.Pattern[str] | None = None
 
 
-def _looks_secret(name: str, value: str) -> bool:
-    """Credential-like names, but not values that are plainly URLs or paths (on CI runners
-    ``ACTIONS_ID_TOKEN_REQUEST_URL`` would otherwise make every ``https://`` a secret)."""
+def _entropy(value: str) -> float:
+    """Shannon entropy of a value's characters, in bits per character."""
+    counts = Counter(value)
+    return -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+
+
+def looks_secret(name: str, value: str) -> bool:
+    """Whether an environment variable holds a credential: its name says so, and its value
+    looks generated — at least ``_MIN_ENV_SECRET`` characters with a letter and a digit and no
+    space, varied enough (``_MIN_ENTROPY``), not a URL or a path (on CI runners
+    ``ACTIONS_ID_TOKEN_REQUEST_URL`` would otherwise make every ``https://`` a secret). Words
+    and names (``SORT_KEY_FIELD=refundable``, ``TOKENIZER=cl100k_base``) are not: redacting
+    them would rewrite ordinary text everywhere, judges' replies included."""
     return (
-        len(value) >= _MIN_SECRET
+        len(value) >= _MIN_ENV_SECRET
         and _SECRET_NAME.search(name) is not None
         and "://" not in value
         and not value.startswith(("/", "."))
         and not any(c.isspace() for c in value)
+        and any(c.isdigit() for c in value)
+        and any(c.isalpha() for c in value)
+        and _entropy(value) >= _MIN_ENTROPY
     )
 
 
 def _environment_secrets() -> frozenset[str]:
-    return frozenset(value for name, value in environment().items() if _looks_secret(name, value))
+    return frozenset(value for name, value in environment().items() if looks_secret(name, value))
 
 
 def refresh_secrets() -> None:
@@ -76,7 +106,7 @@ def _pattern() -> re.Pattern[str]:
         with _lock:
             secrets = _environment | _registered
             prefixes = sorted({re.escape(s[:_MIN_SECRET]) for s in secrets}, key=len, reverse=True)
-            parts = [f"{prefix}\\S*" for prefix in prefixes] + list(_PATTERNS)
+            parts = [f"{prefix}{_TAIL}*" for prefix in prefixes] + list(_PATTERNS)
             compiled = _compiled = re.compile("|".join(f"(?:{part})" for part in parts))
     return compiled
 

@@ -78,9 +78,7 @@ class AgentvRun:
         )
         if baseline is None and settings.baseline is not None:
             shown = display_path(settings.baseline, config.rootpath)
-            baseline = PreviousResults(
-                settings.baseline, shown, "--agentv-baseline", scored=True, rootdir=config.rootpath
-            )
+            baseline = PreviousResults(settings.baseline, shown, "--agentv-baseline", scored=True)
         self.baseline = baseline
         self.store = (
             ReplayStore(
@@ -106,7 +104,7 @@ class AgentvRun:
         )
         answers = (
             RecordedTarget(
-                settings.answers, display_path(settings.answers, config.rootpath), config.rootpath
+                settings.answers, display_path(settings.answers, config.rootpath), self.collected
             )
             if settings.answers is not None
             else None
@@ -171,7 +169,9 @@ class AgentvRun:
         """Give a case's result its baseline score (``--agentv-baseline``)."""
         if self.baseline is not None:
             result.compared = True
-            row = self.baseline.find(spec.dataset, spec.case.id, spec.loaded.display)
+            row = self.baseline.find(
+                spec.dataset, spec.case.id, spec.loaded.display, self.collected
+            )
             result.baseline_score = graded_score(row)
 
     # -- cases ------------------------------------------------------------------------------

@@ -27,6 +27,10 @@ T = TypeVar("T")
 Work = Callable[[], Coroutine[Any, Any, Any]]
 
 _loop: asyncio.AbstractEventLoop | None = None
+#: How long closing waits for the loop to start cancelling the run's work (it does at once,
+#: unless something holds the loop), and then for the work to stop and clean up.
+LOOP_ANSWERS_WITHIN = 5.0
+CLOSE_WITHIN = 30.0
 _loop_lock = threading.Lock()
 
 
@@ -163,15 +167,30 @@ class Scheduler:
 
     def close(self, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
         """Cancel everything still pending or running, and wait for it to clean up; then run
-        ``cleanup`` on the loop, for work the run's tasks shared (a target's healthcheck)."""
+        ``cleanup`` on the loop, for work the run's tasks shared (a target's healthcheck).
+
+        Never raises, and never waits for long on a loop that does not answer: work that holds
+        the loop (user code that blocks, a read that never ends) is left to the daemon thread,
+        which ends with the process, so an interrupted run still writes its reports."""
         self._halted = True
         if _loop is None:
             return
         for future in self._futures.values():
             future.cancel()
-        asyncio.run_coroutine_threadsafe(self._cancel_all(cleanup), _loop).result(timeout=30)
+        answered = threading.Event()
+        closing = asyncio.run_coroutine_threadsafe(self._cancel_all(cleanup, answered), _loop)
+        try:
+            if answered.wait(LOOP_ANSWERS_WITHIN):
+                closing.result(timeout=CLOSE_WITHIN)
+        except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+            pass
+        if not closing.done():
+            closing.cancel()
 
-    async def _cancel_all(self, cleanup: Callable[[], Awaitable[None]] | None) -> None:
+    async def _cancel_all(
+        self, cleanup: Callable[[], Awaitable[None]] | None, answered: threading.Event
+    ) -> None:
+        answered.set()
         tasks = [task for task in self._tasks if not task.done()]
         for task in tasks:
             task.cancel()

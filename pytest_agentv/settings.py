@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,21 @@ def environment() -> dict[str, str]:
         except (KeyError, RuntimeError):
             continue
     return dict(os.environ.items())
+
+
+def special_file(mode: int) -> str | None:
+    """What a path that is not a regular file is (reading a FIFO or a device may never end),
+    in the words refusals use; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((kind for test, kind in kinds if test(mode)), "a special file")
 
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -93,7 +109,9 @@ class Settings:
                 )
         if values["calibration"] is None:
             default = config.rootpath / ".agentv" / "calibration.yaml"
-            values["calibration"] = default if default.is_file() else None
+            if default.exists():
+                _regular_file(default, f"{default} (read as --agentv-calibration)")
+                values["calibration"] = default
         if values["max_regression"] is not None and values["baseline"] is None:
             raise pytest.UsageError(
                 "--agentv-max-regression needs --agentv-baseline: the previous results file "
@@ -133,6 +151,25 @@ def _check_folder(path: Path, flag: str, *, write: bool, given: Path | None = No
         )
 
 
+#: Options that name a file the run reads: anything there but a regular file is refused before
+#: the run starts (reading a FIFO or a device may never end). A missing file is its reader's to
+#: report.
+_READ_FILES = ("targets", "answers", "baseline", "calibration")
+
+
+def _regular_file(path: Path, source: str) -> Path:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return path
+    kind = special_file(mode)
+    if kind is not None:
+        raise pytest.UsageError(
+            f"{source} is invalid: it is {kind}, not a regular file (reading one may never end)"
+        )
+    return path
+
+
 def _resolve(config: pytest.Config, option: Option) -> Any:
     cli = config.getoption(option.ini)
     if cli is not None:
@@ -151,7 +188,7 @@ def _parse(option: Option, raw: str, source: str, base: Path) -> Any:
     text = raw.strip()
     parsers: dict[str, Callable[[], Any]] = {
         "str": lambda: text or None,
-        "path": lambda: (base / os.path.expanduser(text)) if text else None,
+        "path": lambda: _path(base / os.path.expanduser(text), option, source) if text else None,
         "list": lambda: _list(text, option, source),
         "int": lambda: _number(
             int,
@@ -174,6 +211,10 @@ def _parse(option: Option, raw: str, source: str, base: Path) -> Any:
         "choice": lambda: _choice(text, option, source),
     }
     return parsers[option.kind]()
+
+
+def _path(path: Path, option: Option, source: str) -> Path:
+    return _regular_file(path, source) if option.name in _READ_FILES else path
 
 
 def _number(

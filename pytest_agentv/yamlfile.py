@@ -1,36 +1,31 @@
-"""Safe YAML and JSON Lines with line marks, and the limits that hold before anything recursive
-runs.
+"""Safe YAML with line marks, and the limits that hold before anything recursive runs.
 
-Files larger than ``MAX_FILE_BYTES`` are refused before they are read. Nesting deeper than
-``MAX_DEPTH`` is refused before PyYAML sees the text (flow brackets, counted by a lexical scan;
-libyaml's scanner reads flow collections far ahead and has a nesting limit of its own) and then
-from the parser's event stream (block nesting, an iterative pass) before the node tree is
-composed, because composing is recursive: a 50 KB file nested 25,000 deep would overflow the C
-stack. The node tree (which keeps line marks) is then checked for what PyYAML lets through
-silently or turns into tracebacks — duplicate keys, ``!!binary``/``!!set``/``!!omap``/``!!pairs``
-values (not JSON data), recursive aliases, and aliases that expand to more than
-``MAX_ALIAS_EXPANSION`` nodes or ``MAX_EXPANDED_BYTES`` of text — and only then constructed with
-a safe loader.
+Files larger than their limit (``MAX_FILE_BYTES`` unless said otherwise), and anything that is
+not a regular file (a FIFO, a device: reading one may never end), are refused before they are
+read. Nesting deeper than ``MAX_DEPTH`` is refused before PyYAML sees the text (flow brackets,
+counted by a lexical scan that skips quoted scalars in linear time; libyaml's scanner reads flow
+collections far ahead and has a nesting limit of its own) and then from the parser's event
+stream (block nesting, an iterative pass) before the node tree is composed, because composing is
+recursive: a 50 KB file nested 25,000 deep would overflow the C stack. The node tree (which keeps
+line marks) is then checked for what PyYAML lets through silently or turns into tracebacks —
+duplicate keys, ``!!binary``/``!!set``/``!!omap``/``!!pairs`` values (not JSON data), recursive
+aliases, and aliases that expand to more than ``MAX_ALIAS_EXPANSION`` nodes or
+``MAX_EXPANDED_BYTES`` of text — and only then constructed with a safe loader.
 
-A JSON line gets the same limits: its nesting depth is counted before ``json`` recurses into it,
-duplicate keys and ``NaN``/``Infinity`` are refused, and every problem names ``file:line:col``.
-A line's value can be given a node tree of its own (``json_node``), so that errors about it point
-at its line like errors about YAML do.
+JSON Lines get the same limits in ``jsonlines``.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .errors import DuplicateKeyError, EvalFileError
+from .errors import EvalFileError
 from .paths import MAX_FILE_BYTES
-from .redaction import has_surrogate, valid_data
+from .settings import special_file
 
 MAX_DEPTH = 100
 #: How many nodes aliases may add on top of the nodes actually written in the file.
@@ -52,19 +47,17 @@ Loc = tuple[int | str, ...]
 
 
 def read_text(path: Path, display: str, limit: int = MAX_FILE_BYTES) -> str:
-    """A file's UTF-8 text, refused before it is read if it is larger than ``limit``."""
+    """A file's UTF-8 text, refused before it is read if it is larger than ``limit`` or is not
+    a regular file (a FIFO or a device: reading one may never end)."""
     try:
         info = path.stat()
-    except OSError as exc:
-        raise EvalFileError(display, 1, 1, f"cannot read file: {exc.strerror}") from None
-    if info.st_size > limit:
-        raise EvalFileError(
-            display,
-            1,
-            1,
-            f"file is {info.st_size:,} bytes; eval files are limited to {limit:,} bytes",
-        )
-    try:
+        kind = special_file(info.st_mode)
+        if kind is not None:
+            raise EvalFileError(display, 1, 1, f"{kind}, not a regular file")
+        if info.st_size > limit:
+            raise EvalFileError(
+                display, 1, 1, f"the file is {info.st_size:,} bytes; the limit is {limit:,}"
+            )
         raw = path.read_bytes()
     except OSError as exc:
         raise EvalFileError(display, 1, 1, f"cannot read file: {exc.strerror}") from None
@@ -113,30 +106,59 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-#: Flow brackets, and what can hide them: a quoted scalar (where a node can start) or a comment.
+#: Flow brackets, and what can hide them: the opening quote of a quoted scalar (where a node can
+#: start; ``_double_quoted_end`` and ``_single_quoted_end`` find its end) or a comment.
 _FLOW_SCAN = re.compile(
-    r"""(?:^|(?<=[\s\[{,:?-]))(?:"(?:[^"\\]|\\.)*"?|'(?:[^']|'')*'?)"""
-    r"|(?:^|(?<=[ \t]))#[^\n]*|[\[\]{}]",
-    re.MULTILINE | re.DOTALL,
+    r"""(?:^|(?<=[\s\[{,:?-]))["']|(?:^|(?<=[ \t]))#|[\[\]{}]""",
+    re.MULTILINE,
 )
+
+
+def _double_quoted_end(text: str, start: int) -> int:
+    """Where the double-quoted YAML scalar whose opening quote is just before ``start`` ends
+    (past its closing quote; the end of the text if it is not closed): the first quote after
+    an even run of backslashes. Linear time, and no regex state per character
+    (``"(?:[^"\\]|\\.)*"`` keeps about 125 bytes per character of the scalar)."""
+    while (quote := text.find('"', start)) >= 0:
+        escapes = quote - start - len(text[start:quote].rstrip("\\"))
+        if escapes % 2 == 0:
+            return quote + 1
+        start = quote + 1
+    return len(text)
+
+
+def _single_quoted_end(text: str, start: int) -> int:
+    """``_double_quoted_end`` for a YAML single-quoted scalar, where ``''`` is a quote."""
+    while (quote := text.find("'", start)) >= 0:
+        if not text.startswith("'", quote + 1):
+            return quote + 1
+        start = quote + 2
+    return len(text)
 
 
 def _check_flow_depth(text: str, display: str) -> None:
     """Refuse flow collections nested deeper than ``MAX_DEPTH`` before libyaml reads the text.
 
-    A lexical scan at C speed finds files that may be too deep; only those are confirmed with
-    PyYAML's pure-Python scanner, which is exact, iterative and has no limit of its own, so a
-    bracket in a block scalar never refuses a file that is fine."""
+    A lexical scan finds files that may be too deep; only those are confirmed with PyYAML's
+    pure-Python scanner, which is exact, iterative and has no limit of its own, so a bracket in
+    a block scalar never refuses a file that is fine."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return
-    depth = 0
-    for match in _FLOW_SCAN.finditer(text):
-        bracket = match.group()
-        if bracket in ("[", "{"):
+    depth = position = 0
+    while (found := _FLOW_SCAN.search(text, position)) is not None:
+        char, position = found.group(), found.end()
+        if char == '"':
+            position = _double_quoted_end(text, position)
+        elif char == "'":
+            position = _single_quoted_end(text, position)
+        elif char == "#":
+            line_end = text.find("\n", position)
+            position = len(text) if line_end < 0 else line_end
+        elif char in "[{":
             depth += 1
             if depth > MAX_DEPTH:
                 break
-        elif bracket in ("]", "}"):
+        else:
             depth = max(depth - 1, 0)
     else:
         return
@@ -305,94 +327,3 @@ def child_at(node: yaml.Node, part: int | str) -> yaml.Node | None:
 def line_col(node: yaml.Node) -> tuple[int, int]:
     """1-based line and column where a node starts."""
     return node.start_mark.line + 1, node.start_mark.column + 1
-
-
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_HIGH, _LOW = r"\\u[dD][89abAB][0-9a-fA-F]{2}", r"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-_LONE_SURROGATE_ESCAPE = re.compile(f"{_HIGH}(?!{_LOW})|(?<!{_HIGH}){_LOW}")
-_JSON_BRACKET = re.compile(r"[\[\]{}]")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in data:
-            raise DuplicateKeyError(
-                f"duplicate key '{key}'; JSON would silently keep only the last one"
-            )
-        data[key] = value
-    return data
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def json_decoder(*, nan: bool = False) -> json.JSONDecoder:
-    """The one way JSON data is read (files, replies, outputs): a key given twice is refused
-    (``DuplicateKeyError``), not left to the last one; ``NaN``/``Infinity`` are too, unless
-    ``nan`` (a reader that checks its numbers, to say what is wrong with one)."""
-    constant = None if nan else _no_constant
-    return json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=constant)
-
-
-def parse_json_line(text: str, display: str, line: int, *, repair: bool = False) -> Any:
-    """One JSON value from one line, bounded like YAML: depth counted before ``json`` recurses,
-    no duplicate keys, no ``NaN``; errors name ``display:line:col``. A lone surrogate escape is
-    refused in what people write (eval files), or, with ``repair``, replaced in what programs
-    wrote (results files, a batch's output: JavaScript writes one as ``\\ud800``)."""
-    depth = deepest = 0
-    for match in _JSON_BRACKET.finditer(_JSON_STRING.sub('""', text)):
-        depth += 1 if match.group() in "[{" else -1
-        if depth > deepest:
-            deepest = depth
-            if deepest >= MAX_DEPTH:
-                raise EvalFileError(
-                    display, line, 1, f"JSON is nested deeper than {MAX_DEPTH} levels"
-                )
-    try:
-        value = json_decoder().decode(text)
-    except json.JSONDecodeError as exc:
-        raise EvalFileError(display, line, exc.colno, f"invalid JSON: {exc.msg}") from None
-    except (ValueError, RecursionError) as exc:
-        raise EvalFileError(display, line, 1, f"invalid JSON: {exc}") from None
-    if "\\u" in text and has_surrogate(value):
-        if repair:
-            return valid_data(value)
-        found = _LONE_SURROGATE_ESCAPE.search(text)
-        raise EvalFileError(
-            display,
-            line,
-            found.start() + 1 if found else 1,
-            "invalid JSON: a \\uD800-\\uDFFF escape without its pair is not Unicode text; "
-            "remove it or give the whole pair",
-        )
-    return value
-
-
-def json_lines(text: str, display: str, *, repair: bool = False) -> Iterator[tuple[int, Any]]:
-    """``(1-based line, value)`` for every non-blank line of a JSON Lines text."""
-    for index, raw in enumerate(text.split("\n")):
-        if raw.strip():
-            yield index + 1, parse_json_line(raw, display, index + 1, repair=repair)
-
-
-def json_node(value: Any, line: int) -> yaml.Node:
-    """A node tree for a value read from one JSON line (0-based ``line``): every part of it is
-    marked at that line, so locating a field in it finds the line the value came from."""
-    mark = yaml.Mark("", 0, line, 0, None, 0)
-    if isinstance(value, dict):
-        return yaml.MappingNode(
-            "tag:yaml.org,2002:map",
-            [
-                (yaml.ScalarNode("tag:yaml.org,2002:str", str(k), mark, mark), json_node(v, line))
-                for k, v in value.items()
-            ],
-            mark,
-            mark,
-        )
-    if isinstance(value, list):
-        return yaml.SequenceNode(
-            "tag:yaml.org,2002:seq", [json_node(v, line) for v in value], mark, mark
-        )
-    return yaml.ScalarNode("tag:yaml.org,2002:str", str(value), mark, mark)

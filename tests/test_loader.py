@@ -317,7 +317,7 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
         (
             "evalcases:\n  - id: a\n    input: q\n"
             "    evaluators: [{name: x, type: llm_judge, weight: -1}]\n",
-            "*evalcases.0.evaluators.0.weight: weight must be a finite number >= 0 (got -1.0)",
+            "*evalcases.0.evaluators.0.weight: must be at least 0",
         ),
         (
             "evalcases:\n  - id: a\n    input: q\n"

@@ -373,6 +373,11 @@ def eval_schema_page() -> str:
     return schema_page("eval", "Eval file schema", EDITORS.format(kind="eval"))
 
 
+@page("reference/sidecar-schema.md")
+def sidecar_schema_page() -> str:
+    return schema_page("sidecar", "JSONL sidecar schema", EDITORS.format(kind="sidecar"))
+
+
 @page("reference/targets-schema.md")
 def targets_schema_page() -> str:
     return schema_page("targets", "Targets file schema", EDITORS.format(kind="targets"))

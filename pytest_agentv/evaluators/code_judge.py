@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DuplicateKeyError
+from ..jsonlines import json_decoder
 from ..results import AssertionRow
 from ..schema.base import finite_number, shown_number
-from ..yamlfile import json_decoder
 from .base import EvaluationContext, EvaluationScore
 from .score import assertion_line
 from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts, script_payload

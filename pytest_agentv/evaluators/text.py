@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import DuplicateKeyError
-from ..yamlfile import json_decoder
+from ..jsonlines import json_decoder
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ReplayMissError
+from ..redaction import redact, redact_obj
 
 if TYPE_CHECKING:
     pass
@@ -160,7 +161,7 @@ class LlmClient:
         if usage is not None:
             usage.charge(reply)
         value = judged(reply.text)
-        if store is not None:
+        if store is not None and _keeps_meaning(reply.text, value, accept):
             request = fingerprint(response_format)
             store.put(request_key(request), request, _stored_reply(reply, nonce))
         return value, reply
@@ -263,6 +264,24 @@ def _recorded_reply(text: str, stored: dict[str, Any]) -> Reply:
         completion_tokens=usage.get("completion_tokens"),
         cost_usd=stored.get("cost_usd"),
     )
+
+
+def _keeps_meaning(text: str, value: Any, accept: Callable[[str], Any]) -> bool:
+    """Whether the store may keep a reply: it keeps it redacted, as every report shows it, so
+    the redacted reply must be read as the same answer (a judge's grade, whose texts reports
+    redact anyway). A reply that is an answer as written (a model target's) is kept only when
+    redaction leaves it alone: its text is graded as it is, and a replayed run must grade the
+    same. A reply that is not kept is called for again: a replayed run says it is missing."""
+    redacted = redact(text)
+    if redacted == text:
+        return True
+    if isinstance(value, str):
+        return False
+    try:
+        again = accept(redacted)
+    except Exception:  # whatever the reader refuses, the redacted reply is another reply
+        return False
+    return bool(redact_obj(again) == redact_obj(value))
 
 
 def _stored_reply(reply: Reply, nonce: str | None) -> dict[str, Any]:

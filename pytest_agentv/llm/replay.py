@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any, Literal, TypeGuard, get_args
 
+from ..jsonlines import json_decoder
 from ..redaction import redact_obj
-from ..yamlfile import json_decoder
 
 STORE_FORMAT = 1
 #: A temporary file this old belongs to a write that was interrupted, not to one under way.
@@ -78,8 +78,11 @@ class ReplayStore:
     def get(self, key: str) -> dict[str, Any] | None:
         if not self.reads:
             return None
+        path = self.path_for(key)
         try:
-            data = json_decoder().decode(self.path_for(key).read_text(encoding="utf-8"))
+            if not path.is_file():  # nor a FIFO, whose reading would hold the loop forever
+                return None
+            data = json_decoder().decode(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):  # a key given twice too: no stored reply
             return None
         if not isinstance(data, dict) or data.get("format") != STORE_FORMAT:

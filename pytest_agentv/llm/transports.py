@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 from urllib.parse import quote
 
 from ..errors import NotGradedError
+from ..jsonlines import json_decoder
 from ..redaction import register_secret
-from ..yamlfile import json_decoder
 
 if TYPE_CHECKING:
     import httpx

@@ -9,10 +9,11 @@ from typing import Any
 import yaml
 
 from ..errors import EvalFileError
+from ..jsonlines import json_lines, json_node
 from ..paths import sidecar_of
 from ..schema.evalfile import JsonlSidecar
 from ..spellings import key_at
-from ..yamlfile import json_lines, json_node, line_col, parse_yaml, read_text
+from ..yamlfile import line_col, parse_yaml, read_text
 from .validation import FileWarning, unknown_key_warnings, validate
 
 

@@ -44,7 +44,7 @@ class AgentvReporter:
 
             shown = display_path(settings.baseline, rootdir) if rootdir else str(settings.baseline)
             self.baseline = PreviousResults(
-                settings.baseline, shown, "--agentv-baseline", scored=True, rootdir=rootdir
+                settings.baseline, shown, "--agentv-baseline", scored=True
             )
             try:
                 self.baseline.rows()

@@ -10,7 +10,9 @@ mistake). A write that fails during the run (a full disk) stops the file, not th
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -19,6 +21,9 @@ import pytest
 if TYPE_CHECKING:
     from ..results import ResultRow
     from ..settings import Settings
+
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 def compact_json(value: Any) -> str:
@@ -124,8 +129,13 @@ class ResultsFile:
             try:
                 self._stream = self._open(path)
             except OSError as exc:
+                problem = (
+                    "it is a FIFO (named pipe) that nothing reads"
+                    if exc.errno == errno.ENXIO
+                    else exc.strerror or exc
+                )
                 raise pytest.UsageError(
-                    f"--agentv-results={path} cannot be written: {exc.strerror or exc}; "
+                    f"--agentv-results={path} cannot be written: {problem}; "
                     "give the path of a file in a folder that exists or can be created"
                 ) from None
 
@@ -149,7 +159,11 @@ class ResultsFile:
                 "is not a results row with an eval_id) and would be emptied; give another path"
             )
         path.parent.mkdir(parents=True, exist_ok=True)
-        return path.open("w", encoding="utf-8")
+        # Opened without blocking, so that a FIFO nothing reads is refused (ENXIO), not waited
+        # for; a FIFO something reads (``/dev/stdout`` into a pipe) is written as a file is.
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NONBLOCK, 0o666)
+        os.set_blocking(handle, True)
+        return os.fdopen(handle, "w", encoding="utf-8")
 
     def write(self, rows: list[ResultRow]) -> None:
         if self._stream is None or not rows:

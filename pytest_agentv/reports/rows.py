@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ..baseline import MAX_RESULTS_BYTES, PreviousResults, comparison_lines, graded_score
+from ..jsonlines import json_lines
 from ..results import no_usage
 from ..verdicts import score_to_verdict
-from ..yamlfile import json_lines, read_text
+from ..yamlfile import read_text
 from .spool import RowSpool
 from .view import RunFacts
 

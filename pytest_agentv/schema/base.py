@@ -4,7 +4,9 @@ hold (and how weights average), and validation problems in the words error messa
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, ClassVar
 
@@ -13,10 +15,13 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
     ValidationError,
     model_validator,
 )
-from pydantic_core import ErrorDetails
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, ErrorDetails
 
 from ..spellings import field_groups, one_spelling
 
@@ -66,10 +71,45 @@ def shown_number(value: Any, most: int = 40) -> str:
     return text if len(text) <= most else f"{text[: most - 3]}..."
 
 
-def finite_weight(value: float) -> float:
-    if finite_number(value) is None or value < 0:
-        raise ValueError(f"weight must be a finite number >= 0 (got {value})")
-    return value
+@dataclass(frozen=True, eq=False)  # compared (and hashed, in type unions) by identity
+class Schema:
+    """Field metadata that adds to the field's JSON Schema what its validators read or check and
+    pydantic cannot say (an id also written as a number): one place states both."""
+
+    extra: dict[str, Any]
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        found = handler(core_schema)
+        found.update(self.extra)
+        return found
+
+
+#: Every number but NaN and the infinities. JSON has none of them, but YAML has (``.nan``,
+#: ``.inf``), and NaN passes every comparison a JSON Schema makes: it is the one number both
+#: ``>= 1`` and ``<= 0``; only the infinities lie beyond the largest float.
+FINITE = Schema(
+    {
+        "not": {
+            "anyOf": [
+                {"minimum": 1, "maximum": 0},
+                {"exclusiveMinimum": sys.float_info.max},
+                {"exclusiveMaximum": -sys.float_info.max},
+            ]
+        }
+    }
+)
+
+#: A number as files write it: an int or a float, never a quoted number or a boolean (what JSON
+#: Schema calls a number), and finite.
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False), FINITE]
+#: A weight: a finite number >= 0 (a weight of 0 counts for nothing).
+Weight = Annotated[Number, Field(ge=0)]
+#: A time limit: a finite number of seconds > 0.
+Seconds = Annotated[Number, Field(gt=0)]
+#: Yes or no: ``true`` or ``false``, never ``"yes"`` or ``1``.
+Flag = Annotated[bool, Field(strict=True)]
 
 
 def weighted_average(graded: Iterable[tuple[float, float]]) -> float:
@@ -85,18 +125,44 @@ def weighted_average(graded: Iterable[tuple[float, float]]) -> float:
 
 
 def _number_as_text(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-#: An id written as a number (``id: 1``) is the text of that number.
-Text = Annotated[str, BeforeValidator(_number_as_text)]
-#: A weight: a finite number >= 0 (a weight of 0 counts for nothing).
-Weight = Annotated[float, AfterValidator(finite_weight)]
+#: An id written as a whole number (``id: 1``, or ``1.0``: JSON Schema's integers) is its digits.
+Text = Annotated[str, BeforeValidator(_number_as_text), Schema({"type": ["string", "integer"]})]
+#: Text that is not blank; a command (text or a list) that is not empty.
+NOT_BLANK = Schema({"pattern": r"\S"})
+NOT_EMPTY = Schema({**NOT_BLANK.extra, "minItems": 1})
 
 
-def at_least_zero(what: str) -> BeforeValidator:
+@dataclass(frozen=True)
+class _AtLeastZero:
     """A threshold, budget or limit field: a finite number >= 0, named ``what`` in errors."""
-    return BeforeValidator(partial(limit, what=what))
+
+    what: str
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> CoreSchema:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_before_validator_function(
+            partial(limit, what=self.what), handler(source)
+        )
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {**handler(core_schema), "minimum": 0, **FINITE.extra}
+
+
+def at_least_zero(what: str) -> Any:
+    """A threshold, budget or limit field: a finite number >= 0, named ``what`` in errors."""
+    return _AtLeastZero(what)
+
+
+#: The values of a map of limits (its before validator names each key in errors).
+Limit = Annotated[float, Schema({"minimum": 0, **FINITE.extra})]
 
 
 def first_repeat(names: Iterable[str]) -> str | None:
@@ -176,6 +242,7 @@ _PROBLEMS = {
     "int_from_float": "must be a whole number",
     "float_type": "must be a number",
     "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
     "bool_type": "must be true or false",
     "bool_parsing": "must be true or false",
     "string_type": "must be a string",
@@ -207,8 +274,12 @@ def problem_text(error: ErrorDetails) -> str:
         return "must not be empty"
     if wording is None:
         return message
+    ctx = {  # a bound of 0 reads "0", not "0.0"
+        key: int(value) if isinstance(value, float) and value.is_integer() else value
+        for key, value in error.get("ctx", {}).items()
+    }
     try:
-        return wording.format(**error.get("ctx", {}))
+        return wording.format(**ctx)
     except (KeyError, IndexError):
         return message
 

@@ -4,14 +4,21 @@ of a JSON answer, latency, cost and token usage."""
 from __future__ import annotations
 
 from functools import partial
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
-from ..spellings import spelled
-from .base import Model, at_least_zero, choice, limit
+from ..spellings import field_groups, spelled
+from .base import Flag, Limit, Model, at_least_zero, choice, limit
 
-TRAJECTORY_MODES = ("any_order", "in_order", "exact", "superset", "subset")
+TrajectoryMode = Literal["any_order", "in_order", "exact", "superset", "subset"]
+TRAJECTORY_MODES: tuple[str, ...] = get_args(TrajectoryMode)
 
 #: How a step's ``args`` are compared (AgentV v2.7.1): the default is ``exact`` in a file with
 #: v4's names and ``superset`` (the listed keys) in a v2.5.8 file; a list names the fields.
@@ -31,9 +38,28 @@ def args_match_mode(value: Any) -> Any:
 
 ArgsMatch = Annotated[str | list[str] | None, BeforeValidator(args_match_mode)]
 
-FIELD_MATCHES = ("exact", "numeric_tolerance", "date")
+FieldMatch = Literal["exact", "numeric_tolerance", "date"]
+FIELD_MATCHES: tuple[str, ...] = get_args(FieldMatch)
 
-FIELD_AGGREGATIONS = ("weighted_average", "all_or_nothing")
+FieldAggregation = Literal["weighted_average", "all_or_nothing"]
+FIELD_AGGREGATIONS: tuple[str, ...] = get_args(FieldAggregation)
+
+
+def _trajectory_rules(schema: dict[str, Any]) -> None:
+    """What ``_mode_needs`` checks, in the JSON Schema."""
+    schema["allOf"] = [
+        {
+            "if": {"properties": {"mode": {"const": "any_order"}}},
+            "then": {"required": ["minimums"]},
+            "else": {"required": ["expected"]},
+        }
+    ]
+
+
+def _token_rules(schema: dict[str, Any]) -> None:
+    """What ``_some_limit`` checks, in the JSON Schema (a limit under any of its spellings)."""
+    spellings = [name for group in field_groups(TokenUsageSpec) for name in group]
+    schema["anyOf"] = [{"required": [name]} for name in spellings]
 
 
 class TrajectoryStep(Model):
@@ -57,8 +83,10 @@ class TrajectoryStep(Model):
 class ToolTrajectorySpec(Model):
     """``tool_trajectory``: which tools the agent called, in what order, with which arguments."""
 
-    mode: str
-    minimums: dict[str, float] | None = None
+    model_config = ConfigDict(json_schema_extra=_trajectory_rules)
+
+    mode: TrajectoryMode
+    minimums: dict[str, Limit] | None = None
     expected: list[TrajectoryStep] | None = None
     args_match: ArgsMatch = Field(
         None, validation_alias=spelled("ToolTrajectorySpec", "args_match")
@@ -91,11 +119,11 @@ class FieldSpec(Model):
     """One field ``field_accuracy`` compares, by its ``a.b[0].c`` path."""
 
     path: str = Field(min_length=1)
-    match: str
-    required: bool = True
-    weight: float = 1.0
-    tolerance: float = 0.0
-    relative: bool = False
+    match: FieldMatch
+    required: Flag = True
+    weight: Annotated[float, at_least_zero("weight")] = 1.0
+    tolerance: Annotated[float, at_least_zero("tolerance")] = 0.0
+    relative: Flag = False
     formats: list[str] | None = None
 
     @field_validator("match", mode="before")
@@ -104,17 +132,12 @@ class FieldSpec(Model):
         hint = "; for fuzzy matching use a code_judge evaluator"
         return choice(value, FIELD_MATCHES, "match", hint)
 
-    @field_validator("weight", "tolerance", mode="before")
-    @classmethod
-    def _numbers(cls, value: Any, info: ValidationInfo) -> float:
-        return limit(value, str(info.field_name))
-
 
 class FieldAccuracySpec(Model):
     """``field_accuracy``: fields of a JSON answer against the expected output."""
 
     fields: list[FieldSpec] = Field(min_length=1)
-    aggregation: str = "weighted_average"
+    aggregation: FieldAggregation = "weighted_average"
 
     @field_validator("aggregation", mode="before")
     @classmethod
@@ -136,6 +159,8 @@ class CostSpec(Model):
 
 class TokenUsageSpec(Model):
     """``token_usage``: input, output and total tokens within their limits."""
+
+    model_config = ConfigDict(json_schema_extra=_token_rules)
 
     max_total: Annotated[float, at_least_zero("max_total")] | None = Field(
         None, validation_alias=spelled("TokenUsageSpec", "max_total")

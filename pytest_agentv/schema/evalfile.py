@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
 from ..spellings import generations, spelled
-from .base import Model, Text, also
+from .base import Model, Schema, Text, also
 from .evaluators import Entries, EvaluatorConfig
 from .messages import MESSAGES_SHORTHAND, Message, as_messages
 from .rubrics import Rubrics, rubrics_shorthand
@@ -25,7 +26,12 @@ ENTRIES_SHORTHAND = also(
 )
 
 #: A dataset name written as a number (``dataset: 2024``) is the text of that number.
-Dataset = Annotated[str, BeforeValidator(_name_of)]
+Dataset = Annotated[str, BeforeValidator(_name_of), Schema({"type": ["string", "number"]})]
+
+#: Characters no case id may hold: control characters (a line break, a tab...).
+_CONTROL = "\x00-\x1f\x7f"
+#: A case id: not blank, and no control character (``EvalCase._id_chars`` says which rule).
+CaseId = Annotated[Text, Schema({"pattern": f"^[^{_CONTROL}]*\\S[^{_CONTROL}]*$"})]
 
 
 class Execution(Model):
@@ -43,7 +49,7 @@ class Execution(Model):
 class EvalCase(Model):
     """One eval case as written in the file."""
 
-    id: Text
+    id: CaseId
     description: str | None = None
     expected_outcome: str = Field("", validation_alias=spelled("EvalCase", "expected_outcome"))
     input_messages: list[Message] = Field(
@@ -74,7 +80,7 @@ class EvalCase(Model):
         test name can carry: nothing at all, or control characters such as line breaks."""
         if not value.strip():
             raise ValueError("case id must not be empty")
-        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        if re.search(f"[{_CONTROL}]", value):
             raise ValueError(
                 f"case id {value!r} contains a control character (a line break, tab...), "
                 "which no pytest test name, terminal line or JUnit report can carry"

@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BeforeValidator,
+    ConfigDict,
     Field,
     PrivateAttr,
     Strict,
@@ -23,11 +24,24 @@ from pydantic_core import InitErrorDetails
 from ..errors import did_you_mean
 from ..spellings import (
     AGGREGATOR_ALIASES,
+    KIND_ALIASES,
+    LATER_KINDS,
     RUBRIC_KINDS,
     canonical_kind,
     spelled,
 )
-from .base import Model, Weight, choice, limit, named_once, problems
+from .base import (
+    NOT_EMPTY,
+    Limit,
+    Model,
+    Schema,
+    Seconds,
+    Weight,
+    choice,
+    limit,
+    named_once,
+    problems,
+)
 from .checks import (
     CostSpec,
     ExecutionMetricsSpec,
@@ -49,17 +63,58 @@ class PromptScript(Model):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
+def kind_names(kind: str) -> list[str]:
+    """A kind and every other spelling of it."""
+    return [kind, *(name for name, canonical in KIND_ALIASES.items() if canonical == kind)]
+
+
+def _typed(names: Sequence[str]) -> dict[str, Any]:
+    """``if`` of an entry whose ``type`` is one of ``names``."""
+    return {"required": ["type"], "properties": {"type": {"enum": list(names)}}}
+
+
+def _needs(*keys: str) -> dict[str, Any]:
+    """Any one of ``keys`` (spellings of one setting), given and not empty."""
+    return {"anyOf": [{"required": [key], "properties": {key: NOT_EMPTY.extra}} for key in keys]}
+
+
+def _entry_rules(schema: dict[str, Any]) -> None:
+    """What ``_kind_fields`` checks, in the JSON Schema: the script a code judge needs, the
+    criteria of a rubric kind, and the settings of each kind that has them (unless the entry
+    puts its settings under ``config:``, which the schema does not look into)."""
+    rules: list[dict[str, Any]] = [
+        {"if": _typed(kind_names("code_judge")), "then": _needs("script", "command")},
+        {"if": _typed(RUBRIC_KINDS), "then": _needs("rubrics", "criteria")},
+    ]
+    rules += [
+        {
+            "if": _typed(kind_names(kind)),
+            "then": {"anyOf": [{"$ref": f"#/$defs/{spec.__name__}"}, {"required": ["config"]}]},
+        }
+        for kind, spec in KIND_SPECS.items()
+    ]
+    schema["allOf"] = rules
+
+
+#: What no entry's ``type`` may be: a kind of a later AgentV that has no classic equivalent.
+_NOT_LATER = Schema(
+    {"not": {"anyOf": [{"enum": sorted(LATER_KINDS)}, {"pattern": "^(not-)?trajectory:"}]}}
+)
+
+
 class EvaluatorConfig(Model):
     """An entry of an ``evaluators`` list. Keys we do not know become its ``config``."""
 
+    model_config = ConfigDict(json_schema_extra=_entry_rules)
+
     name: str
-    type: str
+    type: Annotated[str, _NOT_LATER]
     weight: Weight = 1.0
-    script: list[str] | str | None = Field(
+    script: Annotated[list[str] | str, NOT_EMPTY] | None = Field(
         None, validation_alias=spelled("EvaluatorConfig", "script")
     )
     cwd: str | None = None
-    timeout_seconds: float | None = Field(None, gt=0)
+    timeout_seconds: Seconds | None = None
     prompt: str | PromptScript | None = None
     model: str | None = None
     rubrics: Rubrics | None = Field(
@@ -166,17 +221,26 @@ Members = Annotated[
 ]
 
 
-AGGREGATORS = ("weighted_average", "code_judge", "llm_judge", "threshold")
+Aggregator = Literal["weighted_average", "code_judge", "llm_judge", "threshold"]
+AGGREGATORS: tuple[str, ...] = get_args(Aggregator)
+
+
+def _aggregator_rules(schema: dict[str, Any]) -> None:
+    """What ``_script`` checks, in the JSON Schema."""
+    code = ["code_judge", *(name for name, to in AGGREGATOR_ALIASES.items() if to == "code_judge")]
+    schema["allOf"] = [{"if": _typed(code), "then": _needs("path", "script")}]
 
 
 class AggregatorSpec(Model):
     """How a composite turns its members' results into one score."""
 
-    type: str
-    weights: dict[str, float] | None = None
+    model_config = ConfigDict(json_schema_extra=_aggregator_rules)
+
+    type: Annotated[Aggregator, Schema({"enum": [*AGGREGATORS, *AGGREGATOR_ALIASES]})]
+    weights: dict[str, Limit] | None = None
     path: list[str] | str | None = Field(None, validation_alias=spelled("AggregatorSpec", "path"))
     cwd: str | None = None
-    timeout_seconds: float | None = Field(None, gt=0)
+    timeout_seconds: Seconds | None = None
     prompt: str | None = None
     model: str | None = None
     #: ``threshold`` (AgentV v2.7.1): the share of members that must pass, 0 to 1.

@@ -7,6 +7,7 @@ import json
 from typing import Any, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -16,7 +17,11 @@ from .base import Model, also
 
 Role = Literal["system", "user", "assistant", "tool"]
 
-_SEGMENT_SHORTHAND = {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "object"}]}}
+#: A list of segments, where a string is a text segment.
+_SEGMENT_SHORTHAND = {
+    "type": "array",
+    "items": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/ContentSegment"}]},
+}
 
 _CONTENT_SHORTHAND = also(
     {"type": "string"}, {"type": "object"}, _SEGMENT_SHORTHAND, {"type": "null"}
@@ -25,8 +30,24 @@ _CONTENT_SHORTHAND = also(
 MESSAGES_SHORTHAND = also({"type": "string"}, {"type": "object"})
 
 
+def _segment_rules(schema: dict[str, Any]) -> None:
+    """What ``_check_value`` checks, in the JSON Schema."""
+    schema["allOf"] = [
+        {
+            "if": {"properties": {"type": {"enum": ["text", "file"]}}},
+            "then": {"properties": {"value": {"type": "string"}}},
+        },
+        {
+            "if": {"properties": {"type": {"const": "file"}}},
+            "then": {"properties": {"value": {"pattern": r"\S"}}},
+        },
+    ]
+
+
 class ContentSegment(Model):
     """A piece of message content: inline text, a file reference, or a JSON object."""
+
+    model_config = ConfigDict(json_schema_extra=_segment_rules)
 
     type: Literal["text", "file", "json"]
     value: Any

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BeforeValidator,
+    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -20,7 +21,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from ..spellings import field_groups, one_spelling, spelled
-from .base import Model, Text, Weight, also, problem_text
+from .base import NOT_BLANK, Flag, Model, Number, Text, Weight, also, problem_text
 
 
 def rubrics_shorthand(schema: dict[str, Any]) -> None:
@@ -30,16 +31,24 @@ def rubrics_shorthand(schema: dict[str, Any]) -> None:
             alternative["items"] = {"anyOf": [alternative["items"], {"type": "string"}]}
 
 
+#: A bound of a score range: a whole number from 0 to 10.
+ScoreBound = Annotated[int, Field(ge=0, le=10)]
+
+
 class ScoreRange(Model):
-    score_range: tuple[int, int]
-    expected_outcome: str = Field(validation_alias=spelled("ScoreRange", "expected_outcome"))
+    score_range: tuple[ScoreBound, ScoreBound]
+    expected_outcome: Annotated[str, NOT_BLANK] = Field(
+        validation_alias=spelled("ScoreRange", "expected_outcome")
+    )
 
 
+#: ``{0: text, 5: text}``: ranges from each key to the next one, starting at 0.
 _SCORE_RANGES_SHORTHAND = also(
     {
         "type": "object",
-        "additionalProperties": {"type": "string"},
+        "additionalProperties": {"type": "string", **NOT_BLANK.extra},
         "propertyNames": {"pattern": "^(10|[0-9])$"},
+        "required": ["0"],
     }
 )
 
@@ -123,16 +132,27 @@ def _score_ranges(raw: Any, rubric: str) -> list[dict[str, Any]]:
     return [{"score_range": [low, high], "expected_outcome": text} for low, high, text in ranges]
 
 
+def _rubric_rules(schema: dict[str, Any]) -> None:
+    """What ``_later_shape`` checks, in the JSON Schema: AgentV v4's ``operator`` only with its
+    classic meaning, and one of the two gates."""
+    schema["properties"]["operator"] = {"const": "correctness"}
+    schema.setdefault("allOf", []).append(
+        {"not": {"required": ["min_score", "required_min_score"]}}
+    )
+
+
 class RubricItem(Model):
     """One rubric criterion: a checklist item, or an item graded 0-10 against score ranges."""
+
+    model_config = ConfigDict(json_schema_extra=_rubric_rules)
 
     id: Text
     expected_outcome: str = Field("", validation_alias=spelled("RubricItem", "expected_outcome"))
     weight: Weight = 1.0
-    required: bool | None = None
-    required_min_score: int | None = None
+    required: Flag | None = None
+    required_min_score: ScoreBound | None = None
     score_ranges: list[ScoreRange] | None = Field(None, json_schema_extra=_SCORE_RANGES_SHORTHAND)
-    min_score_fraction: float | None = Field(
+    min_score_fraction: Number | None = Field(
         None,
         validation_alias=spelled("RubricItem", "min_score_fraction"),
         gt=0,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -12,7 +13,7 @@ from pydantic import (
 
 from ..options import MAX_TRIALS
 from ..spellings import spelled
-from .base import Model, real_number
+from .base import FINITE, Model, real_number
 
 #: ``execution.trials`` strategies: AgentV's (``pass_any`` is ``pass_at_k``'s later name) and
 #: ``adaptive``, which stops when the case's pass probability is settled.
@@ -24,16 +25,26 @@ TrialStrategy = Literal[
 ADAPTIVE_KEYS = ("threshold", "confidence", "min", "max", "interval")
 
 
+def _trials_rules(schema: dict[str, Any]) -> None:
+    """What ``_strategy_keys`` checks, in the JSON Schema (that ``min`` is at most ``max``, and
+    that an adaptive block can settle, are arithmetic a schema cannot do)."""
+    schema["if"] = {"required": ["strategy"], "properties": {"strategy": {"const": "adaptive"}}}
+    schema["then"] = {"not": {"required": ["count"]}}
+    schema["else"] = {"allOf": [{"not": {"required": [key]}} for key in ADAPTIVE_KEYS]}
+
+
 class TrialsConfig(Model):
     """``execution.trials``: run a case several times and aggregate (file or case; case wins)."""
 
+    model_config = ConfigDict(json_schema_extra=_trials_rules)
+
     count: int | None = Field(None, ge=1, le=MAX_TRIALS, strict=True)
     strategy: TrialStrategy = "pass_at_k"
-    cost_limit_usd: float | None = Field(
+    cost_limit_usd: Annotated[float, FINITE] | None = Field(
         None, gt=0, validation_alias=spelled("TrialsConfig", "cost_limit_usd")
     )
-    threshold: float | None = Field(None, gt=0, lt=1)
-    confidence: float | None = Field(None, ge=0.5, lt=1)
+    threshold: Annotated[float, FINITE] | None = Field(None, gt=0, lt=1)
+    confidence: Annotated[float, FINITE] | None = Field(None, ge=0.5, lt=1)
     min: int | None = Field(None, ge=1, le=MAX_TRIALS, strict=True)
     max: int | None = Field(None, ge=1, le=MAX_TRIALS, strict=True)
     interval: Literal["wilson", "exact"] | None = None

@@ -25,12 +25,13 @@ from typing import Any
 from ..answers import TargetResponse, parse_output_text, response_from
 from ..cases import CaseSpec, PreparedCase, prepare_case
 from ..errors import AgentvError, ConfigError, EvalFileError, NotGradedError
+from ..jsonlines import json_lines
 from ..paths import resolve_reference
 from ..processes import MAX_STDOUT_BYTES, ProcessResult, run_process
 from ..projectfiles import Where
 from ..redaction import redact
 from ..schema.targets import CLI_PLACEHOLDERS
-from ..yamlfile import json_lines
+from ..settings import special_file
 
 DEFAULT_CLI_TIMEOUT = 120.0
 
@@ -249,9 +250,19 @@ class CliTarget:
         if failure:
             raise NotGradedError(redact(failure))
         if "{OUTPUT_FILE}" in self.template:
-            if not output_file.exists():
-                raise NotGradedError(f"{self.what} exited 0 but wrote nothing to {{OUTPUT_FILE}}")
-            if output_file.stat().st_size > MAX_STDOUT_BYTES:
+            try:
+                info = output_file.stat()
+            except OSError:
+                raise NotGradedError(
+                    f"{self.what} exited 0 but wrote nothing to {{OUTPUT_FILE}}"
+                ) from None
+            kind = special_file(info.st_mode)
+            if kind is not None:  # a FIFO would hold the loop until something wrote to it
+                raise NotGradedError(
+                    f"{self.what} left {kind} at {{OUTPUT_FILE}}, not a regular file; it was "
+                    "not read"
+                )
+            if info.st_size > MAX_STDOUT_BYTES:
                 raise NotGradedError(
                     f"{self.what} wrote more than {MAX_STDOUT_BYTES // 1024} KiB to "
                     "{OUTPUT_FILE}; its output was not read"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from math import inf
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..answers import TargetResponse, checked_answer, response_from
-from ..baseline import PreviousResults, not_graded_reason
+from ..baseline import CaseKey, PreviousResults, not_graded_reason
 from ..cases import PreparedCase
 from ..errors import ConfigError, NotGradedError
 from ..paths import display_path
@@ -128,17 +128,21 @@ class RecordedTarget:
     judge_target: str | None = None
     timeout: float | None = None
 
-    def __init__(self, path: Path, display: str, rootdir: Path | None = None) -> None:
+    def __init__(self, path: Path, display: str, collected: Collection[CaseKey] = ()) -> None:
+        """``collected``: the run's cases, which rows that name another file may belong to."""
         self.path = path
         self.display = display
         self.name = f"recorded:{path.name}"
-        self.results = PreviousResults(path, display, "--agentv-answers", rootdir=rootdir)
+        self.collected = collected
+        self.results = PreviousResults(path, display, "--agentv-answers")
 
     def find(self, case: PreparedCase) -> dict[str, Any] | None:
         file = display_path(case.eval_file, case.rootdir) if case.eval_file else None
-        return self.results.find(case.dataset, case.id, file)
+        return self.results.find(case.dataset, case.id, file, self.collected)
 
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
+        # The file is read once, off the loop: a large one must not hold up every other case.
+        await asyncio.to_thread(self.results.rows)
         return self.answer(case)
 
     def answer(self, case: PreparedCase) -> TargetResponse:
