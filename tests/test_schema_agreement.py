@@ -74,20 +74,6 @@ RUBRIC = "evalcases: [{{id: a, input: q, rubrics: [{{id: r, {}}}]}}]\n"
 #: then the disagreements of issue 25 that no test refused before.
 REFUSED = [
     refused(
-        "test_names_we_cannot_map_are_errors_naming_the_version[v2.10-kind]",
-        """
-            evalcases:
-              - {id: a, input: q, assertions: [{name: c, type: contains, value: refund}]}
-        """,
-    ),
-    refused(
-        "test_names_we_cannot_map_are_errors_naming_the_version[v2.19-kind]",
-        """
-            evalcases:
-              - {id: a, input: q, assertions: [{name: c, type: is-json}]}
-        """,
-    ),
-    refused(
         "test_names_we_cannot_map_are_errors_naming_the_version[v5-kind]",
         """
             evalcases:
@@ -99,36 +85,6 @@ REFUSED = [
         """
             evalcases:
               - {id: a, input: q, assertions: [{name: c, type: 'trajectory:tool-used'}]}
-        """,
-    ),
-    refused(
-        "test_names_we_cannot_map_are_errors_naming_the_version[evaluator-gate]",
-        """
-            evalcases:
-              - {id: a, input: q, assertions: [{name: c, type: llm-grader, min_score: 0.8}]}
-        """,
-    ),
-    refused(
-        "test_names_we_cannot_map_are_errors_naming_the_version[operator]",
-        (
-            "evalcases:\n"
-            "  - {id: a, input: q, assertions: [{name: c, type: rubrics, criteria: [{outcom"
-            "e: x, operator: contradiction}]}]}\n"
-        ),
-    ),
-    refused(
-        "test_names_we_cannot_map_are_errors_naming_the_version[aggregator]",
-        (
-            "evalcases:\n"
-            "  - {id: a, input: q, assertions: [{name: c, type: composite, assertions: [{ty"
-            "pe: code-grader, command: [x]}], aggregator: {type: threshold, threshold: 0.5}}]}\n"
-        ),
-    ),
-    refused(
-        "test_suite_level_assertions_are_refused_not_reinterpreted",
-        """
-            assertions: [{type: llm-grader}]
-            tests: [{id: a, input: q}]
         """,
     ),
     refused(
@@ -1249,7 +1205,25 @@ REFUSED = [
 ]
 
 #: Files both accept besides the examples: what the loader reads besides the plain spellings.
+#: AgentV v4's assertions, as v4 writes them.
+V4_ASSERTIONS = """
+assertions: [{type: llm-grader}]
+tests:
+  - id: a
+    input: q
+    assertions:
+      - {type: contains, value: refund}
+      - Is polite
+      - {type: is-json, negate: true}
+      - {type: llm-grader, required: 0.8}
+      - {type: rubrics, criteria: [{outcome: x, operator: contradiction}]}
+      - type: composite
+        assertions: [{type: code-grader, command: [x]}]
+        aggregator: {type: threshold, threshold: 0.5}
+"""
+
 ACCEPTED = [
+    pytest.param(V4_ASSERTIONS, None, id="v4-assertions"),
     pytest.param("evalcases: [{id: 5, input: q}, {id: 2.0, input: q}]\n", None, id="number-ids"),
     pytest.param("dataset: 2024\nevalcases: [{id: a, input: q}]\n", None, id="number-dataset"),
     pytest.param(

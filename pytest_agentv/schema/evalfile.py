@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
 from ..spellings import generations, spelled
-from .base import Model, Schema, Text, also
+from .base import Model, Schema, Text
 from .evaluators import Entries, EvaluatorConfig
 from .messages import MESSAGES_SHORTHAND, Message, as_messages
 from .rubrics import Rubrics, rubrics_shorthand
@@ -19,11 +19,13 @@ def _name_of(value: Any) -> Any:
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
-#: An assertions list may hold plain strings (AgentV v4: criteria of one ``rubrics`` entry);
-#: the entries of such a list are checked by the loader, not by this schema.
-ENTRIES_SHORTHAND = also(
-    {"type": "array", "items": {"anyOf": [{"type": "object"}, {"type": "string"}]}}
-)
+def _entries_or_strings(schema: dict[str, Any]) -> None:
+    """An assertions list may hold plain strings (AgentV v4: criteria of one ``rubrics`` entry)
+    besides its entries, which the schema still checks."""
+    for form in schema.get("anyOf", ()):
+        entry = form.get("items")
+        if form.get("type") == "array" and isinstance(entry, dict):
+            form["items"] = {"anyOf": [entry, {"type": "string"}]}
 
 #: A dataset name written as a number (``dataset: 2024``) is the text of that number.
 Dataset = Annotated[str, BeforeValidator(_name_of), Schema({"type": ["string", "number"]})]
@@ -39,7 +41,7 @@ class Execution(Model):
     evaluators: Entries | None = Field(
         None,
         validation_alias=spelled("Execution", "evaluators"),
-        json_schema_extra=ENTRIES_SHORTHAND,
+        json_schema_extra=_entries_or_strings,
     )
     trials: TrialsConfig | None = None
     #: A case's opt-out of the file's assertions (AgentV v4).
@@ -66,7 +68,7 @@ class EvalCase(Model):
     evaluators: Entries | None = Field(
         None,
         validation_alias=spelled("EvalCase", "evaluators"),
-        json_schema_extra=ENTRIES_SHORTHAND,
+        json_schema_extra=_entries_or_strings,
     )
     execution: Execution | None = None
     rubrics: Rubrics | None = Field(None, json_schema_extra=rubrics_shorthand)
@@ -122,7 +124,7 @@ class EvalSuite(JsonlSidecar):
     assertions: Entries | None = Field(
         None,
         validation_alias=spelled("EvalSuite", "assertions"),
-        json_schema_extra=ENTRIES_SHORTHAND,
+        json_schema_extra=_entries_or_strings,
     )
     _v4: bool = PrivateAttr(False)
 

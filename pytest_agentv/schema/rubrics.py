@@ -133,9 +133,7 @@ def _score_ranges(raw: Any, rubric: str) -> list[dict[str, Any]]:
 
 
 def _rubric_rules(schema: dict[str, Any]) -> None:
-    """What ``_later_shape`` checks, in the JSON Schema: AgentV v4's ``operator`` only with its
-    classic meaning, and one of the two gates."""
-    schema["properties"]["operator"] = {"const": "correctness"}
+    """What ``_later_shape`` checks, in the JSON Schema: one of the two gates."""
     schema.setdefault("allOf", []).append(
         {"not": {"required": ["min_score", "required_min_score"]}}
     )
