@@ -27,6 +27,7 @@ def _entries_or_strings(schema: dict[str, Any]) -> None:
         if form.get("type") == "array" and isinstance(entry, dict):
             form["items"] = {"anyOf": [entry, {"type": "string"}]}
 
+
 #: A dataset name written as a number (``dataset: 2024``) is the text of that number.
 Dataset = Annotated[str, BeforeValidator(_name_of), Schema({"type": ["string", "number"]})]
 

@@ -26,7 +26,8 @@ from ..llm.usage import PlannedCall, prompt_tokens, unknown_answer
 from ..loader.validation import FileWarning
 from ..projectfiles import LoadedTargets, Where
 from ..schema.targets import TargetConfig
-from .cli import BatchCliTarget, CliTarget, Healthcheck, cli_timeout
+from .batch import BatchCliTarget
+from .cli import CliTarget, Healthcheck, cli_timeout
 from .model import LLM_PROVIDERS, LlmTarget, chat_messages, model_spec
 from .python import MockTarget, RecordedTarget
 

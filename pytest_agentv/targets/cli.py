@@ -1,6 +1,6 @@
 """CLI targets: a shell command per case (``command``, v2.5.8's ``command_template``, with
-AgentV's placeholders), one command for a whole eval file (``provider_batching``), and the
-healthcheck run before either. Placeholders: ``{PROMPT}``, ``{PROMPT_FILE}`` (a file holding
+AgentV's placeholders; one command for a whole eval file is ``batch.py``), and the healthcheck
+run before either. Placeholders: ``{PROMPT}``, ``{PROMPT_FILE}`` (a file holding
 the prompt), ``{GUIDELINES}``, ``{EVAL_ID}``, ``{ATTEMPT}``, ``{OUTPUT_FILE}`` (shell-quoted) and
 ``{FILES}`` (guideline and input files, each through ``files_format``). The answer is read from
 ``{OUTPUT_FILE}`` when the template uses it, else from stdout."""
@@ -12,7 +12,6 @@ import contextlib
 import re
 import shlex
 import tempfile
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
@@ -22,10 +21,9 @@ from math import inf
 from pathlib import Path
 from typing import Any
 
-from ..answers import TargetResponse, parse_output_text, response_from
-from ..cases import CaseSpec, PreparedCase, prepare_case
-from ..errors import AgentvError, ConfigError, EvalFileError, NotGradedError
-from ..jsonlines import json_lines
+from ..answers import TargetResponse, parse_output_text
+from ..cases import PreparedCase
+from ..errors import ConfigError, NotGradedError
 from ..paths import resolve_reference
 from ..processes import MAX_STDOUT_BYTES, ProcessResult, run_process
 from ..projectfiles import Where
@@ -151,7 +149,7 @@ class Healthcheck:
             return await asyncio.to_thread(self._get, self.url)
         assert self.command is not None
         with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
-            values = _values("", "", "healthcheck", 0, "", Path(scratch))
+            values = command_values("", "", "healthcheck", 0, "", Path(scratch))
             command = render_command(self.command, values)
             result = await run_process(command, cwd=self.cwd, timeout=self.timeout)
         return result.failure("the command", self.timeout)
@@ -174,7 +172,7 @@ def cli_timeout(name: str, settings: dict[str, Any], where: Where) -> float:
     return _positive(timeout, f"cli target '{name}'", "timeout_seconds", where)
 
 
-def _values(
+def command_values(
     prompt: str,
     guidelines: str,
     eval_id: str,
@@ -275,7 +273,7 @@ class CliTarget:
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
         with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
             output_file = Path(scratch) / "output.txt"
-            values = _values(
+            values = command_values(
                 case.question,
                 case.guidelines,
                 case.id,
@@ -290,135 +288,3 @@ class CliTarget:
         if response.duration_ms is None:
             response = replace(response, duration_ms=round(elapsed, 1))
         return response
-
-
-class BatchCliTarget(CliTarget):
-    """``provider_batching: true``: one run of the command answers every case of an eval file.
-
-    The cases are the ones this run may send it (``expect``, called when the run is planned, so
-    deselected cases are never sent; a case an ``agentv_target`` fixture may answer is one of
-    them). The first case that needs an answer starts the batch for all of them; the others
-    wait for it. ``{FILES}`` lists every case's files, ``{EVAL_ID}`` is ``batch`` and the output
-    (``{OUTPUT_FILE}`` or stdout) is JSON Lines, one object with an ``id`` per case, each shaped
-    like a single CLI answer. A case whose id has no line is not graded. Cases that arrive after
-    a batch started (pytest-xdist hands a worker its share piece by piece) go into the next one.
-    A case the run did not announce (one that runs several times, for trials) is answered by a
-    run of the command for that case alone, with its own values, and its answer is still the
-    line with its id: the output of a batch command is never one case's answer as a whole.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._lock = threading.Lock()
-        self._expected: dict[Path, dict[str, CaseSpec]] = {}
-        self._answers: dict[tuple[Path | None, str], asyncio.Future[TargetResponse | str]] = {}
-
-    def expect(self, spec: CaseSpec) -> None:
-        with self._lock:
-            self._expected.setdefault(spec.loaded.path, {})[spec.case.id] = spec
-
-    async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
-        key = (case.eval_file, case.id)
-        if key not in self._answers:
-            with self._lock:
-                expected = (
-                    case.id in self._expected.get(case.eval_file, {}) if case.eval_file else False
-                )
-            if not expected:
-                # Not part of a batch (a case run several times, for trials): the command
-                # answers this case alone, as AgentV runs trials without batching.
-                values = (case.question, case.guidelines, case.id, attempt)
-                alone = (await self._answers_of([case], *values))[case.id]
-                if isinstance(alone, str):
-                    raise NotGradedError(alone)
-                return alone
-            await self._batch(case)
-        outcome = await asyncio.shield(self._answers[key])
-        if isinstance(outcome, str):
-            raise NotGradedError(outcome)
-        return outcome
-
-    def _members(self, case: PreparedCase) -> list[PreparedCase]:
-        with self._lock:
-            specs = self._expected.pop(case.eval_file, {}) if case.eval_file else {}
-        members = [case]
-        for spec in specs.values():
-            if spec.case.id == case.id or (case.eval_file, spec.case.id) in self._answers:
-                continue
-            try:
-                members.append(prepare_case(spec, self.rootdir))
-            except AgentvError:
-                continue  # the case reports its own problem when it runs
-        return members
-
-    async def _batch(self, case: PreparedCase) -> None:
-        members = self._members(case)
-        loop = asyncio.get_running_loop()
-        futures = {m.id: loop.create_future() for m in members}
-        for member in members:
-            self._answers[(case.eval_file, member.id)] = futures[member.id]
-        try:
-            try:
-                answers = await self._answers_of(members, "", "", "batch", 0)
-            except (AgentvError, OSError) as exc:
-                answers = {m.id: str(exc) for m in members}
-            for member_id, future in futures.items():
-                future.set_result(answers[member_id])
-        finally:
-            for future in futures.values():
-                if not future.done():
-                    future.set_result(f"the batch of {self.what} did not finish")
-
-    async def _answers_of(
-        self,
-        members: list[PreparedCase],
-        prompt: str,
-        guidelines: str,
-        eval_id: str,
-        attempt: int,
-    ) -> dict[str, TargetResponse | str]:
-        """Run the command for ``members`` (with these values and their files): each member's
-        answer is the output line with its id, or why it has none."""
-        with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
-            output_file = Path(scratch) / "output.jsonl"
-            files = self._files(members)
-            values = _values(
-                prompt, guidelines, eval_id, attempt, files, Path(scratch), output_file.name
-            )
-            text, elapsed = await self._run(values, output_file)
-        records = self._records(text)
-        share = round(elapsed / len(members), 1)
-        answers: dict[str, TargetResponse | str] = {}
-        for member in members:
-            record = records.get(member.id)
-            if record is None:
-                answers[member.id] = (
-                    f"the batch output of {self.what} has no line with id '{member.id}'"
-                )
-                continue
-            try:
-                response = response_from(record, f"{self.what} (batch line '{member.id}')")
-            except NotGradedError as exc:
-                answers[member.id] = str(exc)
-                continue
-            if response.duration_ms is None:
-                response = replace(response, duration_ms=share)
-            answers[member.id] = response
-        return answers
-
-    def _records(self, text: str) -> dict[str, dict[str, Any]]:
-        shown = f"batch output of {self.what}"
-        records: dict[str, dict[str, Any]] = {}
-        try:
-            for line, value in json_lines(text, shown, repair=True):
-                record_id = value.get("id") if isinstance(value, dict) else None
-                if not isinstance(record_id, str) or not record_id:
-                    raise NotGradedError(
-                        f"{shown}, line {line}: each line must be a JSON object with a string 'id'"
-                    )
-                if record_id in records:
-                    raise NotGradedError(f"{shown}, line {line}: id '{record_id}' is given twice")
-                records[record_id] = {k: v for k, v in value.items() if k != "id"}
-        except EvalFileError as exc:
-            raise NotGradedError(str(exc)) from None
-        return records
