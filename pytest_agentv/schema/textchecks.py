@@ -13,18 +13,22 @@ few letters (Turkish dotted I) differs from JavaScript's non-Unicode mode.
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
 
-import regex
 from pydantic import PrivateAttr, field_validator
 
 from .base import Model
+
+if TYPE_CHECKING:
+    import regex
 
 #: Kinds whose ``value`` is one non-empty string, and kinds whose ``value`` is a list of them.
 ONE_VALUE_KINDS = ("contains", "icontains", "starts_with", "ends_with", "equals", "regex")
 LIST_VALUE_KINDS = ("contains_any", "contains_all", "icontains_any", "icontains_all")
 
-_FLAGS = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL}
+#: JavaScript's flags that change a match, by the ``regex`` module's names for them.
+_FLAGS = {"i": "IGNORECASE", "m": "MULTILINE", "s": "DOTALL"}
 #: Flags that change nothing ``RegExp.test`` on a new pattern sees (``y`` anchors at 0).
 _NEUTRAL_FLAGS = "gdu"
 
@@ -44,7 +48,7 @@ _OUTSIDE = {
 _INSIDE = {"d": "0-9", "w": "A-Za-z0-9_", "s": JS_SPACE_CLASS}
 #: What ``.`` matches without the ``s`` flag: anything but JavaScript's line terminators.
 _DOT = "[^\n\r\u2028\u2029]"
-_BACKREFERENCE = regex.compile(r"\\k<([A-Za-z_][A-Za-z0-9_]*)>")
+_BACKREFERENCE = re.compile(r"\\k<([A-Za-z_][A-Za-z0-9_]*)>")
 
 
 def js_pattern(pattern: str, flags: str) -> str:
@@ -81,7 +85,11 @@ def js_pattern(pattern: str, flags: str) -> str:
 
 
 def compile_js(pattern: str, flags: str) -> regex.Pattern[str]:
-    """Compile a JavaScript pattern with its flags; ``ValueError`` naming the problem."""
+    """Compile a JavaScript pattern with its flags; ``ValueError`` naming the problem. (The
+    ``regex`` module is imported here: it takes longer to import than the rest of a file's
+    schema, and most files have no pattern.)"""
+    import regex
+
     unknown = sorted({f for f in flags if f not in _FLAGS and f not in _NEUTRAL_FLAGS + "y"})
     if unknown:
         raise ValueError(
@@ -89,11 +97,12 @@ def compile_js(pattern: str, flags: str) -> regex.Pattern[str]:
         )
     if len(set(flags)) != len(flags):
         raise ValueError(f"regex flags {flags!r} repeat a flag")
-    bits = 0
+    bits = regex.VERSION0
     for flag in flags:
-        bits |= _FLAGS.get(flag, 0)
+        if flag in _FLAGS:
+            bits |= getattr(regex, _FLAGS[flag])
     try:
-        return regex.compile(js_pattern(pattern, flags), bits | regex.VERSION0)
+        return regex.compile(js_pattern(pattern, flags), bits)
     except regex.error as exc:
         raise ValueError(f"invalid regular expression /{pattern}/: {exc}") from None
 
