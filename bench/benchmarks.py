@@ -1,4 +1,5 @@
-"""The eight benchmarks. Each measures the plugin against a baseline taken in the same run.
+"""Eight of the ten benchmarks (``dispatch.py`` has the other two). Each measures the plugin
+against a baseline taken in the same run.
 
 A benchmark returns rows for the table (measured, baseline, ratio, target, verdict) and the raw
 samples behind them for the JSON file. It raises ``BenchError`` when a run did not do what it
@@ -14,8 +15,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -65,6 +64,11 @@ class Sizes:
     eval_line_mb: float = 9.4
     allowed_line_mb: float = 15
     refused_line_mb: float = 100
+    #: Cases of the three dispatch sizes (250, 200 and 100 ms judges), and of the xdist one.
+    dispatch_cases: tuple[int, int, int] = (48, 200, 2000)
+    dispatch_repeats: int = 3
+    startup_pairs: int = 5
+    shared_limit_cases: int = 96
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -80,6 +84,10 @@ class Sizes:
             report_cases=200,
             report_repeats=1,
             refused_line_mb=20,
+            dispatch_cases=(48, 100, 400),
+            dispatch_repeats=1,
+            startup_pairs=3,
+            shared_limit_cases=48,
         )
 
 
@@ -976,31 +984,4 @@ def large_lines(sizes: Sizes) -> Result:
                 status=verdict(extra <= 8 and status == expected),
             )
         )
-    return result
-
-
-BENCHMARKS: dict[str, Callable[[Sizes], Result]] = {
-    "throughput": throughput,
-    "overhead": overhead,
-    "startup": startup,
-    "memory": memory,
-    "replay": replay,
-    "judged": judged,
-    "report": report,
-    "large_lines": large_lines,
-}
-
-
-def run_one(name: str, sizes: Sizes) -> Result:
-    """Run a benchmark; a failure becomes an ERROR result instead of ending the whole run."""
-    log(f"[{name}]")
-    started = time.monotonic()
-    try:
-        result = BENCHMARKS[name](sizes)
-    except BenchError as exc:
-        result = Result(name, error=str(exc))
-    except Exception as exc:
-        result = Result(name, error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
-    result.details["benchmark_seconds"] = time.monotonic() - started
-    log(f"[{name}] done in {result.details['benchmark_seconds']:.1f}s")
     return result
