@@ -177,3 +177,29 @@ def test_loading_the_plugin_imports_nothing_heavy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert shown.strip() == "[]"
+
+
+def test_a_run_imports_only_the_evaluator_kinds_it_uses(project: pytest.Pytester) -> None:
+    """Start-up is mostly imports: a suite of deterministic checks on a mock target imports no
+    judge, code-judge, composite or calibration machinery, nor the HTTP client a URL
+    healthcheck needs."""
+    write(
+        project,
+        "c.eval.yaml",
+        "tests:\n  - {id: a, input: q, assertions: [{type: contains, value: o}]}\n",
+    )
+    project.makeconftest(
+        """
+        import sys
+
+        HEAVY = ("llm_judge", "code_judge", "composite", "field_accuracy", "tool_trajectory")
+
+        def pytest_sessionfinish(session):
+            modules = [f"pytest_agentv.evaluators.{kind}" for kind in HEAVY]
+            modules += ["pytest_agentv.calibration", "urllib.request"]
+            print("IMPORTED", sorted(m for m in modules if m in sys.modules))
+        """
+    )
+    result = project.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*IMPORTED []"])

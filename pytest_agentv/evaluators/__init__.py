@@ -9,26 +9,20 @@ that names it, the closest known kind and every kind known so far.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, did_you_mean
 from ..loader import EntryProblem
 from ..schema.evaluators import EvaluatorConfig
 from ..spellings import KIND_ALIASES, canonical_kind, later_kind_version
 from .base import Evaluator, ResolveJudge, walk_entries
-from .code_judge import CodeEvaluator
-from .composite import CompositeEvaluator
-from .cost import CostEvaluator
-from .execution_metrics import ExecutionMetricsEvaluator
-from .field_accuracy import FieldAccuracyEvaluator
-from .latency import LatencyEvaluator
-from .llm_judge import LlmJudgeEvaluator
 from .scripts import DEFAULT_SCRIPT_TIMEOUT
-from .skill_trigger import SkillTriggerEvaluator
-from .textchecks import CHECKS, TextCheckEvaluator
-from .token_usage import TokenUsageEvaluator
-from .tool_trajectory import ToolTrajectoryEvaluator
+from .textchecks import CHECKS
+
+if TYPE_CHECKING:
+    from .llm_judge import LlmJudgeEvaluator
 
 #: The evaluator kinds built into pytest-agentv (``code`` and ``rubric`` are accepted aliases).
 EVALUATOR_KINDS: tuple[str, ...] = (
@@ -58,35 +52,120 @@ def build_evaluator_registry(
     *,
     script_timeout: float = DEFAULT_SCRIPT_TIMEOUT,
     env_passthrough: Sequence[str] = (),
-) -> dict[str, Evaluator]:
+) -> Mapping[str, Evaluator]:
     """Built-in evaluators by kind, with ``overrides`` replacing or adding kinds (REQ-EVAL-006).
 
     A composite runs its members with the case's evaluators; called on its own, with these.
     """
-    judge = LlmJudgeEvaluator(
-        resolve_judge_provider=resolve_judge_provider,
-        prompt_timeout=script_timeout,
-        env_passthrough=env_passthrough,
+    return BuiltinEvaluators(
+        overrides or {},
+        resolve_judge_provider,
+        script_timeout=script_timeout,
+        env_passthrough=tuple(env_passthrough),
     )
-    registry: dict[str, Evaluator] = {
-        "llm_judge": judge,
-        "code_judge": CodeEvaluator(
-            default_timeout=script_timeout, env_passthrough=env_passthrough
-        ),
-        "tool_trajectory": ToolTrajectoryEvaluator(),
-        "field_accuracy": FieldAccuracyEvaluator(),
-        "latency": LatencyEvaluator(),
-        "cost": CostEvaluator(),
-        "token_usage": TokenUsageEvaluator(),
-        **{kind: TextCheckEvaluator(kind) for kind in CHECKS},
-        "execution_metrics": ExecutionMetricsEvaluator(),
-        "skill_trigger": SkillTriggerEvaluator(),
-    }
-    registry["composite"] = CompositeEvaluator(
-        judge, registry, script_timeout=script_timeout, env_passthrough=env_passthrough
-    )
-    registry.update(overrides or {})
-    return registry
+
+
+class BuiltinEvaluators(Mapping[str, Evaluator]):
+    """The built-in evaluators, each made (and its module imported) when it is first looked up:
+    a run imports only the kinds its files use, which is most of what start-up costs."""
+
+    def __init__(
+        self,
+        overrides: Mapping[str, Evaluator],
+        resolve_judge_provider: ResolveJudge | None,
+        *,
+        script_timeout: float,
+        env_passthrough: tuple[str, ...],
+    ) -> None:
+        self._made: dict[str, Evaluator] = dict(overrides)
+        self._resolve_judge = resolve_judge_provider
+        self._timeout = script_timeout
+        self._env = env_passthrough
+        self._judge: LlmJudgeEvaluator | None = None
+
+    def __getitem__(self, kind: str) -> Evaluator:
+        if kind not in self._made:
+            if kind not in EVALUATOR_KINDS:
+                raise KeyError(kind)
+            self._made[kind] = self._make(kind)
+        return self._made[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**dict.fromkeys(EVALUATOR_KINDS), **self._made})
+
+    def __len__(self) -> int:
+        return len({*EVALUATOR_KINDS, *self._made})
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._made or kind in EVALUATOR_KINDS
+
+    def builtin_judge(self) -> LlmJudgeEvaluator:
+        """The built-in ``llm_judge``, also when an override replaces that kind: a composite's
+        judge aggregator is always this one."""
+        if self._judge is None:
+            from .llm_judge import LlmJudgeEvaluator
+
+            self._judge = LlmJudgeEvaluator(
+                resolve_judge_provider=self._resolve_judge,
+                prompt_timeout=self._timeout,
+                env_passthrough=self._env,
+            )
+        return self._judge
+
+    def _make(self, kind: str) -> Evaluator:
+        if kind in CHECKS:
+            from .textchecks import TextCheckEvaluator
+
+            return TextCheckEvaluator(kind)
+        if kind == "llm_judge":
+            return self.builtin_judge()
+        if kind == "code_judge":
+            from .code_judge import CodeEvaluator
+
+            return CodeEvaluator(default_timeout=self._timeout, env_passthrough=self._env)
+        if kind == "composite":
+            from .composite import CompositeEvaluator
+
+            return CompositeEvaluator(
+                self.builtin_judge(),
+                self,
+                script_timeout=self._timeout,
+                env_passthrough=self._env,
+            )
+        return _settings_free(kind)
+
+
+def _settings_free(kind: str) -> Evaluator:
+    """The kinds made without the run's settings."""
+    if kind == "tool_trajectory":
+        from .tool_trajectory import ToolTrajectoryEvaluator
+
+        return ToolTrajectoryEvaluator()
+    if kind == "field_accuracy":
+        from .field_accuracy import FieldAccuracyEvaluator
+
+        return FieldAccuracyEvaluator()
+    if kind == "latency":
+        from .latency import LatencyEvaluator
+
+        return LatencyEvaluator()
+    if kind == "cost":
+        from .cost import CostEvaluator
+
+        return CostEvaluator()
+    if kind == "token_usage":
+        from .token_usage import TokenUsageEvaluator
+
+        return TokenUsageEvaluator()
+    if kind == "execution_metrics":
+        from .execution_metrics import ExecutionMetricsEvaluator
+
+        return ExecutionMetricsEvaluator()
+    if kind == "skill_trigger":
+        from .skill_trigger import SkillTriggerEvaluator
+
+        return SkillTriggerEvaluator()
+    raise KeyError(kind)
 
 
 class EvaluatorRegistry:
@@ -97,7 +176,7 @@ class EvaluatorRegistry:
     """
 
     def __init__(self, builtins: Mapping[str, Evaluator]) -> None:
-        self.builtins = dict(builtins)
+        self.builtins = builtins
         self._added: set[str] = set()
 
     def builtin(self, kind: str) -> Evaluator | None:

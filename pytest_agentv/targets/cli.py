@@ -12,8 +12,6 @@ import contextlib
 import re
 import shlex
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import replace
 from functools import partial
@@ -155,6 +153,9 @@ class Healthcheck:
         return result.failure("the command", self.timeout)
 
     def _get(self, url: str) -> str | None:
+        import urllib.error  # http.client and email: only a URL healthcheck needs them
+        import urllib.request
+
         try:
             with urllib.request.urlopen(url, timeout=self.timeout) as reply:
                 status = int(reply.status)
