@@ -173,7 +173,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "concurrency",
         "Model calls in flight at once for the whole run (all pytest-xdist workers together; "
-        "halved after a 429, then grown back), and eval cases each process runs at once",
+        "halved after a 429, then grown back), and child processes each process runs at once",
         "int",
         8,
         metavar="N",

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,6 +198,21 @@ async def _terminate(transport: asyncio.SubprocessTransport, collector: _Collect
         await asyncio.wait_for(asyncio.shield(collector.exited), 5)
 
 
+#: Child processes this process runs at once (``--agentv-concurrency``, set for the run), None
+#: for no limit; per event loop, since a semaphore belongs to one. The scheduler starts cases
+#: ahead of this limit, so that the next child is ready to start when one ends.
+_at_once: int | None = None
+_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def limit_children(count: int | None) -> None:
+    global _at_once
+    _at_once = count
+    _slots.clear()
+
+
 async def run_process(
     argv: Sequence[str] | str,
     *,
@@ -206,7 +222,26 @@ async def run_process(
     timeout: float,
     max_stdout: int = MAX_STDOUT_BYTES,
 ) -> ProcessResult:
-    """Run a command (argv list, or a string for ``/bin/sh -c``) and collect its output."""
+    """Run a command (argv list, or a string for ``/bin/sh -c``) and collect its output; the
+    ``timeout`` starts once a slot is free (``limit_children``)."""
+    if _at_once is None:
+        return await _run_process(argv, stdin, cwd, env, timeout, max_stdout)
+    loop = asyncio.get_running_loop()
+    slots = _slots.get(loop)
+    if slots is None:
+        slots = _slots[loop] = asyncio.Semaphore(_at_once)
+    async with slots:
+        return await _run_process(argv, stdin, cwd, env, timeout, max_stdout)
+
+
+async def _run_process(
+    argv: Sequence[str] | str,
+    stdin: bytes,
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    timeout: float,
+    max_stdout: int,
+) -> ProcessResult:
     args = ["/bin/sh", "-c", argv] if isinstance(argv, str) else python_argv(argv)
     environ = child_env(env)
     if USE_REAPER:

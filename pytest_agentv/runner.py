@@ -16,13 +16,12 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
 from .answers import TargetResponse
 from .baseline import CaseKey, PreviousResults, graded_score
-from .calibration import Calibration
 from .cases import CaseSpec, PreparedCase, prepare_case
 from .errors import NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
@@ -35,6 +34,7 @@ from .llm.replay import ReplayStore
 from .llm.retry import RetryPolicy
 from .llm.transports import ModelSpec
 from .paths import display_path
+from .processes import limit_children
 from .projectfiles import ProjectFiles
 from .redaction import refresh_secrets
 from .results import CaseResult, Status
@@ -43,6 +43,9 @@ from .settings import Settings
 from .targets import Target, TargetCatalog
 from .targets.python import FixtureTarget, RecordedTarget
 from .trials import TrialPolicy, policy_for
+
+if TYPE_CHECKING:
+    from .calibration import Calibration
 
 T = TypeVar("T")
 
@@ -67,6 +70,7 @@ class AgentvRun:
         self.rootdir = config.rootpath
         refresh_secrets()
         self.scheduler = Scheduler(settings.concurrency)
+        limit_children(settings.concurrency)
         self._expected: set[str] = set()
         #: Every case collected, as ``(eval file, dataset, eval_id)``: a baseline's cases that
         #: are not here are gone.
@@ -121,20 +125,19 @@ class AgentvRun:
             )
         )
         judge = self.session_judge()
-        self.calibration = (
-            Calibration(
-                settings.calibration,
-                display_path(settings.calibration, config.rootpath),
+        self.calibration: Calibration | None = None
+        canaries = settings.calibration if settings.calibration_mode != "off" else None
+        if canaries is not None and judge is not None:
+            from .calibration import Calibration  # its judge contract: only a calibrated run
+
+            self.calibration = Calibration(
+                canaries,
+                display_path(canaries, config.rootpath),
                 settings.calibration_mode,
                 self.rootdir,
                 judge,
                 self.scheduler.submit,
             )
-            if settings.calibration is not None
-            and settings.calibration_mode != "off"
-            and judge is not None
-            else None
-        )
 
     # -- the judge --------------------------------------------------------------------------
     def session_judge(self) -> LlmClient | None:
@@ -302,6 +305,7 @@ class AgentvRun:
 
     def close(self) -> None:
         self.scheduler.close(self.targets.aclose)
+        limit_children(None)
 
 
 def call_limits(settings: Settings) -> CallLimits:

@@ -1,12 +1,14 @@
 """Runs case work ahead of time on one background event loop, bounded and in item order.
 
 pytest runs items one at a time; an eval suite mostly waits on models. Once collection is final,
-the scheduler starts the target and evaluator work of upcoming items — at most ``concurrency`` at
-once, never more than a few windows ahead of the item pytest is running — and each item then
-waits only for its own result. Outcomes and reports stay exactly those of a sequential run.
+the scheduler starts the target and evaluator work of upcoming items — at most twice
+``concurrency`` at once, never more than a few windows ahead of the item pytest is running — and
+each item then waits only for its own result. Outcomes and reports stay exactly those of a
+sequential run.
 
-Model calls are held to the run's limits on their own (``llm/limits.py``): a case started early
-waits for its call's slot, not for other cases.
+Child processes (``processes.limit_children``: CLI targets, code judges) and model calls
+(``llm/limits.py``) are held to ``concurrency`` on their own: a case started early waits for a
+slot, not for other cases.
 
 The event loop lives in a daemon thread shared by every session of the process, because litellm
 caches HTTP clients per loop; a session that ends cancels its own pending work.
@@ -85,6 +87,10 @@ async def _done() -> None:
 class Scheduler:
     def __init__(self, concurrency: int) -> None:
         self.concurrency = concurrency
+        #: Twice the limit on child processes and model calls: when a call ends, a case that
+        #: has its answer and its prompt waits for the slot, so the judge stays at the limit
+        #: instead of idling while the next case gets ready.
+        self.cases_at_once = 2 * concurrency
         self.lookahead = max(1, concurrency) * 4
         self._plan: list[tuple[Hashable, Work]] = []
         self._index: dict[Hashable, int] = {}
@@ -208,7 +214,7 @@ class Scheduler:
             self._cursor <= required
             or (
                 not self._halted
-                and self._in_flight < self.concurrency
+                and self._in_flight < self.cases_at_once
                 and self._cursor <= self._position + self.lookahead
             )
         ):

@@ -16,7 +16,7 @@ import pytest
 from pytest_agentv.llm.limits import CallLimits
 from tests.fake_openai import Action, Delay, FakeOpenAI, Gate, Request, Status
 from tests.fake_openai import freeform as freeform_reply
-from tests.helpers import still_running, write
+from tests.helpers import cli_agent, still_running, write
 
 RELAY_JUDGE = """\
 import json, sys, urllib.request
@@ -214,6 +214,53 @@ def test_each_xdist_worker_prefetches_its_share(
     relayed.runpytest("-n", "2", "--agentv-concurrency=4").assert_outcomes(passed=24)
     # Two workers, at most 4 cases each in flight; without early work it would be 2.
     assert 2 < fake_server.peak_in_flight <= 8
+
+
+ANSWER_AND_LOG = """\
+with open("answered.log", "a") as log:
+    log.write("answered\\n")
+print("ok")
+"""
+
+
+def test_next_cases_wait_for_the_judge_with_their_answers_ready(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    """While both judge slots are taken, two more cases get their answers (a CLI target, a real
+    process) and wait for a slot, so the judge never idles while a case gets ready. A case used
+    to start only when another had ended: the judge then waited for each one's target."""
+    cli_agent(judged, ANSWER_AND_LOG)
+    log = judged.path / "answered.log"
+    answered_before_reply: list[int] = []
+
+    def answered() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    def respond(request: Request) -> object:
+        if len(answered_before_reply) < 2:  # the first two calls wait for the next answers
+            deadline = time.monotonic() + 30
+            while answered() < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        answered_before_reply.append(answered())
+        return freeform_reply(0.9)
+
+    fake_llm.responder = respond  # type: ignore[assignment]
+    write(judged, "c.eval.yaml", cases(8))
+    judged.runpytest("--agentv-concurrency=2").assert_outcomes(passed=8)
+    assert answered_before_reply[:2] == [4, 4]
+    assert fake_llm.peak_in_flight == 2
+    assert answered() == 8
+
+
+def test_child_processes_hold_to_the_concurrency(
+    relayed: pytest.Pytester, fake_server: FakeOpenAI
+) -> None:
+    """Cases start ahead of the limit, but their code judges (processes) run at most
+    ``--agentv-concurrency`` at a time."""
+    fake_server.responder = gated(3, Delay(0.2, freeform_reply(0.9)), timeout=5)  # type: ignore[assignment]
+    write(relayed, "c.eval.yaml", cases(12, relay=fake_server))
+    relayed.inline_run("--agentv-concurrency=3").assertoutcome(passed=12)
+    assert fake_server.peak_in_flight == 3
 
 
 def test_adaptive_limit_halves_then_recovers() -> None:
