@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Coroutine
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import pytest
 
 from pytest_agentv.errors import NotGradedError
+from pytest_agentv.llm import transports
 from pytest_agentv.llm.client import LlmClient
 from pytest_agentv.llm.prices import Price, price_for, supports
 from pytest_agentv.llm.reply import Reply
@@ -344,3 +347,45 @@ def test_only_https_clients_load_the_ca_bundle() -> None:
         assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
     assert plain.cert_store_stats()["x509_ca"] == 0
     assert secure.cert_store_stats()["x509_ca"] > 0
+
+
+class SlowToImport:
+    """Stands in for litellm: its first import takes longer than an attempt may; its calls
+    answer at once."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.imports = 0
+
+    def module(self) -> Any:
+        if not self.imports:
+            time.sleep(self.seconds)
+        self.imports += 1
+        return self
+
+    async def acompletion(self, **kwargs: Any) -> Any:
+        message = SimpleNamespace(content="graded")
+        usage = SimpleNamespace(prompt_tokens=3, completion_tokens=1)
+        return SimpleNamespace(choices=[SimpleNamespace(message=message)], usage=usage)
+
+    def completion_cost(self, **kwargs: Any) -> float:
+        return 0.0
+
+
+def test_importing_litellm_does_not_count_against_an_attempt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first call imported litellm inside its attempt: a 1 s attempt timeout, and an
+    import slower than that, made the first call of a run time out (and, on a busy machine,
+    every retry while the import went on)."""
+    slow = SlowToImport(2.0)
+    monkeypatch.setattr(transports, "_litellm", None)
+    monkeypatch.setattr(transports, "litellm_module", slow.module)
+    client = LlmClient(
+        ModelSpec("anthropic/some-model"),
+        RetryPolicy(retries=0, attempt_timeout=1.0),
+        transport="litellm",
+    )
+    messages = [{"role": "user", "content": "Grade this."}]
+    assert on_loop(client.complete(messages, accept=str))[0] == "graded"
+    assert slow.imports >= 1

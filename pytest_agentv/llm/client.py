@@ -153,8 +153,6 @@ class LlmClient:
         response_format = (
             structured if structured is not None and self.supports_response_schema() else None
         )
-        if self.budget is not None:
-            self.budget.check(self.spec.model)
         reply = await self._call(messages, temperature, max_tokens, response_format, label)
         if self.budget is not None:
             self.budget.charge(self.spec.model, reply)
@@ -230,6 +228,9 @@ class LlmClient:
         transport = self.transport
 
         async def send(timeout: float, grant: Grant) -> Reply:
+            if self.budget is not None:
+                # Once the slot is held: a call that waited for one sees what those before spent.
+                self.budget.check(self.spec.model)
             reply = await transport.send(
                 messages,
                 temperature=temperature,
@@ -241,6 +242,7 @@ class LlmClient:
                 grant.used = reply.prompt_tokens + reply.completion_tokens
             return reply
 
+        await transport.ready()
         return await with_retries(
             send,
             self.policy,

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import ssl
+import sys
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -94,6 +96,10 @@ class Transport(Protocol):
 
     def supports_response_schema(self) -> bool: ...
 
+    async def ready(self) -> None:
+        """One-off set-up (an import that takes seconds) done before an attempt's clock starts,
+        in a thread, so that other cases' calls go on meanwhile."""
+
     async def send(
         self,
         messages: Sequence[dict[str, str]],
@@ -133,6 +139,10 @@ class LitellmTransport:
             kwargs["api_key"] = key
         return kwargs
 
+    async def ready(self) -> None:
+        if _litellm is None:
+            await asyncio.to_thread(litellm_module)
+
     async def send(
         self,
         messages: Sequence[dict[str, str]],
@@ -142,8 +152,7 @@ class LitellmTransport:
         response_format: dict[str, Any] | None,
         timeout: float,
     ) -> Reply:
-        # Importing litellm takes seconds: in a thread, so other cases' calls go on meanwhile.
-        litellm = _litellm if _litellm is not None else await asyncio.to_thread(litellm_module)
+        litellm = litellm_module()
         kwargs = self._kwargs()
         kwargs.update(messages=list(messages), num_retries=0, max_retries=0, drop_params=True)
         if temperature is not None:
@@ -279,6 +288,10 @@ class LeanTransport:
 
     def supports_response_schema(self) -> bool:
         return prices.supports(self.spec.model, "supports_response_schema")
+
+    async def ready(self) -> None:
+        if "httpx" not in sys.modules:
+            await asyncio.to_thread(importlib.import_module, "httpx")
 
     def _resolve(self) -> _Endpoint:
         spec = self.spec
