@@ -1,0 +1,236 @@
+"""``assert_conversation`` and its async twin: a conversation graded turn by turn in a unit test.
+
+The agent is a callable taking the messages so far (the shared ``input``, every earlier user
+turn and the agent's own replies) and returning its reply, as an ``agentv_target`` fixture
+answers a conversation case. Turns and assertions are written as in an eval file's ``mode:
+conversation`` case, and the conversation runs the same path (``conversation.py``) and ends
+like ``assert_judged``: pass returns the score, borderline xfails, fail raises.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .assertions import AgentvJudge, _judge
+from .errors import AgentvError
+from .keywords import check_options
+from .scheduler import awaited, run_sync
+
+if TYPE_CHECKING:
+    from .answers import TargetResponse
+    from .cases import PreparedCase
+    from .conversation import Conversation
+    from .evaluators.base import EvaluationScore
+    from .grading import OnLoop
+
+#: An agent: the messages so far in, its reply out (text, messages, a mapping; or awaitable).
+Agent = Callable[[list[dict[str, Any]]], Any]
+
+#: What the conversation is: its turns, and how they are graded (an eval file's case keys).
+Case = Mapping[str, Any]
+
+
+def _text(segments: Sequence[Any], loc: tuple[int | str, ...]) -> str:
+    """A message's text; a file segment is refused (a unit test passes the file's text)."""
+    from .schema.messages import render_content
+
+    if any(segment.type == "file" for segment in segments):
+        where = ".".join(map(str, loc))
+        raise ValueError(f"assert_conversation(): {where}: pass a file's text, not its path")
+    return "\n\n".join(render_content(segment.value) for segment in segments)
+
+
+def _conversation(
+    judge: AgentvJudge,
+    agent: Agent,
+    on_loop: OnLoop[Any],
+    sync: bool,
+    case: Case,
+    trials: Any,
+    model: str | None,
+) -> Conversation:
+    """The conversation to run: the case validated as an eval file's (a mistake is a
+    ``ValueError`` naming its place), its judgement prepared in the test's own thread."""
+    __tracebackhide__ = True
+    from pydantic import ValidationError
+
+    from .answers import response_from
+    from .cases import PreparedCase, PreparedTurn, conversation_plan, expected_replies
+    from .conversation import Conversation
+    from .results import CaseResult
+    from .schema.base import problems
+    from .schema.evalfile import EvalSuite
+    from .targets.python import agent_call, callable_name
+    from .trials import trials_from_argument
+
+    try:
+        suite = EvalSuite.model_validate({"tests": [case]})
+    except ValidationError as exc:
+        where = problems(exc).replace("tests.0.", "")
+        raise ValueError(f"assert_conversation(): {where}") from None
+    spec = suite.evalcases[0]
+    plan = conversation_plan(spec, suite)
+    assert plan is not None, "a conversation's case has turns"
+    turns = [
+        PreparedTurn(
+            _text(turn.input, ("turns", index, "input")),
+            (),
+            *expected_replies(turn.expected_output, _text, ("turns", index, "expected_output")),
+        )
+        for index, turn in enumerate(spec.turns or ())
+    ]
+    shared = tuple(
+        {"role": m.role, "content": _text(m.content, ("input", index, "content"))}
+        for index, m in enumerate(spec.input_messages)
+    )
+    prepared = PreparedCase(
+        id=judge.item.name if judge.item is not None else spec.id,
+        question="",
+        input_messages=shared,
+        expected_outcome=spec.expected_outcome,
+        authored_input=shared,
+        turns=tuple(turns),
+        folder=judge.item.path.parent if judge.item is not None else Path.cwd(),
+        rootdir=judge.run.rootdir,
+        v4=True,
+    )
+    config = trials_from_argument(trials) if trials is not None else None
+    judgement = judge.judgement_for(plan.entries, prepared, {"model": model}, config)
+    result = partial(CaseResult, eval_id=judge.eval_id, evaluators_listed=True)
+    what = f"assert_conversation agent ({callable_name(agent)})"
+
+    async def ask(asked: PreparedCase) -> TargetResponse:
+        with agent_call(what):
+            reply = agent([dict(message) for message in asked.input_messages])
+            if inspect.isawaitable(reply):
+                reply = await (on_loop(awaited(reply)) if sync else awaited(reply))
+        return response_from(reply, what)
+
+    return Conversation(replace(judgement, result=result), plan, prepared, ask, on_loop)
+
+
+async def _assert(
+    judge: AgentvJudge,
+    agent: Agent,
+    on_loop: OnLoop[Any],
+    sync: bool,
+    case: Case,
+    trials: Any,
+    model: str | None,
+) -> EvaluationScore:
+    """The one core: the conversation played and graded, its result recorded on the test,
+    then pass (the score), xfail, skip or fail."""
+    __tracebackhide__ = True
+    from .grading import not_graded
+    from .results import CaseResult
+
+    try:
+        talk = _conversation(judge, agent, on_loop, sync, case, trials, model)
+    except AgentvError as exc:
+        judge.settle(not_graded(partial(CaseResult, eval_id=judge.eval_id), exc))
+        raise AssertionError("unreachable: a conversation that was not graded") from exc
+    judge.settle(await talk.run())
+    return talk.grading.score()
+
+
+def _case(
+    turns: Sequence[str | Mapping[str, Any]],
+    assertions: Sequence[str | Mapping[str, Any]] | None,
+    input: str | Sequence[Mapping[str, Any]] | None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """The keywords as an eval file's case: a turn may be just its message."""
+    __tracebackhide__ = True
+    if isinstance(turns, (str, bytes)) or not isinstance(turns, Sequence):
+        raise TypeError(
+            "assert_conversation(): turns must be a list of messages or "
+            f"{{'input': ..., 'assertions': [...]}} mappings, not {type(turns).__name__}"
+        )
+    case: dict[str, Any] = {
+        "id": "assert_conversation",
+        "mode": "conversation",
+        "turns": [turn if isinstance(turn, Mapping) else {"input": turn} for turn in turns],
+        **{key: value for key, value in settings.items() if value is not None},
+    }
+    if assertions is not None:
+        case["assertions"] = assertions
+    if input is not None:
+        case["input"] = input
+    return case
+
+
+def assert_conversation(
+    agent: Agent,
+    *,
+    turns: Sequence[str | Mapping[str, Any]],
+    assertions: Sequence[str | Mapping[str, Any]] | None = None,
+    input: str | Sequence[Mapping[str, Any]] | None = None,
+    aggregation: str | None = None,
+    on_turn_failure: str | None = None,
+    window_size: int | None = None,
+    criteria: str | None = None,
+    model: str | None = None,
+    trials: int | Mapping[str, Any] | None = None,
+) -> EvaluationScore:
+    """Play a conversation with ``agent`` and assert on its verdict, as a ``mode:
+    conversation`` case of an eval file would be graded.
+
+    ``agent`` is called once per turn with the messages so far (``{"role", "content"}``
+    dicts: ``input``'s, then each user turn and the agent's earlier replies) and returns its
+    reply. ``turns`` are messages, or ``{"input", "expected_output", "assertions"}`` mappings
+    (plain-string assertions are criteria of one judge); ``assertions`` grade the whole
+    transcript after the last turn. ``aggregation`` (mean, min, max), ``on_turn_failure``
+    (continue, stop), ``window_size`` and ``criteria`` are the file's keys; ``trials`` repeat
+    the whole conversation. Pass returns the ``EvaluationScore``; borderline calls
+    ``pytest.xfail``; fail raises ``JudgedAssertionError`` with the per-turn table.
+    """
+    __tracebackhide__ = True
+    check_options("assert_conversation", {"model": model})
+    case = _case(
+        turns,
+        assertions,
+        input,
+        aggregation=aggregation,
+        on_turn_failure=on_turn_failure,
+        window_size=window_size,
+        criteria=criteria,
+    )
+    judge = _judge()
+    blocking = judge.run.scheduler.blocking
+    return run_sync(_assert(judge, agent, blocking, True, case, trials, model))
+
+
+async def assert_conversation_async(
+    agent: Agent,
+    *,
+    turns: Sequence[str | Mapping[str, Any]],
+    assertions: Sequence[str | Mapping[str, Any]] | None = None,
+    input: str | Sequence[Mapping[str, Any]] | None = None,
+    aggregation: str | None = None,
+    on_turn_failure: str | None = None,
+    window_size: int | None = None,
+    criteria: str | None = None,
+    model: str | None = None,
+    trials: int | Mapping[str, Any] | None = None,
+) -> EvaluationScore:
+    """The awaitable ``assert_conversation``: an async agent is awaited in the test's own
+    event loop, and several conversations can run at once with ``asyncio.gather``."""
+    __tracebackhide__ = True
+    check_options("assert_conversation", {"model": model})
+    case = _case(
+        turns,
+        assertions,
+        input,
+        aggregation=aggregation,
+        on_turn_failure=on_turn_failure,
+        window_size=window_size,
+        criteria=criteria,
+    )
+    judge = _judge()
+    waiting = judge.run.scheduler.waiting
+    return await _assert(judge, agent, waiting, False, case, trials, model)
