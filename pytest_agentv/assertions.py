@@ -242,7 +242,7 @@ class AgentvJudge:
         listed = bool(options.get("evaluators") or options.get("rubrics"))
         return partial(CaseResult, eval_id=self.eval_id, evaluators_listed=listed)
 
-    def settle(self, result: CaseResult) -> None:
+    def settle(self, result: CaseResult, caller: str = "assert_judged") -> None:
         """Put the result on the calling test, then return (pass), xfail, skip or fail."""
         __tracebackhide__ = True
         from .reports.junit import record_judged
@@ -254,7 +254,7 @@ class AgentvJudge:
         settings = self.run.settings
         settle_ungraded(
             row,
-            subject="assert_judged",
+            subject=caller,
             where="",
             require_judge=settings.require_judge,
             fail_on_error=settings.fail_on_error,
@@ -263,7 +263,7 @@ class AgentvJudge:
         apply_verdict(
             row,
             borderline=settings.borderline,
-            headline="assert_judged failed",
+            headline=f"{caller} failed",
             failure=lambda report: JudgedAssertionError(report, row),
         )
 

@@ -48,6 +48,41 @@ def window(history: Sequence[dict[str, Any]], size: int | None) -> tuple[dict[st
     return (*(m for m in history if m["role"] == "system"), *others[-(2 * size - 1) :])
 
 
+def seen(
+    case: PreparedCase, messages: Sequence[dict[str, Any]], number: int, attempt: int
+) -> PreparedCase:
+    """The case as turn ``number``'s target sees it (the messages so far) or, with 0, as the
+    transcript's graders see the whole conversation."""
+    shown = tuple(dict(message) for message in messages)
+    files = case.turns[number - 1].input_files if number else ()
+    return replace(
+        case,
+        question=prompt_text(shown),
+        input_messages=shown,
+        authored_input=shown,
+        input_files=(*case.input_files, *files),
+        turn=number,
+        attempt=attempt,
+    )
+
+
+def graded_view(
+    case: PreparedCase,
+    plan: ConversationPlan,
+    history: Sequence[dict[str, Any]],
+    number: int,
+    attempt: int,
+) -> PreparedCase:
+    """The case as turn ``number``'s graders see it: the window of the history up to its user
+    message, and the turn's expected reply."""
+    turn = case.turns[number - 1]
+    return replace(
+        seen(case, window(history, plan.window_size), number, attempt),
+        expected_messages=turn.expected_messages,
+        reference_answer=turn.reference_answer,
+    )
+
+
 def joined(replies: Sequence[TargetResponse]) -> TargetResponse:
     """The replies of a conversation as one answer: the last reply's text, every reply's
     messages, and the cost and time they report together."""
@@ -186,16 +221,11 @@ class Conversation:
                 played.results.append(EvaluatorResult(f"turn-{number}", TURN_TYPE, 1.0, unsent))
                 continue
             history.append({"role": "user", "content": turn.input})
-            asked = self._seen(history, number, attempt)
+            asked = seen(self.case, history, number, attempt)
             response = await self._answer(played, asked)
             replies.append(response)
             if entries:
-                view = self._seen(window(history, self.plan.window_size), number, attempt)
-                view = replace(
-                    view,
-                    expected_messages=turn.expected_messages,
-                    reference_answer=turn.reference_answer,
-                )
+                view = graded_view(self.case, self.plan, history, number, attempt)
                 score = await self._grade(played, f"turn-{number}", entries, view, response)
                 played.turns.append(turn_row(number, turn.input, response.text, score))
                 passed = score.verdict == "pass"
@@ -205,24 +235,10 @@ class Conversation:
             history.append({"role": "assistant", "content": response.text})
         answer = joined(replies)
         if self.plan.transcript:
-            transcript = self._seen(history, 0, attempt)
-            seen = replace(answer, text=transcript.question)
-            await self._grade(played, "conversation", self.plan.transcript, transcript, seen)
+            transcript = seen(self.case, history, 0, attempt)
+            whole = replace(answer, text=transcript.question)
+            await self._grade(played, "conversation", self.plan.transcript, transcript, whole)
         return answer
-
-    def _seen(self, messages: Sequence[dict[str, Any]], number: int, attempt: int) -> PreparedCase:
-        """The case as a turn's target (all the history) or graders (a window of it) see it."""
-        shown = tuple(dict(message) for message in messages)
-        files = self.case.turns[number - 1].input_files if number else ()
-        return replace(
-            self.case,
-            question=prompt_text(shown),
-            input_messages=shown,
-            authored_input=shown,
-            input_files=(*self.case.input_files, *files),
-            turn=number,
-            attempt=attempt,
-        )
 
     def _failed(
         self, played: Played, result: CaseResult, asked: PreparedCase, answer: str | None

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 #: An agent: the messages so far in, its reply out (text, messages, a mapping; or awaitable).
 Agent = Callable[[list[dict[str, Any]]], Any]
 
+CALLER = "assert_conversation"
+
 #: What the conversation is: its turns, and how they are graded (an eval file's case keys).
 Case = Mapping[str, Any]
 
@@ -132,9 +134,9 @@ async def _assert(
     try:
         talk = _conversation(judge, agent, on_loop, sync, case, trials, model)
     except AgentvError as exc:
-        judge.settle(not_graded(partial(CaseResult, eval_id=judge.eval_id), exc))
+        judge.settle(not_graded(partial(CaseResult, eval_id=judge.eval_id), exc), CALLER)
         raise AssertionError("unreachable: a conversation that was not graded") from exc
-    judge.settle(await talk.run())
+    judge.settle(await talk.run(), CALLER)
     return talk.grading.score()
 
 
