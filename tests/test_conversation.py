@@ -203,11 +203,8 @@ def test_on_turn_failure(pytester: pytest.Pytester, policy: str) -> None:
         result.assert_outcomes(failed=1)
         assert turns == [("fine", 1.0), ("broken", 0.0), (None, 0.0)]
         assert row["turns"][2]["error"] == "not sent: turn 2 did not pass (on_turn_failure: stop)"
-        result.stdout.fnmatch_lines(
-            [
-                "*3  three  -        0.00  fail     not sent: turn 2 did not pass (on_turn_failure: stop)"
-            ]
-        )
+        unsent = "not sent: turn 2 did not pass (on_turn_failure: stop)"
+        result.stdout.fnmatch_lines([f"*3  three  -        0.00  fail     {unsent}"])
 
 
 def test_a_failing_middle_turn_is_named_in_the_report(pytester: pytest.Pytester) -> None:
