@@ -233,6 +233,9 @@ def turns_lines(result: ResultRow) -> list[str]:
     ]
     failing = [t["turn"] for t in turns if t["verdict"] not in (None, "pass") or "error" in t]
     first = f"first failing turn: {failing[0]}" if failing else "every turn passed"
+    whole = [e for e in result["evaluator_results"] if e["name"] == "conversation"]
+    if whole and whole[0]["verdict"] != "pass":
+        first += "; the conversation's own assertions did not"
     return [f"conversation of {len(turns)} turns; {first}", *_table(rows, right={0, 3})]
 
 

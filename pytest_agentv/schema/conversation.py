@@ -35,12 +35,13 @@ TURN_RUBRICS = "turn-rubrics"
 
 def _turn_strings(value: Any) -> Any:
     """A turn's plain-string assertions become one ``llm-grader`` named ``turn-rubrics``, placed
-    first, with criteria ``criterion-1``... each weighing 1 (AgentV v4 ``buildTurnAssertions``;
-    a case's own strings are read another way, see ``entries``); entries follow as written."""
+    first, with criteria ``criterion-1``... each weighing 1 and none required (AgentV v4
+    ``buildTurnAssertions``; a case's own strings are read another way, see ``entries``: there
+    each is required); entries follow as written."""
     if not isinstance(value, list) or not any(isinstance(item, str) for item in value):
         return value
     criteria = [
-        {"id": f"criterion-{index}", "outcome": text, "weight": 1}
+        {"id": f"criterion-{index}", "outcome": text, "weight": 1, "required": False}
         for index, text in enumerate((item for item in value if isinstance(item, str)), 1)
     ]
     rubric = {"name": TURN_RUBRICS, "type": "llm-grader", "rubrics": criteria}
