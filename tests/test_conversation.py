@@ -449,3 +449,27 @@ def test_assert_conversation(pytester: pytest.Pytester) -> None:
             "raised RuntimeError: lost the thread*"
         ]
     )
+
+
+def test_recorded_answers_replay_each_turn(pytester: pytest.Pytester) -> None:
+    mock_turns(pytester, "Hello Ada", "I forgot", "Hello Ada")
+    checks = THREE_TURNS.replace("value: tea", "value: Ada").replace("value: name", "value: Ada")
+    write(pytester, "c.eval.yaml", checks)
+    pytester.runpytest("--agentv-results=first.jsonl").assert_outcomes(xfailed=1)
+    mock_turns(pytester, "other")
+    result = pytester.runpytest("--agentv-answers=first.jsonl", "--agentv-results=r.jsonl")
+    result.assert_outcomes(xfailed=1)
+    assert [t["answer"] for t in rows(pytester)[0]["turns"]] == [
+        "Hello Ada",
+        "I forgot",
+        "Hello Ada",
+    ]
+    # A row without turns (another case's, AgentV's) has no answer for a turn.
+    recorded = rows(pytester, "first.jsonl")[0]
+    del recorded["turns"]
+    (pytester.path / "first.jsonl").write_text(json.dumps(recorded) + "\n")
+    result = pytester.runpytest("--agentv-answers=first.jsonl")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*not graded: turn 1: the recorded row for 'chat' in *no answer for turn 1"]
+    )

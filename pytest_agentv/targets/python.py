@@ -172,6 +172,8 @@ class RecordedTarget:
             raise NotGradedError(
                 f"the recorded answer for '{case.id}' {where} is not an answer: {problem}"
             )
+        if case.turn:
+            return self._turn(row, case, where)
         messages = row.get("output_messages")
         text = row.get("candidate_answer")
         if not messages and not isinstance(text, str):
@@ -190,3 +192,21 @@ class RecordedTarget:
             recorded_trace=trace if isinstance(trace, dict) else None,
         )
         return checked_answer(recorded, what)
+
+    def _turn(self, row: dict[str, Any], case: PreparedCase, where: str) -> TargetResponse:
+        """A conversation's turn: the reply its recorded row gave that turn (our ``turns``)."""
+        turns = row.get("turns")
+        said = next(
+            (
+                turn.get("answer")
+                for turn in (turns if isinstance(turns, list) else ())
+                if isinstance(turn, dict) and turn.get("turn") == case.turn
+            ),
+            None,
+        )
+        if not isinstance(said, str):
+            raise NotGradedError(
+                f"the recorded row for '{case.id}' {where} has no answer for turn {case.turn}"
+            )
+        what = f"the recorded row for '{case.id}', turn {case.turn}"
+        return checked_answer(response_from(said, what), what)
