@@ -473,3 +473,44 @@ def test_recorded_answers_replay_each_turn(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         ["*not graded: turn 1: the recorded row for 'chat' in *no answer for turn 1"]
     )
+
+
+def test_trials_repeat_whole_conversations(pytester: pytest.Pytester) -> None:
+    write(
+        pytester,
+        "conftest.py",
+        """
+        import pytest
+
+        CALLS = []
+
+        @pytest.fixture
+        def agentv_target():
+            def agent(case):
+                CALLS.append((case.attempt, case.turn))
+                return "Ada" if case.attempt == 1 else "who?"
+            return agent
+
+        def pytest_sessionfinish(session):
+            open("calls.txt", "w").write(repr(CALLS))
+        """,
+    )
+    write(
+        pytester,
+        "c.eval.yaml",
+        """
+        tests:
+          - id: chat
+            mode: conversation
+            execution: {trials: {count: 2, strategy: pass_at_k}}
+            turns:
+              - {input: I am Ada., assertions: [{type: contains, value: Ada}]}
+              - {input: Who am I?, assertions: [{type: contains, value: Ada}]}
+        """,
+    )
+    result = pytester.runpytest("--agentv-results=r.jsonl")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "calls.txt").read_text() == "[(0, 1), (0, 2), (1, 1), (1, 2)]"
+    [row] = rows(pytester)
+    assert [trial["score"] for trial in row["trials"]] == [0.0, 1.0]
+    assert [turn["answer"] for turn in row["turns"]] == ["Ada", "Ada"]  # the passing trial's
