@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .assertions import AgentvJudge, _judge
 from .errors import AgentvError
@@ -22,6 +22,8 @@ from .keywords import check_options
 from .scheduler import awaited, run_sync
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from .answers import TargetResponse
     from .cases import PreparedCase
     from .conversation import Conversation
@@ -47,15 +49,21 @@ def _text(segments: Sequence[Any], loc: tuple[int | str, ...]) -> str:
     return "\n\n".join(render_content(segment.value) for segment in segments)
 
 
-def _conversation(
-    judge: AgentvJudge,
-    agent: Agent,
-    on_loop: OnLoop[Any],
-    sync: bool,
-    case: Case,
-    trials: Any,
-    model: str | None,
-) -> Conversation:
+@dataclass(frozen=True)
+class _Call:
+    """One ``assert_conversation`` call: who plays and grades it, where, and what."""
+
+    judge: AgentvJudge
+    agent: Agent
+    #: Runs grading on the plugin's loop; ``sync``: the agent is called in the test's thread.
+    on_loop: OnLoop[Any]
+    sync: bool
+    case: Case
+    trials: Any
+    model: str | None
+
+
+def _conversation(call: _Call) -> Conversation:
     """The conversation to run: the case validated as an eval file's (a mistake is a
     ``ValueError`` naming its place), its judgement prepared in the test's own thread."""
     __tracebackhide__ = True
@@ -70,8 +78,9 @@ def _conversation(
     from .targets.python import agent_call, callable_name
     from .trials import trials_from_argument
 
+    judge, agent, on_loop = call.judge, call.agent, call.on_loop
     try:
-        suite = EvalSuite.model_validate({"tests": [case]})
+        suite = EvalSuite.model_validate({"tests": [call.case]})
     except ValidationError as exc:
         where = problems(exc).replace("tests.0.", "")
         raise ValueError(f"assert_conversation(): {where}") from None
@@ -101,8 +110,8 @@ def _conversation(
         rootdir=judge.run.rootdir,
         v4=True,
     )
-    config = trials_from_argument(trials) if trials is not None else None
-    judgement = judge.judgement_for(plan.entries, prepared, {"model": model}, config)
+    config = trials_from_argument(call.trials) if call.trials is not None else None
+    judgement = judge.judgement_for(plan.entries, prepared, {"model": call.model}, config)
     result = partial(CaseResult, eval_id=judge.eval_id, evaluators_listed=True)
     what = f"assert_conversation agent ({callable_name(agent)})"
 
@@ -110,29 +119,22 @@ def _conversation(
         with agent_call(what):
             reply = agent([dict(message) for message in asked.input_messages])
             if inspect.isawaitable(reply):
-                reply = await (on_loop(awaited(reply)) if sync else awaited(reply))
+                reply = await (on_loop(awaited(reply)) if call.sync else awaited(reply))
         return response_from(reply, what)
 
     return Conversation(replace(judgement, result=result), plan, prepared, ask, on_loop)
 
 
-async def _assert(
-    judge: AgentvJudge,
-    agent: Agent,
-    on_loop: OnLoop[Any],
-    sync: bool,
-    case: Case,
-    trials: Any,
-    model: str | None,
-) -> EvaluationScore:
+async def _assert(call: _Call) -> EvaluationScore:
     """The one core: the conversation played and graded, its result recorded on the test,
     then pass (the score), xfail, skip or fail."""
     __tracebackhide__ = True
     from .grading import not_graded
     from .results import CaseResult
 
+    judge = call.judge
     try:
-        talk = _conversation(judge, agent, on_loop, sync, case, trials, model)
+        talk = _conversation(call)
     except AgentvError as exc:
         judge.settle(not_graded(partial(CaseResult, eval_id=judge.eval_id), exc), CALLER)
         raise AssertionError("unreachable: a conversation that was not graded") from exc
@@ -140,44 +142,43 @@ async def _assert(
     return talk.grading.score()
 
 
-def _case(
-    turns: Sequence[str | Mapping[str, Any]],
-    assertions: Sequence[str | Mapping[str, Any]] | None,
-    input: str | Sequence[Mapping[str, Any]] | None,
-    **settings: Any,
-) -> dict[str, Any]:
+class ConversationOptions(TypedDict, total=False):
+    """The keys of an eval file's conversation case, as keywords (``input``: its shared
+    messages, ``assertions``: over the transcript), and the judge's ``model``."""
+
+    assertions: Sequence[str | Mapping[str, Any]] | None
+    input: str | Sequence[Mapping[str, Any]] | None
+    aggregation: str | None
+    on_turn_failure: str | None
+    window_size: int | None
+    criteria: str | None
+    model: str | None
+
+
+def _case(turns: Sequence[str | Mapping[str, Any]], options: ConversationOptions) -> dict[str, Any]:
     """The keywords as an eval file's case: a turn may be just its message."""
     __tracebackhide__ = True
+    check_options("assert_conversation", {"model": options.get("model")})
+    unknown = sorted(set(options) - set(ConversationOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
     if isinstance(turns, (str, bytes)) or not isinstance(turns, Sequence):
         raise TypeError(
             "assert_conversation(): turns must be a list of messages or "
             f"{{'input': ..., 'assertions': [...]}} mappings, not {type(turns).__name__}"
         )
-    case: dict[str, Any] = {
-        "id": "assert_conversation",
-        "mode": "conversation",
-        "turns": [turn if isinstance(turn, Mapping) else {"input": turn} for turn in turns],
-        **{key: value for key, value in settings.items() if value is not None},
-    }
-    if assertions is not None:
-        case["assertions"] = assertions
-    if input is not None:
-        case["input"] = input
-    return case
+    given = {key: value for key, value in options.items() if value is not None}
+    given.pop("model", None)
+    turned = [turn if isinstance(turn, Mapping) else {"input": turn} for turn in turns]
+    return {"id": "assert_conversation", "mode": "conversation", "turns": turned, **given}
 
 
 def assert_conversation(
     agent: Agent,
     *,
     turns: Sequence[str | Mapping[str, Any]],
-    assertions: Sequence[str | Mapping[str, Any]] | None = None,
-    input: str | Sequence[Mapping[str, Any]] | None = None,
-    aggregation: str | None = None,
-    on_turn_failure: str | None = None,
-    window_size: int | None = None,
-    criteria: str | None = None,
-    model: str | None = None,
     trials: int | Mapping[str, Any] | None = None,
+    **options: Unpack[ConversationOptions],
 ) -> EvaluationScore:
     """Play a conversation with ``agent`` and assert on its verdict, as a ``mode:
     conversation`` case of an eval file would be graded.
@@ -192,47 +193,25 @@ def assert_conversation(
     ``pytest.xfail``; fail raises ``JudgedAssertionError`` with the per-turn table.
     """
     __tracebackhide__ = True
-    check_options("assert_conversation", {"model": model})
-    case = _case(
-        turns,
-        assertions,
-        input,
-        aggregation=aggregation,
-        on_turn_failure=on_turn_failure,
-        window_size=window_size,
-        criteria=criteria,
-    )
+    case = _case(turns, options)
     judge = _judge()
     blocking = judge.run.scheduler.blocking
-    return run_sync(_assert(judge, agent, blocking, True, case, trials, model))
+    model = options.get("model")
+    return run_sync(_assert(_Call(judge, agent, blocking, True, case, trials, model)))
 
 
 async def assert_conversation_async(
     agent: Agent,
     *,
     turns: Sequence[str | Mapping[str, Any]],
-    assertions: Sequence[str | Mapping[str, Any]] | None = None,
-    input: str | Sequence[Mapping[str, Any]] | None = None,
-    aggregation: str | None = None,
-    on_turn_failure: str | None = None,
-    window_size: int | None = None,
-    criteria: str | None = None,
-    model: str | None = None,
     trials: int | Mapping[str, Any] | None = None,
+    **options: Unpack[ConversationOptions],
 ) -> EvaluationScore:
     """The awaitable ``assert_conversation``: an async agent is awaited in the test's own
     event loop, and several conversations can run at once with ``asyncio.gather``."""
     __tracebackhide__ = True
-    check_options("assert_conversation", {"model": model})
-    case = _case(
-        turns,
-        assertions,
-        input,
-        aggregation=aggregation,
-        on_turn_failure=on_turn_failure,
-        window_size=window_size,
-        criteria=criteria,
-    )
+    case = _case(turns, options)
     judge = _judge()
     waiting = judge.run.scheduler.waiting
-    return await _assert(judge, agent, waiting, False, case, trials, model)
+    model = options.get("model")
+    return await _assert(_Call(judge, agent, waiting, False, case, trials, model))

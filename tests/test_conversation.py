@@ -51,6 +51,35 @@ def mock_turns(pytester: pytest.Pytester, *responses: str) -> None:
     )
 
 
+def fixture_agent(pytester: pytest.Pytester, noted: str, reply: str) -> None:
+    """An ``agentv_target`` fixture noting ``noted`` of each case it is called with in
+    ``CALLS`` (written to calls.json when the session ends) and answering ``reply``."""
+    write(
+        pytester,
+        "conftest.py",
+        f"""
+        import json
+        import pytest
+
+        CALLS = []
+
+        @pytest.fixture
+        def agentv_target():
+            def agent(case):
+                CALLS.append({noted})
+                return {reply}
+            return agent
+
+        def pytest_sessionfinish(session):
+            open("calls.json", "w").write(json.dumps(CALLS))
+        """,
+    )
+
+
+def calls(pytester: pytest.Pytester) -> Any:
+    return json.loads((pytester.path / "calls.json").read_text())
+
+
 def test_each_turn_sends_the_history_so_far_to_a_cli_agent(pytester: pytest.Pytester) -> None:
     write(pytester, "agent.py", ECHO)
     write(
@@ -78,27 +107,11 @@ def test_the_agentv_target_fixture_is_called_once_per_turn_with_the_messages_so_
     pytester: pytest.Pytester,
 ) -> None:
     write(pytester, "c.eval.yaml", THREE_TURNS)
-    write(
-        pytester,
-        "conftest.py",
-        """
-        import json
-        import pytest
-
-        CALLS = []
-
-        @pytest.fixture
-        def agentv_target():
-            def agent(case):
-                CALLS.append((case.turn, [m["role"] for m in case.input_messages]))
-                return json.dumps({"said": case.input_messages[-1]["content"], "calls": CALLS})
-            return agent
-        """,
-    )
-    result = pytester.runpytest("--agentv-results=r.jsonl")
+    roles = '[m["role"] for m in case.input_messages]'
+    fixture_agent(pytester, f"(case.turn, {roles})", 'case.input_messages[-1]["content"]')
+    result = pytester.runpytest()
     result.assert_outcomes(passed=1)
-    [row] = rows(pytester)
-    last = json.loads(row["turns"][2]["answer"])["calls"]
+    last = calls(pytester)
     assert last == [
         [1, ["system", "user"]],
         [2, ["system", "user", "assistant", "user"]],
@@ -430,6 +443,9 @@ def test_bad_turns():
     with pytest.raises(TypeError, match="turns must be a list"):
         assert_conversation(forgetful, turns="hi")
 
+def test_needs_a_judge():
+    assert_conversation(forgetful, turns=[{"input": "hi", "assertions": ["Polite"]}])
+
 def test_agent_error_names_the_turn():
     def broken(messages):
         if len(messages) > 1:
@@ -442,7 +458,8 @@ def test_agent_error_names_the_turn():
 def test_assert_conversation(pytester: pytest.Pytester) -> None:
     write(pytester, "test_unit.py", UNIT)
     result = pytester.runpytest()
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=4, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*assert_conversation skipped: *judge*"])
     result.stdout.fnmatch_lines(
         [
             "*assert_conversation was not graded: turn 2: assert_conversation agent (broken) "
@@ -476,25 +493,7 @@ def test_recorded_answers_replay_each_turn(pytester: pytest.Pytester) -> None:
 
 
 def test_trials_repeat_whole_conversations(pytester: pytest.Pytester) -> None:
-    write(
-        pytester,
-        "conftest.py",
-        """
-        import pytest
-
-        CALLS = []
-
-        @pytest.fixture
-        def agentv_target():
-            def agent(case):
-                CALLS.append((case.attempt, case.turn))
-                return "Ada" if case.attempt == 1 else "who?"
-            return agent
-
-        def pytest_sessionfinish(session):
-            open("calls.txt", "w").write(repr(CALLS))
-        """,
-    )
+    fixture_agent(pytester, "(case.attempt, case.turn)", '"Ada" if case.attempt == 1 else "who?"')
     write(
         pytester,
         "c.eval.yaml",
@@ -510,7 +509,7 @@ def test_trials_repeat_whole_conversations(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest("--agentv-results=r.jsonl")
     result.assert_outcomes(passed=1)
-    assert (pytester.path / "calls.txt").read_text() == "[(0, 1), (0, 2), (1, 1), (1, 2)]"
+    assert calls(pytester) == [[0, 1], [0, 2], [1, 1], [1, 2]]
     [row] = rows(pytester)
     assert [trial["score"] for trial in row["trials"]] == [0.0, 1.0]
     assert [turn["answer"] for turn in row["turns"]] == ["Ada", "Ada"]  # the passing trial's
