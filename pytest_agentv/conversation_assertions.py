@@ -87,6 +87,11 @@ def _conversation(call: _Call) -> Conversation:
     spec = suite.evalcases[0]
     plan = conversation_plan(spec, suite)
     assert plan is not None, "a conversation's case has turns"
+    if not plan.entries:
+        raise ValueError(
+            "assert_conversation(): nothing grades this conversation: give a turn "
+            "'assertions' or an 'expected_output', or the conversation 'assertions'"
+        )
     turns = [
         PreparedTurn(
             _text(turn.input, ("turns", index, "input")),

@@ -442,6 +442,8 @@ def test_bad_turns():
         assert_conversation(forgetful, turns=TURNS, window_size=0)
     with pytest.raises(TypeError, match="turns must be a list"):
         assert_conversation(forgetful, turns="hi")
+    with pytest.raises(ValueError, match="nothing grades this conversation"):
+        assert_conversation(forgetful, turns=["hi", "again"])
 
 def test_needs_a_judge():
     assert_conversation(forgetful, turns=[{"input": "hi", "assertions": ["Polite"]}])
