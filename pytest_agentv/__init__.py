@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .assertions import AgentvJudge, JudgedAssertionError, assert_judged, assert_judged_async
     from .cases import PreparedCase
+    from .conversation_assertions import assert_conversation, assert_conversation_async
     from .errors import (
         AgentvDeprecationWarning,
         AgentvError,
@@ -59,6 +60,8 @@ _EXPORTS = {
     "Evaluator": "evaluators.base",
     "EvaluatorResult": "evaluators.base",
     "PreparedCase": "cases",
+    "assert_conversation": "conversation_assertions",
+    "assert_conversation_async": "conversation_assertions",
     "build_evaluator_registry": "evaluators",
     "is_evaluator_kind": "evaluators",
     "run_evaluators_for_case": "evaluators.base",
@@ -98,6 +101,8 @@ __all__ = [
     "ReplayMissError",
     "RubricItem",
     "__version__",
+    "assert_conversation",
+    "assert_conversation_async",
     "assert_judged",
     "assert_judged_async",
     "build_evaluator_registry",

@@ -14,31 +14,29 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .errors import AgentvError
+from .keywords import JudgeOptions, check_options
 from .scheduler import awaited, run_sync
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from .answers import TargetResponse
+    from .cases import PreparedCase
     from .evaluators.base import CaseEvaluation, EvaluationContext, EvaluationScore
     from .grading import Judgement, OnLoop, ResultOf
     from .results import CaseResult, ResultRow
     from .runner import AgentvRun
     from .schema.evaluators import EvaluatorConfig
-    from .schema.rubrics import RubricItem
     from .schema.trials import TrialsConfig
-
-    Rubrics = Sequence[str | Mapping[str, Any] | RubricItem]
-    Entries = Sequence[Mapping[str, Any] | EvaluatorConfig]
 
 
 @dataclass(frozen=True)
@@ -55,86 +53,12 @@ current_test: contextvars.ContextVar[CurrentTest | None] = contextvars.ContextVa
 )
 
 
-class JudgeOptions(TypedDict, total=False):
-    """What to judge an answer against; every judging entry point takes these keywords."""
-
-    expected_outcome: str | None
-    question: str | None
-    reference_answer: str | Mapping[str, Any] | None
-    rubrics: Rubrics | None
-    evaluators: Entries | None
-    model: str | None
-    trace: Mapping[str, Any] | None
-
-
 class JudgedAssertionError(AssertionError):
     """``assert_judged`` failed: the message is the evaluator and rubric table."""
 
     def __init__(self, message: str, result: ResultRow) -> None:
         super().__init__(message)
         self.result = result
-
-
-def _trace(
-    answered: dict[str, Any] | None, given: Mapping[str, Any] | None
-) -> dict[str, Any] | None:
-    """The answer's own trace summary, with what the test passed as ``trace`` winning."""
-    if given is None:
-        return answered
-    return {**(answered or {}), **given}
-
-
-#: What each keyword takes, and what it must be (for the message when it gets something else).
-_KEYWORDS: dict[str, tuple[tuple[type, ...], str]] = {
-    "question": ((str,), "a string (the question the answer replies to)"),
-    "expected_outcome": ((str,), "a string (what a good answer does)"),
-    "model": ((str,), "a model string such as 'openai/gpt-4o-mini'"),
-    "reference_answer": (
-        (str, Mapping),
-        "a string or a mapping (an object for field_accuracy)",
-    ),
-    "trace": ((Mapping,), "a mapping like AgentV's trace_summary"),
-}
-_LISTS = {
-    "rubrics": (
-        "a list of rubric items (strings or mappings)",
-        "a string, a mapping or a RubricItem",
-    ),
-    "evaluators": (
-        "a list of mappings like the eval file's evaluators entries ([{'name': 'speed', "
-        "'type': 'latency', 'threshold': 2000}])",
-        "a mapping like an eval file's evaluators entry ({'name': 'speed', 'type': 'latency', "
-        "...})",
-    ),
-}
-
-
-def _check_options(caller: str, options: Mapping[str, object]) -> None:
-    """Refuse keywords of the wrong kind before anything runs, naming the keyword: a string
-    given as ``rubrics`` would otherwise be read letter by letter, one rubric item each."""
-    __tracebackhide__ = True
-    from .schema.evaluators import EvaluatorConfig
-    from .schema.rubrics import RubricItem
-
-    unknown = sorted(set(options) - set(JudgeOptions.__annotations__))
-    if unknown:
-        raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
-    for name, (types, wanted) in _KEYWORDS.items():
-        value = options.get(name)
-        if value is not None and not isinstance(value, types):
-            raise TypeError(f"{caller}(): {name} must be {wanted}, not {type(value).__name__}")
-    items = {"rubrics": (str, Mapping, RubricItem), "evaluators": (Mapping, EvaluatorConfig)}
-    for name, (whole, each) in _LISTS.items():
-        value = options.get(name)
-        if value is None:
-            continue
-        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-            raise TypeError(f"{caller}(): {name} must be {whole}, not {type(value).__name__}")
-        for index, item in enumerate(value):
-            if not isinstance(item, items[name]):
-                raise TypeError(
-                    f"{caller}(): {name}[{index}] must be {each}, not {type(item).__name__}"
-                )
 
 
 class AgentvJudge:
@@ -162,14 +86,14 @@ class AgentvJudge:
     def evaluate(self, candidate: Any, **options: Unpack[JudgeOptions]) -> CaseEvaluation:
         """Grade ``candidate`` without asserting; raises ``JudgeNotConfiguredError`` if no judge."""
         __tracebackhide__ = True
-        _check_options("evaluate", options)
+        check_options("evaluate", options)
         scheduler = self.run.scheduler
         return run_sync(self._evaluate(_given(candidate), options, scheduler.blocking))
 
     async def aevaluate(self, candidate: Any, **options: Unpack[JudgeOptions]) -> CaseEvaluation:
         """The awaitable ``evaluate``; calls from ``asyncio.gather`` overlap."""
         __tracebackhide__ = True
-        _check_options("aevaluate", options)
+        check_options("aevaluate", options)
         return await self._evaluate(_given(candidate), options, self.run.scheduler.waiting)
 
     def assert_judged(
@@ -180,7 +104,7 @@ class AgentvJudge:
         **options: Unpack[JudgeOptions],
     ) -> EvaluationScore:
         __tracebackhide__ = True
-        _check_options("assert_judged", options)
+        check_options("assert_judged", options)
         blocking = self.run.scheduler.blocking
         return run_sync(
             self._assert(partial(_answer_of, candidate, blocking), trials, options, blocking)
@@ -194,29 +118,17 @@ class AgentvJudge:
         **options: Unpack[JudgeOptions],
     ) -> EvaluationScore:
         __tracebackhide__ = True
-        _check_options("assert_judged_async", options)
+        check_options("assert_judged_async", options)
         answer = partial(_answer_of, candidate)
         return await self._assert(answer, trials, options, self.run.scheduler.waiting)
 
     def _judgement(self, options: JudgeOptions, trials: TrialsConfig | None) -> Judgement:
-        """What grades the answers, prepared in the test's own thread: the entries validated (a
-        mistake is raised in the test's frame), the ``trace``'s metrics checked, hooks asked for
-        evaluator kinds, and the needed judges looked for (``JudgeNotConfiguredError``)."""
-        from .answers import TargetResponse, checked_trace
+        """What grades the answers, prepared in the test's own thread (``judgement_for``)."""
         from .cases import PreparedCase
-        from .evaluators.base import EvaluationContext, entry_judges
-        from .grading import Judgement
         from .schema.evaluators import python_entries
         from .schema.messages import render_content
-        from .trials import policy_for
 
-        trace = checked_trace(options.get("trace"), "assert_judged(trace=...)")
         entries = python_entries(options.get("evaluators"), options.get("rubrics"))
-        hook = self.item.ihook if self.item is not None else self.run.config.hook
-        registry = self.run.registry.scoped(
-            lambda kind: hook.pytest_agentv_make_evaluator(config=self.run.config, kind=kind)
-        )
-        evaluators = registry.evaluators_for(entries)
         question = options.get("question") or ""
         reference = options.get("reference_answer")
         given = reference is not None and reference != ""  # {} is an answer
@@ -231,8 +143,32 @@ class AgentvJudge:
             folder=self.item.path.parent if self.item is not None else Path.cwd(),
             rootdir=self.run.rootdir,
         )
+        return self.judgement_for(entries, case, options, trials)
+
+    def judgement_for(
+        self,
+        entries: tuple[EvaluatorConfig, ...],
+        case: PreparedCase,
+        options: JudgeOptions,
+        trials: TrialsConfig | None,
+    ) -> Judgement:
+        """What grades ``case``'s answers with ``entries``: the ``trace``'s metrics checked,
+        hooks asked for evaluator kinds, the needed judges looked for
+        (``JudgeNotConfiguredError``); a mistake is raised in the test's frame."""
+        from .answers import TargetResponse, checked_trace
+        from .evaluators.base import EvaluationContext, entry_judges
+        from .grading import Judgement
+        from .trials import policy_for
+
+        trace = checked_trace(options.get("trace"), "assert_judged(trace=...)")
+        hook = self.item.ihook if self.item is not None else self.run.config.hook
+        registry = self.run.registry.scoped(
+            lambda kind: hook.pytest_agentv_make_evaluator(config=self.run.config, kind=kind)
+        )
+        evaluators = registry.evaluators_for(entries)
 
         def context(response: TargetResponse, attempt: int) -> EvaluationContext:
+            answered = response.trace_summary()
             return EvaluationContext(
                 eval_case=replace(case, attempt=attempt),
                 candidate=response.text,
@@ -240,7 +176,8 @@ class AgentvJudge:
                 attempt=attempt,
                 output_messages=response.output_messages,
                 judge_model=options.get("model"),
-                trace_summary=_trace(response.trace_summary(), trace),
+                # The answer's own trace summary, with what the test passed winning.
+                trace_summary={**(answered or {}), **trace} if trace is not None else answered,
             )
 
         session = self.run.session_judge()
@@ -305,7 +242,7 @@ class AgentvJudge:
         listed = bool(options.get("evaluators") or options.get("rubrics"))
         return partial(CaseResult, eval_id=self.eval_id, evaluators_listed=listed)
 
-    def settle(self, result: CaseResult) -> None:
+    def settle(self, result: CaseResult, caller: str = "assert_judged") -> None:
         """Put the result on the calling test, then return (pass), xfail, skip or fail."""
         __tracebackhide__ = True
         from .reports.junit import record_judged
@@ -317,7 +254,7 @@ class AgentvJudge:
         settings = self.run.settings
         settle_ungraded(
             row,
-            subject="assert_judged",
+            subject=caller,
             where="",
             require_judge=settings.require_judge,
             fail_on_error=settings.fail_on_error,
@@ -326,7 +263,7 @@ class AgentvJudge:
         apply_verdict(
             row,
             borderline=settings.borderline,
-            headline="assert_judged failed",
+            headline=f"{caller} failed",
             failure=lambda report: JudgedAssertionError(report, row),
         )
 

@@ -4,6 +4,7 @@ and evaluators receive once its files are read (``PreparedCase``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,23 @@ from .loader import LoadedFile
 from .paths import glob_match, read_reference, resolve_reference
 from .schema.evalfile import EvalCase, EvalSuite, listed_evaluators
 from .schema.evaluators import EvaluatorConfig, evaluator_entries
-from .schema.messages import Message, render_content
+from .schema.messages import ContentSegment, Message, render_content
 from .schema.trials import TrialsConfig
 
 _DATASET_SUFFIXES = (".eval.yaml", ".eval.yml", ".eval.jsonl", ".yaml", ".yml", ".jsonl")
 #: The header under which AgentV puts guideline files in a model's system message.
 GUIDELINES_HEADER = "[[ ## Guidelines ## ]]"
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    """A conversation's turn with its files read: the user's message (files inlined), the
+    files it names, and the reply expected (its messages, and their reference answer)."""
+
+    input: str
+    input_files: tuple[str, ...] = ()
+    expected_messages: tuple[dict[str, Any], ...] = ()
+    reference_answer: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,13 +63,75 @@ class PreparedCase:
     #: The file is written with AgentV v4's names, so v4's defaults apply where they differ
     #: from v2.5.8's (a trajectory's ``args`` compared exactly).
     v4: bool = False
+    #: A conversation's turns (``conversation.py`` asks and grades them one by one).
+    turns: tuple[PreparedTurn, ...] = ()
+    #: The turn of a conversation this case asks or grades (1, 2...); 0: not a turn.
+    turn: int = 0
+
+
+def _default_kind(case: EvalCase, suite: EvalSuite) -> str:
+    return case.evaluator or case.grader or suite.evaluator or suite.grader or "llm_judge"
 
 
 def effective_evaluators(case: EvalCase, suite: EvalSuite) -> tuple[EvaluatorConfig, ...]:
     """The listed evaluators (see ``listed_evaluators``), inline ``rubrics`` first, else the
-    case's or file's default kind (``llm_judge`` unless the file says otherwise)."""
-    default = case.evaluator or case.grader or suite.evaluator or suite.grader or "llm_judge"
-    return evaluator_entries(listed_evaluators(case, suite), case.rubrics, default)
+    case's or file's default kind (``llm_judge`` unless the file says otherwise); a
+    conversation's, every turn's too (``conversation_plan``)."""
+    plan = conversation_plan(case, suite)
+    if plan is not None:
+        return plan.entries
+    return evaluator_entries(
+        listed_evaluators(case, suite), case.rubrics, _default_kind(case, suite)
+    )
+
+
+def prompt_text(messages: Iterable[Mapping[str, Any]]) -> str:
+    """Messages as one prompt: their texts, one after another; when they hold a reply (an
+    assistant or tool message: a conversation), each under its role (``@[User]:``), as AgentV
+    shows a conversation to a model or agent."""
+    said = [(str(m["role"]), text) for m in messages if (text := render_content(m["content"]))]
+    if not any(role in ("assistant", "tool") for role, _ in said):
+        return "\n\n".join(text for _, text in said)
+    return "\n\n".join(f"@[{role.capitalize()}]:\n{text}" for role, text in said)
+
+
+@dataclass(frozen=True)
+class ConversationPlan:
+    """What grades a conversation: each turn's entries (none: nothing checks that turn), the
+    entries over its whole transcript, and how their scores make the case's."""
+
+    turns: tuple[tuple[EvaluatorConfig, ...], ...]
+    transcript: tuple[EvaluatorConfig, ...]
+    aggregation: str = "mean"
+    on_turn_failure: str = "continue"
+    window_size: int | None = None
+
+    @property
+    def entries(self) -> tuple[EvaluatorConfig, ...]:
+        """Every entry, once: the kinds the case needs, and the judges it calls."""
+        return (*(entry for turn in self.turns for entry in turn), *self.transcript)
+
+
+def conversation_plan(case: EvalCase, suite: EvalSuite) -> ConversationPlan | None:
+    """A conversation's turns and transcript entries: a turn's assertions, else the default kind
+    when it expects a reply; the case's listed entries (and inline rubrics) over the transcript
+    (AgentV v4 ``runConversationMode``)."""
+    if case.turns is None:
+        return None
+    kind = _default_kind(case, suite)
+    listed = listed_evaluators(case, suite)
+    transcript = evaluator_entries(listed, case.rubrics, kind) if listed or case.rubrics else ()
+    return ConversationPlan(
+        turns=tuple(
+            tuple(turn.assertions or ())
+            or (evaluator_entries((), None, kind) if turn.expected_output else ())
+            for turn in case.turns
+        ),
+        transcript=transcript,
+        aggregation=case.aggregation or "mean",
+        on_turn_failure=case.on_turn_failure or "continue",
+        window_size=case.window_size,
+    )
 
 
 @dataclass(frozen=True)
@@ -66,13 +140,20 @@ class CaseSpec:
 
     loaded: LoadedFile
     index: int
+    #: Every entry that grades the case (a conversation's: every turn's too).
     evaluators: tuple[EvaluatorConfig, ...]
+    conversation: ConversationPlan | None = None
 
     @classmethod
     def all_of(cls, loaded: LoadedFile) -> list[CaseSpec]:
         suite = loaded.suite
         return [
-            cls(loaded, index, effective_evaluators(case, suite))
+            cls(
+                loaded,
+                index,
+                effective_evaluators(case, suite),
+                conversation_plan(case, suite),
+            )
             for index, case in enumerate(suite.evalcases)
         ]
 
@@ -83,17 +164,24 @@ class CaseSpec:
     @property
     def listed(self) -> bool:
         """Whether the file lists this case's evaluators (rubrics count), rather than leaving
-        it to the default kind: AgentV's results then carry ``evaluator_results``."""
-        return bool(self.case.rubrics or listed_evaluators(self.case, self.loaded.suite))
+        it to the default kind: AgentV's results then carry ``evaluator_results`` (a
+        conversation's: one per turn)."""
+        listed = self.case.rubrics or listed_evaluators(self.case, self.loaded.suite)
+        return bool(listed or self.conversation)
 
     @property
     def question(self) -> str:
         """The text of the case's input messages, without the files they name."""
-        return "\n\n".join(
-            text
+        return prompt_text(
+            {
+                "role": message.role,
+                "content": "\n\n".join(
+                    text
+                    for segment in message.content
+                    if segment.type != "file" and (text := render_content(segment.value))
+                ),
+            }
             for message in self.case.input_messages
-            for segment in message.content
-            if segment.type != "file" and (text := render_content(segment.value))
         )
 
     @property
@@ -151,18 +239,18 @@ def _is_guideline(path: Path, rootdir: Path, patterns: tuple[str, ...]) -> bool:
 def _segment_text(
     spec: CaseSpec,
     rootdir: Path,
-    message: Message,
+    segments: Sequence[ContentSegment],
     loc: tuple[int | str, ...],
     files: list[str],
     guidelines: dict[str, str] | None = None,
 ) -> str:
-    """A message's text with its files inlined; files that are guidelines (input messages only)
-    go to ``guidelines`` instead, by path, as AgentV takes them out of the message."""
+    """Message content's text with its files inlined; files that are guidelines (input messages
+    only) go to ``guidelines`` instead, by path, as AgentV takes them out of the message."""
     parts: list[str] = []
     folder = spec.loaded.path.parent
-    for s_index, segment in enumerate(message.content):
+    for s_index, segment in enumerate(segments):
         if segment.type == "file":
-            seg_loc = (*loc, "content", s_index, "value")
+            seg_loc = (*loc, s_index, "value")
             try:
                 path = resolve_reference(segment.value, start=folder, rootdir=rootdir)
                 text = read_reference(path, segment.value)
@@ -214,39 +302,32 @@ def _prepared(spec: CaseSpec, rootdir: Path) -> PreparedCase:
     files: list[str] = []
     guidelines: dict[str, str] = {}
     chat: list[dict[str, Any]] = []
+    here: tuple[int | str, ...] = ("evalcases", spec.index)
     for m_index, message in enumerate(case.input_messages):
-        loc = ("evalcases", spec.index, "input_messages", m_index)
-        text = _segment_text(spec, rootdir, message, loc, files, guidelines)
+        loc = (*here, "input_messages", m_index, "content")
+        text = _segment_text(spec, rootdir, message.content, loc, files, guidelines)
         chat.append({"role": message.role, "content": text})
-    expected: list[dict[str, Any]] = []
-    for m_index, message in enumerate(case.expected_messages):
-        has_files = any(s.type == "file" for s in message.content)
-        content: Any = (
-            _segment_text(
-                spec, rootdir, message, ("evalcases", spec.index, "expected_messages", m_index), []
-            )
-            if has_files
-            else message.authored_content()
-        )
-        entry: dict[str, Any] = {"role": message.role, "content": content}
-        if message.tool_calls:
-            entry["tool_calls"] = message.tool_calls
-        expected.append(entry)
-    reference = ""
-    if expected:
-        last = expected[-1]
-        reference = (
-            render_content(last["content"])
-            if last["content"] not in ("", [], None)
-            else render_content(last.get("tool_calls") or "")
-        )
+
+    def text_of(segments: Sequence[ContentSegment], loc: tuple[int | str, ...]) -> str:
+        return _segment_text(spec, rootdir, segments, loc, [])
+
+    at = (*here, "expected_messages")
+    expected, reference = expected_replies(case.expected_messages, text_of, at)
+    turns: list[PreparedTurn] = []
+    for t_index, turn in enumerate(case.turns or ()):
+        at = (*here, "turns", t_index)
+        read: list[str] = []
+        said = _segment_text(spec, rootdir, turn.input, (*at, "input"), read)
+        replies, answer = expected_replies(turn.expected_output, text_of, (*at, "expected_output"))
+        turns.append(PreparedTurn(said, tuple(read), replies, answer))
     return PreparedCase(
         id=case.id,
         question=spec.question,
         input_messages=tuple(chat),
         expected_outcome=case.expected_outcome,
         reference_answer=reference,
-        expected_messages=tuple(expected),
+        expected_messages=expected,
+        turns=tuple(turns),
         authored_input=tuple(
             {
                 **m.model_dump(exclude_none=True, exclude={"content"}),
@@ -264,3 +345,35 @@ def _prepared(spec: CaseSpec, rootdir: Path) -> PreparedCase:
         eval_file=spec.loaded.path,
         v4=spec.loaded.suite.v4,
     )
+
+
+#: Reads one message's content with its files inlined, at the content's place in the file.
+TextOf = Callable[[Sequence[ContentSegment], tuple[int | str, ...]], str]
+
+
+def expected_replies(
+    messages: Sequence[Message], text_of: TextOf, at: tuple[int | str, ...] = ()
+) -> tuple[tuple[dict[str, Any], ...], str]:
+    """Expected messages as evaluators see them (files inlined by ``text_of``), and the
+    reference answer: the last one's content, else its tool calls."""
+    expected: list[dict[str, Any]] = []
+    for m_index, message in enumerate(messages):
+        has_files = any(s.type == "file" for s in message.content)
+        content: Any = (
+            text_of(message.content, (*at, m_index, "content"))
+            if has_files
+            else message.authored_content()
+        )
+        entry: dict[str, Any] = {"role": message.role, "content": content}
+        if message.tool_calls:
+            entry["tool_calls"] = message.tool_calls
+        expected.append(entry)
+    reference = ""
+    if expected:
+        last = expected[-1]
+        reference = (
+            render_content(last["content"])
+            if last["content"] not in ("", [], None)
+            else render_content(last.get("tool_calls") or "")
+        )
+    return tuple(expected), reference

@@ -3,9 +3,9 @@ counted per eval file without calling any model, then printed instead of running
 
 A case's calls are its target's (a model target's, known from the store when its reply is
 there) and its evaluators' (each LLM judge, a composite's members and aggregator) over all its
-trials; what an answer would be when it cannot be known (a CLI agent's, a fixture's) stands in
-as one reply allowance of text. Python tests calling ``assert_judged`` are not counted: their
-calls are known only when they run.
+trials (a conversation's: each turn's); what an answer would be when it cannot be known (a CLI
+agent's, a fixture's) stands in as one reply allowance of text. Python tests calling
+``assert_judged`` are not counted: their calls are known only when they run.
 """
 
 from __future__ import annotations
@@ -15,16 +15,18 @@ from dataclasses import replace
 
 import pytest
 
-from .answers import response_from
-from .cases import CaseSpec
+from .answers import TargetResponse, response_from
+from .cases import CaseSpec, ConversationPlan, PreparedCase
 from .collect import EvalItem
+from .conversation import graded_view, joined, seen
 from .errors import AgentvError, JudgeNotConfiguredError
 from .evaluators.base import Evaluator, plan_entries
+from .grading import Judgement
 from .llm.usage import REPLY_TOKENS, PlannedCall, Usage, unknown_answer
 from .redaction import shown
 from .results import usd
 from .runner import AgentvRun
-from .targets import planned_answer
+from .targets import Target, planned_answer
 
 #: A case, its evaluators, and whether an ``agentv_target`` fixture answers it.
 EstimateWork = tuple[CaseSpec, Mapping[str, Evaluator], bool]
@@ -113,16 +115,48 @@ async def _planned_calls(
     calls: list[PlannedCall] = []
     for attempt in range(policy.count if policy is not None else 1):
         case = replace(prepared, attempt=attempt)
-        asked: list[PlannedCall] = []
-        if target is None:
-            response = response_from(unknown_answer(), "")
-        else:
-            response, asked = planned_answer(target, case)
+        if spec.conversation is not None:
+            calls += await _conversation_calls(judgement, spec.conversation, case, target)
+            continue
+        response, asked = _planned_answer(target, case)
         calls += asked
         calls += await plan_entries(
             judgement.context(response, attempt), spec.evaluators, evaluators
         )
     return calls, judged
+
+
+def _planned_answer(
+    target: Target | None, case: PreparedCase
+) -> tuple[TargetResponse, list[PlannedCall]]:
+    if target is None:
+        return response_from(unknown_answer(), ""), []
+    return planned_answer(target, case)
+
+
+async def _conversation_calls(
+    judgement: Judgement, plan: ConversationPlan, case: PreparedCase, target: Target | None
+) -> list[PlannedCall]:
+    """A conversation's calls: each turn's target call (with the history so far) and its
+    graders', then the transcript's graders'; every turn counted, as if none stopped it."""
+    history = [dict(message) for message in case.input_messages]
+    calls: list[PlannedCall] = []
+    replies: list[TargetResponse] = []
+    for number, (turn, entries) in enumerate(zip(case.turns, plan.turns, strict=True), 1):
+        history.append({"role": "user", "content": turn.input})
+        response, asked = _planned_answer(target, seen(case, history, number, case.attempt))
+        calls += asked
+        view = graded_view(case, plan, history, number, case.attempt)
+        context = replace(judgement.context(response, case.attempt), eval_case=view)
+        calls += await plan_entries(context, entries, judgement.evaluators)
+        history.append({"role": "assistant", "content": response.text})
+        replies.append(response)
+    if plan.transcript:
+        transcript = seen(case, history, 0, case.attempt)
+        answer = replace(joined(replies), text=transcript.question)
+        context = replace(judgement.context(answer, case.attempt), eval_case=transcript)
+        calls += await plan_entries(context, plan.transcript, judgement.evaluators)
+    return calls
 
 
 def table(

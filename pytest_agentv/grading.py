@@ -57,6 +57,9 @@ class Judgement:
     #: What ends the case as not graded when an answer or the grading raises it; anything else
     #: propagates (``assert_judged``: an agent's exception arrives as ``NotGradedError``).
     catches: tuple[type[BaseException], ...] = (Exception,)
+    #: Grades an attempt in place of ``entries``: a conversation, graded turn by turn while it
+    #: was answered (``conversation.py``), concludes here.
+    graded: Callable[[EvaluationContext], Awaitable[CaseEvaluation]] | None = None
 
 
 def not_graded(
@@ -140,7 +143,9 @@ class Grading:
         judgement = self.judgement
         context = judgement.context(response, attempt)
         evaluation = await self.counted(
-            run_evaluators_for_case(context, judgement.entries, judgement.evaluators)
+            judgement.graded(context)
+            if judgement.graded is not None
+            else run_evaluators_for_case(context, judgement.entries, judgement.evaluators)
         )
         self.evaluation = evaluation
         return context, evaluation

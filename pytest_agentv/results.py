@@ -181,6 +181,28 @@ class AggregationRow(_AggregationRow, total=False):
     settled: bool
 
 
+class _TurnRow(TypedDict):
+    #: 1, 2...: the turn's place in the conversation.
+    turn: int
+    #: What the user said, and what the target replied (None: the turn was not sent).
+    input: str
+    answer: str | None
+    #: None when nothing checks the turn (it takes no part in the case's score).
+    score: float | None
+    verdict: Verdict | None
+    gate_failed: bool
+    #: Every check of the turn's graders, in order (AgentV v4's ``assertions``).
+    assertions: list[AssertionRow]
+
+
+class TurnRow(_TurnRow, total=False):
+    """One turn of a conversation case; its graders' rows are the case's ``turn-<n>`` entry."""
+
+    reasoning: str
+    #: Why the turn was not sent (``on_turn_failure: stop``) or could not be graded.
+    error: str
+
+
 class ResultRow(TypedDict):
     """A case (or an ``assert_judged`` call) as every report sees it."""
 
@@ -220,6 +242,8 @@ class ResultRow(TypedDict):
     duration_ms: NotRequired[float]
     #: The tool calls of the answer the row shows: ``{tool, input, duration_ms, error}``.
     tool_calls: NotRequired[list[dict[str, Any]]]
+    #: A conversation's turns, as far as they went.
+    turns: NotRequired[list[TurnRow]]
 
 
 @dataclass(frozen=True)
@@ -268,6 +292,7 @@ class CaseResult:
     expected_outcome: str = ""
     duration_ms: float | None = None
     tool_calls: tuple[dict[str, Any], ...] = ()
+    turns: tuple[TurnRow, ...] = ()
 
     def row(self) -> ResultRow:
         """Plain builtins, redacted: what reports, JUnit XML and results files are made of."""
@@ -310,6 +335,7 @@ class CaseResult:
             ("expected_outcome", self.expected_outcome),
             ("duration_ms", None if self.duration_ms is None else round(self.duration_ms, 3)),
             ("tool_calls", list(self.tool_calls)),
+            ("turns", list(self.turns)),
         ):
             if value not in (None, "", []):
                 row[key] = value  # type: ignore[literal-required]
@@ -334,5 +360,5 @@ def _made_printable(row: Any) -> None:
         for key in ("text", "evidence"):
             if isinstance(check.get(key), str):
                 check[key] = printable(check[key])
-    for member in row.get("evaluator_results") or ():
+    for member in (*(row.get("evaluator_results") or ()), *(row.get("turns") or ())):
         _made_printable(member)

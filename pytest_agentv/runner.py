@@ -23,6 +23,7 @@ import pytest
 from .answers import TargetResponse
 from .baseline import CaseKey, PreviousResults, graded_score
 from .cases import CaseSpec, PreparedCase, prepare_case
+from .conversation import Conversation
 from .errors import NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
 from .evaluators.base import EvaluationContext, Evaluator, entry_judges
@@ -188,8 +189,9 @@ class AgentvRun:
         ]
         for key, spec, _ in [*new, *(case for case in later if case[0] not in self._expected)]:
             self._expected.add(key)
-            # A case run several times is not batched: each trial is a call of its own.
-            if self.trial_policy(spec) is None:
+            # A case run several times is not batched: each trial is a call of its own; nor is
+            # a conversation, whose every turn waits for the reply before it.
+            if self.trial_policy(spec) is None and spec.conversation is None:
                 self.targets.expect(spec)
         self.scheduler.plan(
             [(key, partial(self.run_case, spec, evaluators)) for key, spec, evaluators in new]
@@ -261,6 +263,10 @@ class AgentvRun:
         if isinstance(ready, CaseResult):
             return ready
         grading, prepared, target = ready
+        if spec.conversation is not None:
+            ask = partial(self._answer, target)
+            talk = Conversation(grading.judgement, spec.conversation, prepared, ask, awaited)
+            return await talk.run()
 
         def answer(attempt: int) -> Awaitable[TargetResponse]:
             return grading.counted(self._answer(target, replace(prepared, attempt=attempt)))
@@ -282,7 +288,12 @@ class AgentvRun:
         async def answer(attempt: int) -> TargetResponse:
             return fixture.call_sync(replace(prepared, attempt=attempt))
 
-        return run_sync(grade_answers(grading, answer, on_loop=self.scheduler.blocking))
+        blocking = self.scheduler.blocking
+        if spec.conversation is not None:
+            ask = partial(_called, fixture)
+            talk = Conversation(grading.judgement, spec.conversation, prepared, ask, blocking)
+            return run_sync(talk.run())
+        return run_sync(grade_answers(grading, answer, on_loop=blocking))
 
     async def _answer(self, target: Target, prepared: PreparedCase) -> TargetResponse:
         if target.timeout is not None:
@@ -337,6 +348,11 @@ def stop_limits(server: LimitServer) -> None:
     with contextlib.suppress(Exception):
         asyncio.run_coroutine_threadsafe(server.close(), shared_loop()).result(timeout=30)
     shutil.rmtree(server.path.parent, ignore_errors=True)
+
+
+async def _called(fixture: FixtureTarget, case: PreparedCase) -> TargetResponse:
+    """A sync ``agentv_target`` fixture's answer, called in pytest's thread."""
+    return fixture.call_sync(case)
 
 
 def case_result(spec: CaseSpec, status: Status, **values: Any) -> CaseResult:

@@ -344,9 +344,13 @@ def generations(data: dict[str, Any]) -> tuple[list[tuple[Loc, str]], list[tuple
             case,
             here,
             ("expected_outcome", "input_messages", "expected_messages", "evaluators"),
-            ("criteria", "assertions"),
+            ("criteria", "assertions", "turns"),
         )
         evaluators(case.get("evaluators", case.get("assertions")), (*here, "evaluators"))
+        turns = case.get("turns")
+        for t_index, turn in enumerate(turns if isinstance(turns, list) else ()):
+            if isinstance(turn, dict):
+                evaluators(turn.get("assertions"), (*here, "turns", t_index, "assertions"))
         inner = case.get("execution")
         keys(inner, (*here, "execution"), ("evaluators",), ("assertions",))
         if isinstance(inner, dict):

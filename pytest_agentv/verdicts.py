@@ -15,7 +15,7 @@ import pytest
 
 from .baseline import regressed_by
 from .redaction import printable
-from .results import AggregationRow, EvaluatorRow, ResultRow, Verdict, js_fixed
+from .results import AggregationRow, EvaluatorRow, ResultRow, TurnRow, Verdict, js_fixed
 
 Outcome = Literal["passed", "xfailed", "failed"]
 
@@ -199,6 +199,46 @@ def trials_lines(result: ResultRow) -> list[str]:
     return [*lines, *_table(rows, right={0, 1, 3})]
 
 
+def _brief(text: str | None, width: int = 32) -> str:
+    """A message in brief, on one line: a table cell."""
+    if text is None:
+        return "-"
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _turn_failure(turn: TurnRow) -> str:
+    """What made a turn fall short: its first failed check, else why it was not sent."""
+    failed = [check["text"] for check in turn["assertions"] if not check["passed"]]
+    return failed[0] if failed else turn.get("error", "")
+
+
+def turns_lines(result: ResultRow) -> list[str]:
+    """A conversation's turns: what the user said and the target replied (in brief), each
+    turn's score, verdict and the check that failed; then the first turn that did not pass."""
+    turns = result.get("turns") or []
+    if not turns:
+        return []
+    rows = [("turn", "user", "reply", "score", "verdict", "failed")]
+    rows += [
+        (
+            str(turn["turn"]),
+            _brief(turn["input"]),
+            _brief(turn["answer"]),
+            fmt(turn["score"]),
+            (turn["verdict"] or "-") + (" (gate)" if turn["gate_failed"] else ""),
+            _brief(_turn_failure(turn), 64),
+        )
+        for turn in turns
+    ]
+    failing = [t["turn"] for t in turns if t["verdict"] not in (None, "pass") or "error" in t]
+    first = f"first failing turn: {failing[0]}" if failing else "every turn passed"
+    whole = [e for e in result["evaluator_results"] if e["name"] == "conversation"]
+    if whole and whole[0]["verdict"] != "pass":
+        first += "; the conversation's own assertions did not"
+    return [f"conversation of {len(turns)} turns; {first}", *_table(rows, right={0, 3})]
+
+
 def _table_rows(
     results: Sequence[EvaluatorRow], depth: int = 0
 ) -> list[tuple[str, str, str, str, str]]:
@@ -219,9 +259,9 @@ def report_text(result: ResultRow, headline: str) -> str:
         lines.append(f"target: {result['target']}")
     if "baseline_score" in result:
         lines.append(f"baseline: {baseline_text(result)}")
-    trials = trials_lines(result)
-    if trials:
-        lines += ["", *trials]
+    for extra in (trials_lines(result), turns_lines(result)):
+        if extra:
+            lines += ["", *extra]
     aggregation = result["aggregation"]
     evaluators = result["evaluator_results"]
     if evaluators:

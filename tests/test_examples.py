@@ -13,7 +13,7 @@ from tests.helpers import judge_ini
 def test_examples_run_offline(pytester: pytest.Pytester) -> None:
     pytester.copy_example(".")
     result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-html", "report.html")
-    result.assert_outcomes(passed=21, skipped=8, xfailed=2)
+    result.assert_outcomes(passed=23, skipped=8, xfailed=3)
     assert result.ret == pytest.ExitCode.OK
     page = (pytester.path / "report.html").read_text()
     assert 'id="evals/refunds.eval.yaml::showcase-wrong-policy"' in page
@@ -25,7 +25,7 @@ def test_examples_run_offline(pytester: pytest.Pytester) -> None:
 def test_showcase_failure_report(pytester: pytest.Pytester) -> None:
     pytester.copy_example(".")
     result = pytester.runpytest("-p", "no:cacheprovider", "--runxfail", "-k", "showcase")
-    result.assert_outcomes(failed=2)
+    result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(
         [
             "*eval 'showcase-composite-failure' failed: score 0.50 (fail)",
@@ -33,6 +33,10 @@ def test_showcase_failure_report(pytester: pytest.Pytester) -> None:
             "    answer     code_judge            1   0.00  fail",
             "    looked-up  tool_trajectory       1   1.00  pass",
             "        ✗ does not mention 'overnight'",
+            "*eval 'showcase-forgets-order' failed: score 0.00 (fail)",
+            "conversation of 3 turns; first failing turn: 3",
+            "     3  Which order are we talking abou…  Sorry there, which order do you…   0.00"
+            '  fail     Output does not contain "4417"',
             "*eval 'showcase-wrong-policy' failed: score 0.00 (fail)",
             "*✗ does not mention 'warranty'",
         ]
@@ -66,7 +70,7 @@ def test_llm_examples_with_a_judge(pytester: pytest.Pytester, fake_llm: FakeOpen
     ini = judge_ini(fake_llm).replace("agentv_cache_mode = off\n", "")
     (pytester.path / "pytest.ini").write_text(ini + "agentv_cache_dir = .agentv/test-cache\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-results=out.jsonl")
-    result.assert_outcomes(passed=29, xfailed=2)
+    result.assert_outcomes(passed=31, xfailed=3)
     result.stdout.fnmatch_lines(["*judge openai/fake-judge graded 3 canaries as expected"])
     # The default judge's request stands at the top level; listed evaluators carry their own.
     modes = {
@@ -88,5 +92,5 @@ def test_llm_examples_with_a_judge(pytester: pytest.Pytester, fake_llm: FakeOpen
     assert '"facts": {' in decision.user and '"tone": {' in decision.user
     fake_llm.stop()
     replayed = pytester.runpytest("-p", "no:cacheprovider", "--agentv-cache-mode=replay")
-    replayed.assert_outcomes(passed=29, xfailed=2)
+    replayed.assert_outcomes(passed=31, xfailed=3)
     replayed.stdout.fnmatch_lines(["agentv: 0 model calls made, * replies reused from the store*"])

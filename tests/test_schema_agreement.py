@@ -1202,6 +1202,27 @@ REFUSED = [
         sidecar="evalcases: [{id: b, input: q}]\n",
         jsonl=True,
     ),
+    *(
+        refused(f"test_bad_conversations_are_load_errors_at_their_place[{index}]", text)
+        for index, text in enumerate(
+            [
+                "tests: [{id: a, input: q, turns: [{input: hi}]}]\n",
+                "tests: [{id: a, mode: conversation, input: q}]\n",
+                "tests: [{id: a, mode: conversation, turns: []}]\n",
+                "tests: [{id: a, mode: conversation, window_size: 0, turns: [{input: hi}]}]\n",
+                "tests: [{id: a, mode: conversation, aggregation: median, turns: [{input: hi}]}]\n",
+                "tests: [{id: a, mode: chat, turns: [{input: hi, assertions: [x]}]}]\n",
+                "tests: [{id: a, input: q, on_turn_failure: stop}]\n",
+                "tests: [{id: a, mode: conversation, turns: [{input: []}]}]\n",
+                "tests: [{id: a, mode: conversation, expected_output: x, turns: [{input: hi}]}]\n",
+            ]
+        )
+    ),
+    refused(
+        "test_bad_conversations_are_load_errors_at_their_place[nothing-grades]",
+        "tests: [{id: a, mode: conversation, turns: [{input: hi}]}]\n",
+        loader_only="what grades a case: the default kind and the file's entries together",
+    ),
 ]
 
 #: Files both accept besides the examples: what the loader reads besides the plain spellings.
@@ -1239,6 +1260,15 @@ ACCEPTED = [
         "    - {name: kw, type: code_judge, script: [python, kw.py], keywords: [a]}\n"
         "  trials: {count: 3, strategy: mean}\n",
         id="sidecar",
+    ),
+    pytest.param(
+        "tests:\n  - id: a\n    mode: conversation\n    aggregation: max\n    window_size: 1\n"
+        "    input: [{role: system, content: s}]\n    turns:\n      - {input: hi}\n"
+        "      - {input: [{type: text, value: again}], expected_output: hello}\n"
+        "      - {input: bye, assertions: [Polite, {type: contains, value: bye}]}\n"
+        "    assertions: [Coherent]\n",
+        None,
+        id="conversation",
     ),
 ]
 

@@ -146,6 +146,20 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
                         tail = (m_index, "content", s_index, "value")
                         node, _ = locate(root, (*written, *tail))
                         positions[("evalcases", index, field_name, *tail)] = line_col(node)
+        for t_index, turn in enumerate(case.turns or ()):
+            here: Loc = ("evalcases", index, "turns", t_index)
+            for s_index, segment in enumerate(turn.input):
+                if segment.type == "file":
+                    node, _ = locate(root, (*here, "input", s_index, "value"))
+                    positions[(*here, "input", s_index, "value")] = line_col(node)
+        if case.turns is not None and not (
+            case.rubrics or listed_evaluators(case, suite) or any(t.checked for t in case.turns)
+        ):
+            fail(
+                ("evalcases", index, "turns"),
+                "nothing grades this conversation: give a turn 'assertions' or an "
+                "'expected_output', or the case 'assertions'",
+            )
     trial_blocks: list[Loc] = [("execution", "trials")] if suite.execution else []
     trial_blocks += [
         ("evalcases", i, "execution", "trials")
@@ -193,7 +207,12 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
         if problem is not None:
             fail(where, problem)
         needs = kinds.entry_needs(default_kind)
-        if needs is not None and not (case.rubrics or listed_evaluators(case, suite)):
+        defaulted = (
+            any(turn.expected_output and not turn.assertions for turn in case.turns)
+            if case.turns is not None
+            else not (case.rubrics or listed_evaluators(case, suite))
+        )
+        if needs is not None and defaulted:
             fail(where, f"'{default_kind}' as the default kind needs {needs}")
     warned: set[Loc] = set()
     for loc, found_here in found:
@@ -270,3 +289,7 @@ def evaluator_locs(suite: EvalSuite) -> Iterator[tuple[Loc, EvaluatorConfig]]:
                 yield from _with_members(loc, entry)
         for index, entry in enumerate(case.evaluators or ()):
             yield from _with_members(("evalcases", c_index, "evaluators", index), entry)
+        for t_index, turn in enumerate(case.turns or ()):
+            for index, entry in enumerate(turn.assertions or ()):
+                loc = ("evalcases", c_index, "turns", t_index, "assertions", index)
+                yield from _with_members(loc, entry)

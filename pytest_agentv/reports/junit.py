@@ -61,6 +61,10 @@ def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, st
     if row["score"] is not None and row["verdict"] is not None:  # graded: not an error, a skip
         props += [(f"{prefix}.score", f"{row['score']:.4f}"), (f"{prefix}.verdict", row["verdict"])]
     props.extend(_evaluator_properties(row["evaluator_results"], f"{prefix}.evaluator"))
+    for turn in row.get("turns") or ():
+        if turn["score"] is not None and turn["verdict"] is not None:
+            props.append((f"{prefix}.turn.{turn['turn']}.score", f"{turn['score']:.4f}"))
+            props.append((f"{prefix}.turn.{turn['turn']}.verdict", turn["verdict"]))
     trials, aggregation = row["trials"], row["aggregation"]
     if trials is not None:
         props.append((f"{prefix}.trials", str(len(trials))))

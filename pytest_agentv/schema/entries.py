@@ -64,3 +64,12 @@ def v4_entries(value: Any, *, strings: bool = True) -> Any:
             item = {"name": name, **item}
         named.append(item)
     return named
+
+
+def entries_or_strings(schema: dict[str, Any]) -> None:
+    """An assertions list's JSON Schema: it may hold plain strings (AgentV v4: criteria of one
+    ``rubrics`` entry) besides its entries, which the schema still checks."""
+    for form in schema.get("anyOf", ()):
+        entry = form.get("items")
+        if form.get("type") == "array" and isinstance(entry, dict):
+            form["items"] = {"anyOf": [entry, {"type": "string"}]}

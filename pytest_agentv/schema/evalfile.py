@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from ..spellings import generations, spelled
 from .base import Model, Schema, Text
+from .conversation import (
+    Aggregation,
+    ConversationTurn,
+    TurnFailure,
+    WindowSize,
+    check_conversation,
+    conversation_schema,
+)
+from .entries import entries_or_strings
 from .evaluators import Entries, EvaluatorConfig
 from .messages import MESSAGES_SHORTHAND, Message, as_messages
 from .rubrics import Rubrics, rubrics_shorthand
@@ -17,15 +33,6 @@ from .trials import TrialsConfig
 
 def _name_of(value: Any) -> Any:
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
-
-
-def _entries_or_strings(schema: dict[str, Any]) -> None:
-    """An assertions list may hold plain strings (AgentV v4: criteria of one ``rubrics`` entry)
-    besides its entries, which the schema still checks."""
-    for form in schema.get("anyOf", ()):
-        entry = form.get("items")
-        if form.get("type") == "array" and isinstance(entry, dict):
-            form["items"] = {"anyOf": [entry, {"type": "string"}]}
 
 
 #: A dataset name written as a number (``dataset: 2024``) is the text of that number.
@@ -42,7 +49,7 @@ class Execution(Model):
     evaluators: Entries | None = Field(
         None,
         validation_alias=spelled("Execution", "evaluators"),
-        json_schema_extra=_entries_or_strings,
+        json_schema_extra=entries_or_strings,
     )
     trials: TrialsConfig | None = None
     #: A case's opt-out of the file's assertions (AgentV v4).
@@ -52,10 +59,14 @@ class Execution(Model):
 class EvalCase(Model):
     """One eval case as written in the file."""
 
+    model_config = ConfigDict(json_schema_extra=conversation_schema)
+
     id: CaseId
     description: str | None = None
     expected_outcome: str = Field("", validation_alias=spelled("EvalCase", "expected_outcome"))
+    #: Required, except in a conversation (``check_conversation``).
     input_messages: list[Message] = Field(
+        default_factory=list,
         validation_alias=spelled("EvalCase", "input_messages"),
         min_length=1,
         json_schema_extra=MESSAGES_SHORTHAND,
@@ -69,12 +80,18 @@ class EvalCase(Model):
     evaluators: Entries | None = Field(
         None,
         validation_alias=spelled("EvalCase", "evaluators"),
-        json_schema_extra=_entries_or_strings,
+        json_schema_extra=entries_or_strings,
     )
     execution: Execution | None = None
     rubrics: Rubrics | None = Field(None, json_schema_extra=rubrics_shorthand)
     evaluator: str | None = None
     grader: str | None = None
+    #: AgentV v4.15's conversation mode (``schema.conversation``).
+    mode: Literal["conversation"] | None = None
+    turns: list[ConversationTurn] | None = Field(None, min_length=1)
+    aggregation: Aggregation | None = None
+    on_turn_failure: TurnFailure | None = None
+    window_size: WindowSize | None = None
 
     @field_validator("id")
     @classmethod
@@ -99,6 +116,17 @@ class EvalCase(Model):
     @classmethod
     def _expected(cls, value: Any) -> Any:
         return [] if value is None else as_messages(value, "assistant")
+
+    @model_validator(mode="after")
+    def _conversation(self) -> EvalCase:
+        check_conversation(self)
+        return self
+
+    @property
+    def entry_lists(self) -> list[Entries | None]:
+        """The case's own evaluator lists, its turns' included."""
+        lists = [self.evaluators, self.execution.evaluators if self.execution else None]
+        return lists + [turn.assertions for turn in self.turns or ()]
 
 
 class JsonlSidecar(Model):
@@ -125,7 +153,7 @@ class EvalSuite(JsonlSidecar):
     assertions: Entries | None = Field(
         None,
         validation_alias=spelled("EvalSuite", "assertions"),
-        json_schema_extra=_entries_or_strings,
+        json_schema_extra=entries_or_strings,
     )
     _v4: bool = PrivateAttr(False)
 
@@ -142,7 +170,7 @@ class EvalSuite(JsonlSidecar):
         if self._v4:
             lists = [self.assertions, self.execution.evaluators if self.execution else None]
             for case in self.evalcases:
-                lists += [case.evaluators, case.execution.evaluators if case.execution else None]
+                lists += case.entry_lists
             for entry in (entry for entries in lists for entry in entries or ()):
                 entry.in_v4_file()
         return self

@@ -18,6 +18,7 @@ from pydantic.json_schema import models_json_schema
 
 from ..spellings import TARGET_SETTING_ALIASES
 from .checks import FieldSpec, TrajectoryStep
+from .conversation import ConversationTurn
 from .evalfile import EvalCase, EvalSuite, Execution, JsonlSidecar
 from .evaluators import KIND_SPECS, AggregatorSpec, EvaluatorConfig, PromptScript
 from .messages import ContentSegment, Message
@@ -45,6 +46,7 @@ _MODELS: dict[str, type[BaseModel]] = {
         EvalSuite,
         JsonlSidecar,
         EvalCase,
+        ConversationTurn,
         Execution,
         TrialsConfig,
         EvaluatorConfig,

@@ -23,7 +23,7 @@ _SEGMENT_SHORTHAND = {
     "items": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/ContentSegment"}]},
 }
 
-_CONTENT_SHORTHAND = also(
+CONTENT_SHORTHAND = also(
     {"type": "string"}, {"type": "object"}, _SEGMENT_SHORTHAND, {"type": "null"}
 )
 
@@ -61,7 +61,7 @@ class ContentSegment(Model):
         return self
 
 
-def _normalize_content(value: Any) -> Any:
+def normalize_content(value: Any) -> Any:
     if value is None:
         return []
     if isinstance(value, str):
@@ -81,16 +81,14 @@ def _normalize_content(value: Any) -> Any:
 
 class Message(Model):
     role: Role
-    content: list[ContentSegment] = Field(
-        default_factory=list, json_schema_extra=_CONTENT_SHORTHAND
-    )
+    content: list[ContentSegment] = Field(default_factory=list, json_schema_extra=CONTENT_SHORTHAND)
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
 
     @field_validator("content", mode="before")
     @classmethod
     def _content(cls, value: Any) -> Any:
-        return _normalize_content(value)
+        return normalize_content(value)
 
     def authored_content(self) -> Any:
         """The content in the shape it was written: text, an object, or a segment list."""

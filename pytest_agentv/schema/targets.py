@@ -44,6 +44,7 @@ _HEALTHCHECK = {
 #: about every other key, and the targets-file JSON Schema is made from this table.
 TARGET_SETTINGS: dict[str, dict[str, Any]] = {
     "response": {},
+    "responses": {"type": "array", "minItems": 1},
     "delay_ms": {"type": "number", "minimum": 0},
     "command_template": _STRING,
     "cwd": _STRING,

@@ -52,7 +52,7 @@ def planned_answer(target: Target, case: PreparedCase) -> tuple[TargetResponse, 
     model target's is known when its reply is in the store; any other answer (a CLI agent's, a
     fixture's) stands in as one reply allowance of text."""
     if isinstance(target, MockTarget):
-        return target.answer(), []
+        return target.answer(case.turn), []
     if isinstance(target, RecordedTarget):
         return target.answer(case), []
     if isinstance(target, LlmTarget):

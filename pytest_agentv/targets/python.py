@@ -25,7 +25,8 @@ DEFAULT_MOCK_RESPONSE = "Mock target response. Set 'response' on the mock target
 
 
 class MockTarget:
-    """Answers every case with the same canned ``response`` after an optional delay."""
+    """Answers every case with the same canned ``response`` after an optional delay; or, with
+    ``responses`` (a list), each turn of a conversation with its own (a case: the first)."""
 
     timeout: float | None = None
 
@@ -36,6 +37,13 @@ class MockTarget:
         self.judge_target = judge_target
         response = settings.get("response", DEFAULT_MOCK_RESPONSE)
         self.response = response if isinstance(response, (str, dict, list)) else str(response)
+        responses = settings.get("responses")
+        if responses is not None and (not isinstance(responses, list) or not responses):
+            raise ConfigError(
+                f"mock target '{name}' ({where('responses')}): responses must be a list of "
+                "answers, one per turn of a conversation"
+            )
+        self.responses: list[Any] = responses or []
         delay = settings.get("delay_ms", 0)
         if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < inf:
             raise ConfigError(
@@ -47,10 +55,17 @@ class MockTarget:
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
         if self.delay:
             await asyncio.sleep(self.delay)
-        return self.answer()
+        return self.answer(case.turn)
 
-    def answer(self) -> TargetResponse:
+    def answer(self, turn: int = 0) -> TargetResponse:
         value = self.response
+        if self.responses:
+            if turn > len(self.responses):
+                raise NotGradedError(
+                    f"mock target '{self.name}' has {len(self.responses)} responses: none for "
+                    f"turn {turn}"
+                )
+            value = self.responses[max(turn, 1) - 1]
         if isinstance(value, dict) and not ("text" in value or "output_messages" in value):
             value = json.dumps(value)
         return response_from(value, f"mock target '{self.name}'")
@@ -157,6 +172,8 @@ class RecordedTarget:
             raise NotGradedError(
                 f"the recorded answer for '{case.id}' {where} is not an answer: {problem}"
             )
+        if case.turn:
+            return self._turn(row, case, where)
         messages = row.get("output_messages")
         text = row.get("candidate_answer")
         if not messages and not isinstance(text, str):
@@ -175,3 +192,21 @@ class RecordedTarget:
             recorded_trace=trace if isinstance(trace, dict) else None,
         )
         return checked_answer(recorded, what)
+
+    def _turn(self, row: dict[str, Any], case: PreparedCase, where: str) -> TargetResponse:
+        """A conversation's turn: the reply its recorded row gave that turn (our ``turns``)."""
+        turns = row.get("turns")
+        said = next(
+            (
+                turn.get("answer")
+                for turn in (turns if isinstance(turns, list) else ())
+                if isinstance(turn, dict) and turn.get("turn") == case.turn
+            ),
+            None,
+        )
+        if not isinstance(said, str):
+            raise NotGradedError(
+                f"the recorded row for '{case.id}' {where} has no answer for turn {case.turn}"
+            )
+        what = f"the recorded row for '{case.id}', turn {case.turn}"
+        return checked_answer(response_from(said, what), what)
