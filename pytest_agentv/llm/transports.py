@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import json
 import os
 import ssl
@@ -97,8 +96,7 @@ class Transport(Protocol):
     def supports_response_schema(self) -> bool: ...
 
     async def ready(self) -> None:
-        """One-off set-up (an import that takes seconds) done before an attempt's clock starts,
-        in a thread, so that other cases' calls go on meanwhile."""
+        """One-off set-up (a slow import), in a thread, before an attempt's clock starts."""
 
     async def send(
         self,
@@ -291,7 +289,7 @@ class LeanTransport:
 
     async def ready(self) -> None:
         if "httpx" not in sys.modules:
-            await asyncio.to_thread(importlib.import_module, "httpx")
+            await asyncio.to_thread(__import__, "httpx")
 
     def _resolve(self) -> _Endpoint:
         spec = self.spec
