@@ -1,6 +1,6 @@
 """Run pytest-agentv's benchmarks and print measured numbers against same-run baselines.
 
-    python bench/run.py                       # all eight, full sizes
+    python bench/run.py                       # all ten, full sizes
     python bench/run.py --quick               # smaller sizes and fewer repeats: a smoke run
     python bench/run.py throughput overhead   # only these
 
