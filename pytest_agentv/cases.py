@@ -103,13 +103,15 @@ class CaseSpec:
 
     @property
     def where(self) -> str:
-        """``file:line`` of the case, as failure headlines and not-graded reasons show it."""
-        return f"{self.loaded.display}:{self.line + 1}"
+        """``file:line`` of the case (in the dataset it is written in), as failure headlines and
+        not-graded reasons show it."""
+        return f"{self.loaded.case_file(self.index)[0]}:{self.line + 1}"
 
     def located(self, problem: str) -> str:
         """``problem`` at the case (``file:line: problem``), unless it already names its place
         in the case's file (``file:line:col: field: ...``): the location is said once."""
-        own = problem.startswith(f"{self.loaded.display}:")
+        files = {self.loaded.display, self.loaded.case_file(self.index)[0]}
+        own = problem.startswith(tuple(f"{file}:" for file in files))
         return problem if own else f"{self.where}: {problem}"
 
     @property

@@ -275,7 +275,8 @@ class EvalItem(pytest.Function):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, self.spec.line, f"eval: {printable(self.spec.case.id)}"
+        written = self.spec.loaded.case_file(self.spec.index)[1]
+        return written, self.spec.line, f"eval: {printable(self.spec.case.id)}"
 
 
 def planned_work(items: Sequence[pytest.Item]) -> tuple[list[CaseWork], list[CaseWork]]:
