@@ -67,18 +67,30 @@ class CaseSpec:
     loaded: LoadedFile
     index: int
     evaluators: tuple[EvaluatorConfig, ...]
+    #: The target of this (case, target) pair of a matrix (``execution.targets``).
+    matrix_target: str | None = None
 
     @classmethod
-    def all_of(cls, loaded: LoadedFile) -> list[CaseSpec]:
+    def all_of(cls, loaded: LoadedFile, *, matrix: bool = True) -> list[CaseSpec]:
+        """The file's cases, a case once per target of its matrix (unless ``matrix`` is off:
+        ``--agentv-target`` names the one target every case runs on)."""
         suite = loaded.suite
-        return [
-            cls(loaded, index, effective_evaluators(case, suite))
-            for index, case in enumerate(suite.evalcases)
-        ]
+        specs = []
+        for index, case in enumerate(suite.evalcases):
+            evaluators = effective_evaluators(case, suite)
+            targets: list[str | None] = [*matrix_targets(loaded, index)] if matrix else []
+            specs += [cls(loaded, index, evaluators, target) for target in targets or [None]]
+        return specs
 
     @property
     def case(self) -> EvalCase:
         return self.loaded.suite.evalcases[self.index]
+
+    @property
+    def label(self) -> str:
+        """The case's id, and a matrix pair's target: ``case[target]``."""
+        target = self.matrix_target
+        return self.case.id if target is None else f"{self.case.id}[{target}]"
 
     @property
     def listed(self) -> bool:
@@ -135,10 +147,27 @@ class CaseSpec:
     def target_name(self) -> str | None:
         case, suite = self.case, self.loaded.suite
         return (
-            (case.execution.target if case.execution else None)
+            self.matrix_target
+            or (case.execution.target if case.execution else None)
             or (suite.execution.target if suite.execution else None)
             or suite.target
         )
+
+
+def matrix_targets(loaded: LoadedFile, index: int) -> list[str]:
+    """The targets case ``index`` runs on, once each (AgentV v4): its ``execution.targets``,
+    else the file's; where both are given, the case's among the file's (in the case's order)."""
+    suite, case = loaded.suite, loaded.suite.evalcases[index]
+    own = case.execution.targets if case.execution else None
+    file = suite.execution.targets if suite.execution else None
+    if own is None or file is None:
+        return list(own or file or [])
+    shared = [name for name in own if name in file]
+    if not shared:
+        loc = ("evalcases", index, "execution", "targets")
+        problem = f"none of these is in the file's targets ({', '.join(file)})"
+        raise loaded.error_at(loc, problem, index)
+    return shared
 
 
 def _is_guideline(path: Path, rootdir: Path, patterns: tuple[str, ...]) -> bool:

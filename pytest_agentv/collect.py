@@ -126,12 +126,14 @@ def load_specs(
     registry: ScopedRegistry,
     files: ProjectFiles | None = None,
     trials: int | None = None,
+    matrix: bool = True,
 ) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
     """Everything collection does with an eval file, without pytest: raises ``AgentvError``.
 
     The nearest ``.agentv/config.yaml`` (from ``files``) gives the file its guideline
     patterns; its warnings come with the first eval file that uses it. ``trials`` is
-    ``--agentv-trials``, with which every case's trials must still be able to settle.
+    ``--agentv-trials``, with which every case's trials must still be able to settle;
+    ``matrix`` off (``--agentv-target``) runs each case once rather than once per target.
     """
     loaded = load_eval_file(path, display, registry, rootdir)
     if files is not None and (config := files.config_for(path.parent)) is not None:
@@ -140,7 +142,7 @@ def load_specs(
             guideline_patterns=tuple(config.model.guideline_patterns),
             warnings=(*files.new_warnings(config), *loaded.warnings),
         )
-    specs = CaseSpec.all_of(loaded)
+    specs = CaseSpec.all_of(loaded, matrix=matrix)
     _check_trials(loaded, specs, trials)
     return loaded, [(spec, registry.evaluators_for(spec.evaluators)) for spec in specs]
 
@@ -184,6 +186,7 @@ class EvalFile(pytest.File):
                 registry,
                 run.files,
                 run.settings.trials,
+                matrix=run.settings.target is None,
             )
         except AgentvError as exc:
             raise self.CollectError(shown(str(exc))) from None
@@ -196,8 +199,11 @@ class EvalFile(pytest.File):
             warnings.warn_explicit(shown(warning.message), warning.category, file, warning.line)
         defined = target_fixture_defined(self.config, self.path)
         callobj = _run_case if defined else _run_case_without_target_fixture
-        names = test_names([spec.case.id for spec, _ in cases])
-        for (spec, evaluators), name in zip(cases, names, strict=True):
+        names = test_names([case.id for case in loaded.suite.evalcases])
+        for spec, evaluators in cases:
+            name = names[spec.index]
+            if spec.matrix_target is not None:
+                name += f"[{_UNSAFE.sub('_', printable(spec.matrix_target))}]"
             run.collected.add((spec.loaded.display, spec.dataset, spec.case.id))
             if not defined:
                 for file, warning in run.targets.setting_notes(spec):
@@ -249,7 +255,7 @@ class EvalItem(pytest.Function):
         record_properties(self, row)
         settle_ungraded(
             row,
-            subject=f"eval '{self.spec.case.id}'",
+            subject=f"eval '{self.spec.label}'",
             where=f"{self.spec.where}: ",
             require_judge=run.settings.require_judge,
             fail_on_error=run.settings.fail_on_error,
@@ -261,7 +267,7 @@ class EvalItem(pytest.Function):
         apply_verdict(
             row,
             borderline=self.run.settings.borderline,
-            headline=f"{self.spec.where}: eval '{self.spec.case.id}' failed",
+            headline=f"{self.spec.where}: eval '{self.spec.label}' failed",
             failure=EvalFailed,
             max_regression=self.run.settings.max_regression,
         )
@@ -276,7 +282,7 @@ class EvalItem(pytest.Function):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         written = self.spec.loaded.case_file(self.spec.index)[1]
-        return written, self.spec.line, f"eval: {printable(self.spec.case.id)}"
+        return written, self.spec.line, f"eval: {printable(self.spec.label)}"
 
 
 def planned_work(items: Sequence[pytest.Item]) -> tuple[list[CaseWork], list[CaseWork]]:
