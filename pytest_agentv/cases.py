@@ -143,6 +143,14 @@ class CaseSpec:
             suite.execution.trials if suite.execution else None
         )
 
+    def threshold(self, override: float | None) -> float | None:
+        """The case's pass bar: ``override`` (``--agentv-threshold``), else the case's
+        ``execution.threshold``, else the file's (AgentV v4: CLI > test > suite)."""
+        case, suite = self.case, self.loaded.suite
+        own = case.execution.threshold if case.execution else None
+        file = suite.execution.threshold if suite.execution else None
+        return next((t for t in (override, own, file) if t is not None), None)
+
     @property
     def target_name(self) -> str | None:
         case, suite = self.case, self.loaded.suite

@@ -31,7 +31,7 @@ from .results import ResultRow
 from .runner import AgentvRun, CaseWork
 from .targets.python import FixtureTarget
 from .trials import policy_for
-from .verdicts import apply_verdict, settle_ungraded
+from .verdicts import apply_threshold, apply_verdict, settle_ungraded
 from .yamlfile import Loc
 
 
@@ -252,6 +252,7 @@ class EvalItem(pytest.Function):
             result = run.run_now(self.spec, self.evaluators, fixture)
         run.compare(result, self.spec)
         row = self.stash[result_key] = result.row()
+        apply_threshold(row, self.spec.threshold(run.settings.threshold))
         record_properties(self, row)
         settle_ungraded(
             row,
