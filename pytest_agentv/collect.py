@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from .cases import CaseSpec
+from .dependencies import ordered
 from .errors import AgentvError, ConfigError
 from .evaluators import ScopedRegistry
 from .evaluators.base import Evaluator
@@ -79,6 +80,28 @@ def target_fixture_defined(config: pytest.Config, path: Path) -> bool:
         if path.is_relative_to(Path(file).parent):
             return True
     return False
+
+
+#: Why a case was failed without running: a dependency failed (``on_dependency_failure: fail``).
+_held_key = pytest.StashKey[str]()
+
+
+#: Markers that change how a test runs: a tag of one of these names is not made a marker.
+_BEHAVIOUR_MARKERS = frozenset(
+    {"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings", "xdist_group"}
+)
+
+
+def tag_marker(config: pytest.Config, tag: str) -> pytest.MarkDecorator | None:
+    """An eval file's tag (AgentV v4's ``tags``) as a pytest marker, for ``-m``; registered, so
+    that ``--strict-markers`` accepts it. None for a tag that names a marker changing how a test
+    runs (``skip``, ``xfail``...), or that pytest refuses as a marker name."""
+    if tag in _BEHAVIOUR_MARKERS or tag.startswith("_"):
+        return None
+    if not any(line.split(":")[0].strip() == tag for line in config.getini("markers")):
+        config.addinivalue_line("markers", f"{tag}: an AgentV eval file's tag")
+    marker: pytest.MarkDecorator = getattr(pytest.mark, tag)
+    return marker
 
 
 class EvalFailed(AssertionError):
@@ -217,6 +240,9 @@ class EvalFile(pytest.File):
                 evaluators=evaluators,
             )
             item.add_marker("agentv")
+            for tag in loaded.suite.tags or []:
+                if (marker := tag_marker(self.config, tag)) is not None:
+                    item.add_marker(marker)
             yield item
 
 
@@ -246,6 +272,8 @@ class EvalItem(pytest.Function):
             )
         answered = run.settings.answers is not None  # recorded answers replace every target
         fixture = FixtureTarget(value) if value is not None and not answered else None
+        if self._held_back():
+            return
         if fixture is None and run.scheduler.planned(self.nodeid):
             result = run.scheduler.result(self.nodeid)
         else:
@@ -253,6 +281,7 @@ class EvalItem(pytest.Function):
         run.compare(result, self.spec)
         row = self.stash[result_key] = result.row()
         apply_threshold(row, self.spec.threshold(run.settings.threshold))
+        run.dependencies.record(self.spec, failed=row["status"] == "error")
         record_properties(self, row)
         settle_ungraded(
             row,
@@ -263,7 +292,23 @@ class EvalItem(pytest.Function):
             skip=pytest.skip,
         )
 
+    def _held_back(self) -> bool:
+        """A failed dependency (``on_dependency_failure``): skip the case, or fail it without
+        running it (in ``runtest``); ``run`` runs it anyway."""
+        failed = self.run.dependencies.failed(self.spec)
+        policy = self.spec.case.on_dependency_failure or "skip"
+        if not failed or policy == "run":
+            return False
+        self.run.dependencies.record(self.spec, failed=True)
+        reason = f"eval '{self.spec.label}': dependency failed ({', '.join(failed)})"
+        if policy == "skip":
+            pytest.skip(f"{reason}; skipped (on_dependency_failure: skip)")
+        self.stash[_held_key] = f"{self.spec.where}: {reason} (on_dependency_failure: fail)"
+        return True
+
     def runtest(self) -> None:
+        if (held := self.stash.get(_held_key, None)) is not None:
+            raise EvalFailed(held)
         row: ResultRow = self.stash[result_key]
         apply_verdict(
             row,
@@ -296,8 +341,15 @@ def planned_work(items: Sequence[pytest.Item]) -> tuple[list[CaseWork], list[Cas
     for item in items:
         if isinstance(item, EvalItem):
             fixture = "agentv_target" in item.fixturenames and item.run.settings.answers is None
-            (later if fixture else early).append((item.nodeid, item.spec, item.evaluators))
+            # A case that depends on others waits for their outcome: it runs when its item does.
+            waits = fixture or bool(item.spec.case.depends_on)
+            (later if waits else early).append((item.nodeid, item.spec, item.evaluators))
     return early, later
+
+
+def in_dependency_order(items: Sequence[pytest.Item]) -> list[pytest.Item]:
+    """The items, each eval case after the cases it depends on."""
+    return ordered(items, lambda item: item.spec if isinstance(item, EvalItem) else None)
 
 
 def place_skip(item: pytest.Item, report: pytest.TestReport) -> None:

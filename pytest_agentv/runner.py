@@ -24,6 +24,7 @@ from .answers import TargetResponse
 from .baseline import CaseKey, PreviousResults, graded_score
 from .calibration import Calibration
 from .cases import CaseSpec, PreparedCase, prepare_case
+from .dependencies import Dependencies
 from .errors import NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
 from .evaluators.base import EvaluationContext, Evaluator, entry_judges
@@ -71,6 +72,7 @@ class AgentvRun:
         #: Every case collected, as ``(eval file, dataset, eval_id)``: a baseline's cases that
         #: are not here are gone.
         self.collected: set[CaseKey] = set()
+        self.dependencies = Dependencies()
         self.budget = (
             Budget(settings.budget_usd, ledger)
             if settings.budget_usd is not None and ledger is not None

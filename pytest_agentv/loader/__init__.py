@@ -21,6 +21,7 @@ from ..schema.evaluators import EvaluatorConfig
 from ..spellings import generations, key_at, locate
 from ..yamlfile import Loc, child_at, file_of, line_col, parse_yaml
 from .datasets import Datasets
+from .dependencies import check_dependencies
 from .inputs import with_suite_input, with_vars
 from .jsonl import jsonl_document
 from .validation import FileWarning, unknown_key_warnings, validate
@@ -181,6 +182,7 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
                 if segment.type == "file":
                     at: Loc = (m_index, "content", s_index, "value")
                     place(("evalcases", index, "expected_messages", *at), (*written, *at))
+    check_dependencies(suite, fail)
     trial_blocks: list[Loc] = [("execution", "trials")] if suite.execution else []
     trial_blocks += [
         ("evalcases", i, "execution", "trials")
