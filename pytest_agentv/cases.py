@@ -143,6 +143,12 @@ class CaseSpec:
             suite.execution.trials if suite.execution else None
         )
 
+    @property
+    def budget_usd(self) -> float | None:
+        """The file's ``execution.budget_usd`` (AgentV v4): what its cases may spend together."""
+        execution = self.loaded.suite.execution
+        return execution.budget_usd if execution else None
+
     def threshold(self, override: float | None) -> float | None:
         """The case's pass bar: ``override`` (``--agentv-threshold``), else the case's
         ``execution.threshold``, else the file's (AgentV v4: CLI > test > suite)."""

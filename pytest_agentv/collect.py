@@ -282,6 +282,9 @@ class EvalItem(pytest.Function):
         row = self.stash[result_key] = result.row()
         apply_threshold(row, self.spec.threshold(run.settings.threshold))
         run.dependencies.record(self.spec, failed=row["status"] == "error")
+        if self.spec.budget_usd is not None:
+            reported = (row.get("trace_summary") or {}).get("cost_usd") or 0.0
+            run.suite_budgets.charge(self.spec.loaded.display, row["usage"]["cost_usd"] + reported)
         record_properties(self, row)
         settle_ungraded(
             row,
@@ -341,9 +344,11 @@ def planned_work(items: Sequence[pytest.Item]) -> tuple[list[CaseWork], list[Cas
     for item in items:
         if isinstance(item, EvalItem):
             fixture = "agentv_target" in item.fixturenames and item.run.settings.answers is None
-            # A case that depends on others waits for their outcome: it runs when its item does.
-            waits = fixture or bool(item.spec.case.depends_on)
-            (later if waits else early).append((item.nodeid, item.spec, item.evaluators))
+            # A case that depends on others waits for their outcome, and one of a file with a
+            # budget for what the file spent: it runs when its item does.
+            spec = item.spec
+            waits = fixture or bool(spec.case.depends_on) or spec.budget_usd is not None
+            (later if waits else early).append((item.nodeid, spec, item.evaluators))
     return early, later
 
 

@@ -29,7 +29,7 @@ from .errors import NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
 from .evaluators.base import EvaluationContext, Evaluator, entry_judges
 from .grading import Grading, Judgement, grade_answers, not_graded
-from .llm.budget import Budget, Ledger
+from .llm.budget import Budget, Ledger, SuiteBudgets
 from .llm.client import LlmClient, ModelClients
 from .llm.limits import CallLimits, Limits, LimitServer, RemoteLimits
 from .llm.replay import ReplayStore
@@ -73,6 +73,7 @@ class AgentvRun:
         #: are not here are gone.
         self.collected: set[CaseKey] = set()
         self.dependencies = Dependencies()
+        self.suite_budgets = SuiteBudgets()
         self.budget = (
             Budget(settings.budget_usd, ledger)
             if settings.budget_usd is not None and ledger is not None
@@ -211,6 +212,8 @@ class AgentvRun:
         target (the fixture's, else the one its files name, unless ``lookup_target`` is off),
         its judges (``JudgeNotConfiguredError`` when one is missing), its files read, and its
         trials (checked at collection)."""
+        if (limit := spec.budget_usd) is not None:
+            self.suite_budgets.check(spec.loaded.display, limit)
         target = fixture
         if target is None and lookup_target:
             target = self.targets.target_for(spec)

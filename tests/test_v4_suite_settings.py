@@ -166,3 +166,42 @@ def test_tags_are_markers_for_dash_m(project: pytest.Pytester) -> None:
     # (it has no judge: it is skipped with that reason).
     result = project.runpytest("-m", "smoke", "-rs")
     result.stdout.fnmatch_lines(["SKIPPED *eval 'a' skipped: *judge*"])
+
+
+def test_a_suites_budget_stops_its_cases_once_spent(project: pytest.Pytester) -> None:
+    """Each answer reports a cost of $0.60: the budget of $1 is spent after two cases; the
+    third is not started (not graded), and another file's cases are not held back."""
+    write(
+        project,
+        ".agentv/targets.yaml",
+        "targets:\n  - {name: default, provider: mock, response: {text: ok, cost_usd: 0.6}}\n",
+    )
+    case = "  - {{id: c{}, input: q, assertions: [{{type: contains, value: ok}}]}}"
+    cases = "\n".join(case.format(n) for n in (1, 2, 3))
+    write(project, "b.eval.yaml", f"execution: {{budget_usd: 1}}\ntests:\n{cases}\n")
+    write(project, "free.eval.yaml", f"tests:\n{cases}\n")
+    result = project.runpytest("-rE")
+    result.assert_outcomes(passed=5, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'c3' was not graded: the suite's budget is spent: $1.2* of $1.0* "
+            "(execution.budget_usd of b.eval.yaml)*"
+        ]
+    )
+
+
+def test_v4_trials_run_as_written(project: pytest.Pytester) -> None:
+    """AgentV v4's trials example's block: count, strategy, cost_limit_usd."""
+    write(
+        project,
+        "t.eval.yaml",
+        """
+        execution:
+          trials: {count: 2, strategy: pass_at_k, cost_limit_usd: 1.00}
+        tests:
+          - {id: a, input: q, assertions: [{type: contains, value: "30 days"}]}
+        """,
+    )
+    project.runpytest("--agentv-results", "out.jsonl").assert_outcomes(passed=1)
+    row = json.loads((project.path / "out.jsonl").read_text())
+    assert [trial["score"] for trial in row["trials"]] == [1.0]
