@@ -11,6 +11,15 @@ import pytest
 from tests.helpers import write
 
 
+def collection_error(project: pytest.Pytester, files: dict[str, str], problem: str) -> None:
+    """Collecting ``files`` (name: text) is one error, ``problem`` (an fnmatch pattern)."""
+    for name, text in files.items():
+        write(project, name, text)
+    result = project.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([problem])
+
+
 def rows(pytester: pytest.Pytester, name: str = "out.jsonl") -> dict[str, dict[str, object]]:
     lines = (pytester.path / name).read_text().splitlines()
     return {row["eval_id"]: row for row in map(json.loads, lines)}
@@ -26,9 +35,13 @@ def test_file_entries_read_yaml_jsonl_csv_and_globs(project: pytest.Pytester) ->
           assertions: [{type: contains, value: "30 days"}]
         """,
     )
-    write(project, "cases/more/b.yaml", "- {id: b1, input: q, criteria: c}\n")
-    write(project, "cases/j.jsonl", '{"id": "j1", "input": "q", "criteria": "c"}\n')
-    write(project, "cases/c.csv", 'id,input,__expected\nc1,"hi, there",contains:30 days\n')
+    datasets = {
+        "cases/more/b.yaml": "- {id: b1, input: q, criteria: c}\n",
+        "cases/j.jsonl": '{"id": "j1", "input": "q", "criteria": "c"}\n',
+        "cases/c.csv": 'id,input,__expected\nc1,"hi, there",contains:30 days\n',
+    }
+    for name, text in datasets.items():
+        write(project, name, text)
     write(
         project,
         "suite.eval.yaml",
@@ -75,11 +88,11 @@ def test_tests_as_a_path_and_case_folders(project: pytest.Pytester) -> None:
 
 
 def test_an_error_in_a_dataset_names_its_file_line_and_column(project: pytest.Pytester) -> None:
-    write(project, "cases/a.yaml", "- id: a\n  input: q\n  criteria: c\n- id: b\n  input: 3\n")
-    write(project, "suite.eval.yaml", "tests:\n  - file://cases/a.yaml\n")
-    result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["cases/a.yaml:5:10: tests.1.input: must be a list"])
+    files = {
+        "cases/a.yaml": "- id: a\n  input: q\n  criteria: c\n- id: b\n  input: 3\n",
+        "suite.eval.yaml": "tests:\n  - file://cases/a.yaml\n",
+    }
+    collection_error(project, files, "cases/a.yaml:5:10: tests.1.input: must be a list")
 
 
 def test_a_failing_case_from_a_dataset_is_reported_where_it_is_written(
@@ -99,29 +112,26 @@ def test_a_failing_case_from_a_dataset_is_reported_where_it_is_written(
     result.stdout.fnmatch_lines(["*cases.jsonl:2: eval 'b' failed: score 0.00 (fail)*"])
 
 
+CSV_SUITE = "tests: ./cases.csv\n"
+
+
 def test_csv_missing_column_names_line_and_column(project: pytest.Pytester) -> None:
-    write(project, "cases.csv", "id,input,topic\nok,q,x\nshort,q\n")
-    write(project, "suite.eval.yaml", "tests: ./cases.csv\n")
-    result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*cases.csv:3:9: column 'topic' is missing from this row*"])
+    files = {"cases.csv": "id,input,topic\nok,q,x\nshort,q\n", "suite.eval.yaml": CSV_SUITE}
+    collection_error(project, files, "cases.csv:3:9: column 'topic' is missing from this row")
 
 
 def test_csv_without_an_input_column_is_refused(project: pytest.Pytester) -> None:
-    write(project, "cases.csv", "id,question\na,q\n")
-    write(project, "suite.eval.yaml", "tests: ./cases.csv\n")
-    result = project.runpytest("--co", "-q")
-    result.stdout.fnmatch_lines(["*cases.csv:1:1: input: the CSV has no 'input' column*"])
+    files = {"cases.csv": "id,question\na,q\n", "suite.eval.yaml": CSV_SUITE}
+    collection_error(project, files, "cases.csv:1:1: input: the CSV has no 'input' column")
 
 
 @pytest.mark.parametrize("reference", ["../outside.yaml", "file://../*.yaml"])
 def test_a_dataset_outside_the_rootdir_is_refused(project: pytest.Pytester, reference: str) -> None:
     (project.path.parent / "outside.yaml").write_text("- {id: x, input: q, criteria: c}\n")
     entry = f"[{reference}]" if reference.startswith("file://") else reference
-    write(project, "suite.eval.yaml", f"tests: {entry}\n")
-    result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*suite.eval.yaml:1:*outside the rootdir*"])
+    collection_error(
+        project, {"suite.eval.yaml": f"tests: {entry}\n"}, "suite.eval.yaml:1:*outside the rootdir*"
+    )
 
 
 FILES_JUDGE = """\
