@@ -143,23 +143,31 @@ class CaseSpec:
     #: Every entry that grades the case (a conversation's: every turn's too).
     evaluators: tuple[EvaluatorConfig, ...]
     conversation: ConversationPlan | None = None
+    #: The target of this (case, target) pair of a matrix (``execution.targets``).
+    matrix_target: str | None = None
 
     @classmethod
-    def all_of(cls, loaded: LoadedFile) -> list[CaseSpec]:
+    def all_of(cls, loaded: LoadedFile, *, matrix: bool = True) -> list[CaseSpec]:
+        """The file's cases, a case once per target of its matrix (unless ``matrix`` is off:
+        ``--agentv-target`` names the one target every case runs on)."""
         suite = loaded.suite
-        return [
-            cls(
-                loaded,
-                index,
-                effective_evaluators(case, suite),
-                conversation_plan(case, suite),
-            )
-            for index, case in enumerate(suite.evalcases)
-        ]
+        specs = []
+        for index, case in enumerate(suite.evalcases):
+            evaluators = effective_evaluators(case, suite)
+            plan = conversation_plan(case, suite)
+            targets: list[str | None] = [*matrix_targets(loaded, index)] if matrix else []
+            specs += [cls(loaded, index, evaluators, plan, target) for target in targets or [None]]
+        return specs
 
     @property
     def case(self) -> EvalCase:
         return self.loaded.suite.evalcases[self.index]
+
+    @property
+    def label(self) -> str:
+        """The case's id, and a matrix pair's target: ``case[target]``."""
+        target = self.matrix_target
+        return self.case.id if target is None else f"{self.case.id}[{target}]"
 
     @property
     def listed(self) -> bool:
@@ -191,13 +199,15 @@ class CaseSpec:
 
     @property
     def where(self) -> str:
-        """``file:line`` of the case, as failure headlines and not-graded reasons show it."""
-        return f"{self.loaded.display}:{self.line + 1}"
+        """``file:line`` of the case (in the dataset it is written in), as failure headlines and
+        not-graded reasons show it."""
+        return f"{self.loaded.case_file(self.index)[0]}:{self.line + 1}"
 
     def located(self, problem: str) -> str:
         """``problem`` at the case (``file:line: problem``), unless it already names its place
         in the case's file (``file:line:col: field: ...``): the location is said once."""
-        own = problem.startswith(f"{self.loaded.display}:")
+        files = {self.loaded.display, self.loaded.case_file(self.index)[0]}
+        own = problem.startswith(tuple(f"{file}:" for file in files))
         return problem if own else f"{self.where}: {problem}"
 
     @property
@@ -218,13 +228,44 @@ class CaseSpec:
         )
 
     @property
+    def budget_usd(self) -> float | None:
+        """The file's ``execution.budget_usd`` (AgentV v4): what its cases may spend together."""
+        execution = self.loaded.suite.execution
+        return execution.budget_usd if execution else None
+
+    def threshold(self, override: float | None) -> float | None:
+        """The case's pass bar: ``override`` (``--agentv-threshold``), else the case's
+        ``execution.threshold``, else the file's (AgentV v4: CLI > test > suite)."""
+        case, suite = self.case, self.loaded.suite
+        own = case.execution.threshold if case.execution else None
+        file = suite.execution.threshold if suite.execution else None
+        return next((t for t in (override, own, file) if t is not None), None)
+
+    @property
     def target_name(self) -> str | None:
         case, suite = self.case, self.loaded.suite
         return (
-            (case.execution.target if case.execution else None)
+            self.matrix_target
+            or (case.execution.target if case.execution else None)
             or (suite.execution.target if suite.execution else None)
             or suite.target
         )
+
+
+def matrix_targets(loaded: LoadedFile, index: int) -> list[str]:
+    """The targets case ``index`` runs on, once each (AgentV v4): its ``execution.targets``,
+    else the file's; where both are given, the case's among the file's (in the case's order)."""
+    suite, case = loaded.suite, loaded.suite.evalcases[index]
+    own = case.execution.targets if case.execution else None
+    file = suite.execution.targets if suite.execution else None
+    if own is None or file is None:
+        return list(own or file or [])
+    shared = [name for name in own if name in file]
+    if not shared:
+        loc = ("evalcases", index, "execution", "targets")
+        problem = f"none of these is in the file's targets ({', '.join(file)})"
+        raise loaded.error_at(loc, problem, index)
+    return shared
 
 
 def _is_guideline(path: Path, rootdir: Path, patterns: tuple[str, ...]) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from .cases import CaseSpec
+from .dependencies import ordered
 from .errors import AgentvError, ConfigError
 from .evaluators import ScopedRegistry
 from .evaluators.base import Evaluator
@@ -31,7 +32,7 @@ from .results import ResultRow
 from .runner import AgentvRun, CaseWork
 from .targets.python import FixtureTarget
 from .trials import policy_for
-from .verdicts import apply_verdict, settle_ungraded
+from .verdicts import apply_threshold, apply_verdict, settle_ungraded
 from .yamlfile import Loc
 
 
@@ -81,6 +82,28 @@ def target_fixture_defined(config: pytest.Config, path: Path) -> bool:
     return False
 
 
+#: Why a case was failed without running: a dependency failed (``on_dependency_failure: fail``).
+_held_key = pytest.StashKey[str]()
+
+
+#: Markers that change how a test runs: a tag of one of these names is not made a marker.
+_BEHAVIOUR_MARKERS = frozenset(
+    {"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings", "xdist_group"}
+)
+
+
+def tag_marker(config: pytest.Config, tag: str) -> pytest.MarkDecorator | None:
+    """An eval file's tag (AgentV v4's ``tags``) as a pytest marker, for ``-m``; registered, so
+    that ``--strict-markers`` accepts it. None for a tag that names a marker changing how a test
+    runs (``skip``, ``xfail``...), or that pytest refuses as a marker name."""
+    if tag in _BEHAVIOUR_MARKERS or tag.startswith("_"):
+        return None
+    if not any(line.split(":")[0].strip() == tag for line in config.getini("markers")):
+        config.addinivalue_line("markers", f"{tag}: an AgentV eval file's tag")
+    marker: pytest.MarkDecorator = getattr(pytest.mark, tag)
+    return marker
+
+
 class EvalFailed(AssertionError):
     """A graded case whose verdict is fail; its message is the evaluator report."""
 
@@ -126,12 +149,14 @@ def load_specs(
     registry: ScopedRegistry,
     files: ProjectFiles | None = None,
     trials: int | None = None,
+    matrix: bool = True,
 ) -> tuple[LoadedFile, list[tuple[CaseSpec, dict[str, Evaluator]]]]:
     """Everything collection does with an eval file, without pytest: raises ``AgentvError``.
 
     The nearest ``.agentv/config.yaml`` (from ``files``) gives the file its guideline
     patterns; its warnings come with the first eval file that uses it. ``trials`` is
-    ``--agentv-trials``, with which every case's trials must still be able to settle.
+    ``--agentv-trials``, with which every case's trials must still be able to settle;
+    ``matrix`` off (``--agentv-target``) runs each case once rather than once per target.
     """
     loaded = load_eval_file(path, display, registry, rootdir)
     if files is not None and (config := files.config_for(path.parent)) is not None:
@@ -140,7 +165,7 @@ def load_specs(
             guideline_patterns=tuple(config.model.guideline_patterns),
             warnings=(*files.new_warnings(config), *loaded.warnings),
         )
-    specs = CaseSpec.all_of(loaded)
+    specs = CaseSpec.all_of(loaded, matrix=matrix)
     _check_trials(loaded, specs, trials)
     return loaded, [(spec, registry.evaluators_for(spec.evaluators)) for spec in specs]
 
@@ -184,6 +209,7 @@ class EvalFile(pytest.File):
                 registry,
                 run.files,
                 run.settings.trials,
+                matrix=run.settings.target is None,
             )
         except AgentvError as exc:
             raise self.CollectError(shown(str(exc))) from None
@@ -196,8 +222,11 @@ class EvalFile(pytest.File):
             warnings.warn_explicit(shown(warning.message), warning.category, file, warning.line)
         defined = target_fixture_defined(self.config, self.path)
         callobj = _run_case if defined else _run_case_without_target_fixture
-        names = test_names([spec.case.id for spec, _ in cases])
-        for (spec, evaluators), name in zip(cases, names, strict=True):
+        names = test_names([case.id for case in loaded.suite.evalcases])
+        for spec, evaluators in cases:
+            name = names[spec.index]
+            if spec.matrix_target is not None:
+                name += f"[{_UNSAFE.sub('_', printable(spec.matrix_target))}]"
             run.collected.add((spec.loaded.display, spec.dataset, spec.case.id))
             if not defined:
                 for file, warning in run.targets.setting_notes(spec):
@@ -211,6 +240,9 @@ class EvalFile(pytest.File):
                 evaluators=evaluators,
             )
             item.add_marker("agentv")
+            for tag in loaded.suite.tags or []:
+                if (marker := tag_marker(self.config, tag)) is not None:
+                    item.add_marker(marker)
             yield item
 
 
@@ -240,28 +272,51 @@ class EvalItem(pytest.Function):
             )
         answered = run.settings.answers is not None  # recorded answers replace every target
         fixture = FixtureTarget(value) if value is not None and not answered else None
+        if self._held_back():
+            return
         if fixture is None and run.scheduler.planned(self.nodeid):
             result = run.scheduler.result(self.nodeid)
         else:
             result = run.run_now(self.spec, self.evaluators, fixture)
         run.compare(result, self.spec)
         row = self.stash[result_key] = result.row()
+        apply_threshold(row, self.spec.threshold(run.settings.threshold))
+        run.dependencies.record(self.spec, failed=row["status"] == "error")
+        if self.spec.budget_usd is not None:
+            reported = (row.get("trace_summary") or {}).get("cost_usd") or 0.0
+            run.suite_budgets.charge(self.spec.loaded.display, row["usage"]["cost_usd"] + reported)
         record_properties(self, row)
         settle_ungraded(
             row,
-            subject=f"eval '{self.spec.case.id}'",
+            subject=f"eval '{self.spec.label}'",
             where=f"{self.spec.where}: ",
             require_judge=run.settings.require_judge,
             fail_on_error=run.settings.fail_on_error,
             skip=pytest.skip,
         )
 
+    def _held_back(self) -> bool:
+        """A failed dependency (``on_dependency_failure``): skip the case, or fail it without
+        running it (in ``runtest``); ``run`` runs it anyway."""
+        failed = self.run.dependencies.failed(self.spec)
+        policy = self.spec.case.on_dependency_failure or "skip"
+        if not failed or policy == "run":
+            return False
+        self.run.dependencies.record(self.spec, failed=True)
+        reason = f"eval '{self.spec.label}': dependency failed ({', '.join(failed)})"
+        if policy == "skip":
+            pytest.skip(f"{reason}; skipped (on_dependency_failure: skip)")
+        self.stash[_held_key] = f"{self.spec.where}: {reason} (on_dependency_failure: fail)"
+        return True
+
     def runtest(self) -> None:
+        if (held := self.stash.get(_held_key, None)) is not None:
+            raise EvalFailed(held)
         row: ResultRow = self.stash[result_key]
         apply_verdict(
             row,
             borderline=self.run.settings.borderline,
-            headline=f"{self.spec.where}: eval '{self.spec.case.id}' failed",
+            headline=f"{self.spec.where}: eval '{self.spec.label}' failed",
             failure=EvalFailed,
             max_regression=self.run.settings.max_regression,
         )
@@ -275,7 +330,8 @@ class EvalItem(pytest.Function):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, self.spec.line, f"eval: {printable(self.spec.case.id)}"
+        written = self.spec.loaded.case_file(self.spec.index)[1]
+        return written, self.spec.line, f"eval: {printable(self.spec.label)}"
 
 
 def planned_work(items: Sequence[pytest.Item]) -> tuple[list[CaseWork], list[CaseWork]]:
@@ -288,8 +344,17 @@ def planned_work(items: Sequence[pytest.Item]) -> tuple[list[CaseWork], list[Cas
     for item in items:
         if isinstance(item, EvalItem):
             fixture = "agentv_target" in item.fixturenames and item.run.settings.answers is None
-            (later if fixture else early).append((item.nodeid, item.spec, item.evaluators))
+            # A case that depends on others waits for their outcome, and one of a file with a
+            # budget for what the file spent: it runs when its item does.
+            spec = item.spec
+            waits = fixture or bool(spec.case.depends_on) or spec.budget_usd is not None
+            (later if waits else early).append((item.nodeid, spec, item.evaluators))
     return early, later
+
+
+def in_dependency_order(items: Sequence[pytest.Item]) -> list[pytest.Item]:
+    """The items, each eval case after the cases it depends on."""
+    return ordered(items, lambda item: item.spec if isinstance(item, EvalItem) else None)
 
 
 def place_skip(item: pytest.Item, report: pytest.TestReport) -> None:

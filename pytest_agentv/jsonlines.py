@@ -119,15 +119,20 @@ def json_lines(text: str, display: str, *, repair: bool = False) -> Iterator[tup
         start = end + 1
 
 
-def json_node(value: Any, line: int) -> yaml.Node:
-    """A node tree for a value read from one JSON line (0-based ``line``): every part of it is
-    marked at that line, so locating a field in it finds the line the value came from."""
-    mark = yaml.Mark("", 0, line, 0, None, 0)
+def json_node(value: Any, line: int, name: str = "") -> yaml.Node:
+    """A node tree for a value read from one JSON line (0-based ``line``) of file ``name``:
+    every part of it is marked at that line, so locating a field in it finds the line the value
+    came from."""
+    return value_node(value, yaml.Mark(name, 0, line, 0, None, 0))
+
+
+def value_node(value: Any, mark: yaml.Mark) -> yaml.Node:
+    """A node tree for a value made in code, every part of it marked at ``mark``."""
     if isinstance(value, dict):
         return yaml.MappingNode(
             "tag:yaml.org,2002:map",
             [
-                (yaml.ScalarNode("tag:yaml.org,2002:str", str(k), mark, mark), json_node(v, line))
+                (yaml.ScalarNode("tag:yaml.org,2002:str", str(k), mark, mark), value_node(v, mark))
                 for k, v in value.items()
             ],
             mark,
@@ -135,6 +140,6 @@ def json_node(value: Any, line: int) -> yaml.Node:
         )
     if isinstance(value, list):
         return yaml.SequenceNode(
-            "tag:yaml.org,2002:seq", [json_node(v, line) for v in value], mark, mark
+            "tag:yaml.org,2002:seq", [value_node(v, mark) for v in value], mark, mark
         )
     return yaml.ScalarNode("tag:yaml.org,2002:str", str(value), mark, mark)

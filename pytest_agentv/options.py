@@ -233,6 +233,13 @@ OPTIONS: tuple[Option, ...] = (
         metavar="D",
     ),
     Option(
+        "threshold",
+        "The pass bar for every case (0 to 1): a score at or above it passes; wins over an eval "
+        "file's execution.threshold (AgentV v4's --threshold)",
+        "float",
+        metavar="T",
+    ),
+    Option(
         "budget_usd",
         "Start no more model calls once the run has spent this many US dollars; the cases "
         "left are not graded and the run fails",

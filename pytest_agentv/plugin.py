@@ -212,8 +212,13 @@ def pytest_agentv_make_evaluator(config: pytest.Config, kind: str) -> Evaluator 
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """``--agentv-estimate``: count what the selected cases would ask of models, then run
-    nothing (the items are deselected; the session still exits 0)."""
+    """Cases after the cases they depend on (``depends_on``); ``--agentv-estimate``: count
+    what the selected cases would ask of models, then run nothing (the items are deselected;
+    the session still exits 0)."""
+    if _existing_run(config) is not None:
+        from .collect import in_dependency_order
+
+        items[:] = in_dependency_order(items)
     if not config.stash[settings_key].estimate:
         return
     run = _existing_run(config)

@@ -24,11 +24,12 @@ from .answers import TargetResponse
 from .baseline import CaseKey, PreviousResults, graded_score
 from .cases import CaseSpec, PreparedCase, prepare_case
 from .conversation import Conversation
+from .dependencies import Dependencies
 from .errors import NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
 from .evaluators.base import EvaluationContext, Evaluator, entry_judges
 from .grading import Grading, Judgement, grade_answers, not_graded
-from .llm.budget import Budget, Ledger
+from .llm.budget import Budget, Ledger, SuiteBudgets
 from .llm.client import LlmClient, ModelClients
 from .llm.limits import CallLimits, Limits, LimitServer, RemoteLimits
 from .llm.replay import ReplayStore
@@ -76,6 +77,8 @@ class AgentvRun:
         #: Every case collected, as ``(eval file, dataset, eval_id)``: a baseline's cases that
         #: are not here are gone.
         self.collected: set[CaseKey] = set()
+        self.dependencies = Dependencies()
+        self.suite_budgets = SuiteBudgets()
         self.budget = (
             Budget(settings.budget_usd, ledger)
             if settings.budget_usd is not None and ledger is not None
@@ -214,6 +217,8 @@ class AgentvRun:
         target (the fixture's, else the one its files name, unless ``lookup_target`` is off),
         its judges (``JudgeNotConfiguredError`` when one is missing), its files read, and its
         trials (checked at collection)."""
+        if (limit := spec.budget_usd) is not None:
+            self.suite_budgets.check(spec.loaded.display, limit)
         target = fixture
         if target is None and lookup_target:
             target = self.targets.target_for(spec)

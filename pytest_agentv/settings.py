@@ -85,6 +85,7 @@ class Settings:
     answers: Path | None
     baseline: Path | None
     max_regression: float | None
+    threshold: float | None
     budget_usd: float | None
     estimate: bool
     calibration: Path | None
@@ -154,6 +155,8 @@ def _check_folder(path: Path, flag: str, *, write: bool, given: Path | None = No
 #: Options that name a file the run reads: anything there but a regular file is refused before
 #: the run starts (reading a FIFO or a device may never end). A missing file is its reader's to
 #: report.
+#: The options that are fractions, 0 to 1 inclusive.
+_FRACTIONS = ("max_regression", "threshold")
 _READ_FILES = ("targets", "answers", "baseline", "calibration")
 
 
@@ -204,8 +207,8 @@ def _parse(option: Option, raw: str, source: str, base: Path) -> Any:
             option,
             source,
             minimum=0,
-            exclusive=option.name != "max_regression",
-            maximum=1 if option.name == "max_regression" else None,
+            exclusive=option.name not in _FRACTIONS,
+            maximum=1 if option.name in _FRACTIONS else None,
         ),
         "bool": lambda: _boolean(text, source),
         "choice": lambda: _choice(text, option, source),

@@ -324,6 +324,30 @@ def child_at(node: yaml.Node, part: int | str) -> yaml.Node | None:
     return None
 
 
+def mark_file(root: yaml.Node, name: str) -> yaml.Node:
+    """``root`` with every node's marks naming the file it was read from (``name``), so that an
+    error about a case read from another file than the eval file names that file. (The C
+    loader's marks ignore a loader's name.)"""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        node.start_mark, node.end_mark = (
+            yaml.Mark(name, m.index, m.line, m.column, None, 0)
+            for m in (node.start_mark, node.end_mark)
+        )
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(part for pair in node.value for part in pair)
+    return root
+
+
+def file_of(node: yaml.Node, default: str) -> str:
+    """The file a node was read from, as errors name it (``default``: a node made in code)."""
+    name = node.start_mark.name
+    return name if name and not name.startswith("<") else default
+
+
 def line_col(node: yaml.Node) -> tuple[int, int]:
     """1-based line and column where a node starts."""
     return node.start_mark.line + 1, node.start_mark.column + 1

@@ -124,3 +124,28 @@ class Budget:
             price = prices.price_for(model)
             cost_usd = price.cost(prompt, completion) if price else None
         self.ledger.add(cost_usd)
+
+
+class SuiteBudgets:
+    """AgentV v4's ``execution.budget_usd``: what an eval file's cases may spend together. A case
+    starts only while its file has spent less; what it cost (its judges' calls and what its
+    target reports) is counted when it ends. Counted per process: under pytest-xdist, each worker
+    counts its share of the file (``--dist loadfile`` keeps a file in one worker)."""
+
+    def __init__(self) -> None:
+        self._spent: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def check(self, file: str, limit_usd: float) -> None:
+        """Raise ``NotGradedError`` (the case is not graded) once ``file`` spent its budget."""
+        with self._lock:
+            spent = self._spent.get(file, 0.0)
+        if spent >= limit_usd:
+            raise NotGradedError(
+                f"the suite's budget is spent: {usd(spent)} of {usd(limit_usd)} "
+                f"(execution.budget_usd of {file}); the case was not started"
+            )
+
+    def charge(self, file: str, cost_usd: float) -> None:
+        with self._lock:
+            self._spent[file] = self._spent.get(file, 0.0) + cost_usd

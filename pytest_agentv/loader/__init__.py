@@ -9,7 +9,7 @@ are checked against the registry the caller passes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -19,7 +19,10 @@ from ..errors import AgentvDeprecationWarning, AgentvWarning, EvalFileError
 from ..schema.evalfile import EvalCase, EvalSuite, listed_evaluators
 from ..schema.evaluators import EvaluatorConfig
 from ..spellings import generations, key_at, locate
-from ..yamlfile import Loc, child_at, line_col, parse_yaml
+from ..yamlfile import Loc, child_at, file_of, line_col, parse_yaml
+from .datasets import Datasets
+from .dependencies import check_dependencies
+from .inputs import with_suite_input, with_vars
 from .jsonl import jsonl_document
 from .validation import FileWarning, unknown_key_warnings, validate
 
@@ -61,16 +64,26 @@ class LoadedFile:
     warnings: tuple[FileWarning, ...]
     #: ``.agentv/config.yaml`` globs: referenced files matching one are guidelines.
     guideline_patterns: tuple[str, ...] = ()
+    #: The file each case is written in (a dataset the eval file names), as shown and its path;
+    #: empty when every case is the eval file's own.
+    case_files: tuple[tuple[str, Path], ...] = ()
+    #: The file of each position written in another file than the eval file.
+    position_files: dict[Loc, str] = field(default_factory=dict)
 
-    def position(self, loc: Loc, case_index: int | None = None) -> tuple[int, int]:
-        """Where ``loc`` is written: its recorded position, else the case's line (or line 1)."""
-        fallback = (self.case_lines[case_index] + 1, 1) if case_index is not None else (1, 1)
-        return self.positions.get(loc, fallback)
+    def case_file(self, index: int) -> tuple[str, Path]:
+        """The file case ``index`` is written in, as shown and its path."""
+        return self.case_files[index] if self.case_files else (self.display, self.path)
 
     def error_at(self, loc: Loc, problem: str, case_index: int | None = None) -> EvalFileError:
-        """``path:line:col: field.path: problem`` for something found after loading."""
-        line, col = self.position(loc, case_index)
-        return EvalFileError(self.display, line, col, f"{'.'.join(map(str, loc))}: {problem}")
+        """``path:line:col: field.path: problem`` for something found after loading: where
+        ``loc`` is written, else at the case's line (or line 1)."""
+        file, line, col = self.display, 1, 1
+        if case_index is not None:
+            file, line = self.case_file(case_index)[0], self.case_lines[case_index] + 1
+        if loc in self.positions:
+            file = self.position_files.get(loc, self.display)
+            line, col = self.positions[loc]
+        return EvalFileError(file, line, col, f"{'.'.join(map(str, loc))}: {problem}")
 
 
 def _used_key(case_node: yaml.Node, field_name: str) -> str:
@@ -87,10 +100,14 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
     ``EvalFileError`` on the first problem. ``kinds`` is the evaluator registry's view."""
     warnings: list[FileWarning] = []
     side: tuple[str, Path] | None = None
+    datasets = Datasets(path, display, rootdir)
     if path.suffix == ".jsonl":
         root, data, warnings, side = jsonl_document(path, display)
     else:
         root, data = parse_yaml(path, display)
+        root, data = datasets.expand(root, data)
+        warnings.extend(datasets.warnings)
+    data = with_vars(data)
     suite = validate(EvalSuite, data, display, root)
 
     def written_in(loc: Loc) -> tuple[str, Path | None]:
@@ -104,14 +121,18 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
         shown, file = written_in(loc)
         warnings.append(FileWarning(line, f"{shown}:{line}: {message}", category, file))
 
-    def fail(loc: Loc, message: str, *, at_key: bool = False) -> None:
+    def problem_at(loc: Loc, message: str, *, at_key: bool = False) -> EvalFileError:
         node, _ = locate(root, loc)
         key = key_at(locate(root, loc[:-1])[0], loc[-1]) if at_key and loc else None
         line, col = line_col(key or node)
-        shown, _ = written_in(loc)
-        raise EvalFileError(shown, line, col, f"{'.'.join(map(str, loc))}: {message}")
+        shown = file_of(node, written_in(loc)[0])
+        return EvalFileError(shown, line, col, f"{'.'.join(map(str, loc))}: {message}")
 
-    warnings.extend(unknown_key_warnings(suite, root, display))
+    def fail(loc: Loc, message: str, *, at_key: bool = False) -> None:
+        raise problem_at(loc, message, at_key=at_key)
+
+    suite, input_places = with_suite_input(suite, data, problem_at)
+    warnings.extend(unknown_key_warnings(suite, root, display, files=datasets.files))
     classic, later = generations(data)
     if path.suffix == ".jsonl":  # its `evalcases` is ours, not a name the file wrote
         classic = [(loc, name) for loc, name in classic if loc != ("evalcases",)]
@@ -125,33 +146,47 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
             "one generation's names",
         )
 
-    first_line: dict[str, int] = {}
+    first_line: dict[str, str] = {}
     case_lines: list[int] = []
+    case_files: list[tuple[str, Path]] = []
     positions: dict[Loc, tuple[int, int]] = {}
+    position_files: dict[Loc, str] = {}
+
+    def place(loc: Loc, written: Loc) -> None:
+        node, _ = locate(root, written)
+        positions[loc] = line_col(node)
+        if (shown := file_of(node, display)) != display:
+            position_files[loc] = shown
+
     for index, case in enumerate(suite.evalcases):
         case_node, _ = locate(root, ("evalcases", index))
         case_lines.append(case_node.start_mark.line)
+        shown = file_of(case_node, display)
+        case_files.append((shown, datasets.files.get(shown, path)))
         id_node, _ = locate(root, ("evalcases", index, "id"))
         if case.id in first_line:
             fail(
                 ("evalcases", index, "id"),
-                f"duplicate case id '{case.id}' (first defined at line {first_line[case.id]})",
+                f"duplicate case id '{case.id}' (first defined at {first_line[case.id]})",
             )
-        first_line[case.id] = id_node.start_mark.line + 1
-        for field_name in ("input_messages", "expected_messages"):
-            written = ("evalcases", index, _used_key(case_node, field_name))
-            for m_index, message_model in enumerate(getattr(case, field_name)):
-                for s_index, segment in enumerate(message_model.content):
-                    if segment.type == "file":
-                        tail = (m_index, "content", s_index, "value")
-                        node, _ = locate(root, (*written, *tail))
-                        positions[("evalcases", index, field_name, *tail)] = line_col(node)
+        id_line = id_node.start_mark.line + 1
+        first_line[case.id] = f"line {id_line}" if shown == display else f"{shown}:{id_line}"
+        for m_index, message_model in enumerate(case.input_messages):
+            for s_index, segment in enumerate(message_model.content):
+                if segment.type == "file":
+                    tail = ("input_messages", m_index, "content", s_index, "value")
+                    place(("evalcases", index, *tail), input_places[index][m_index][s_index])
+        written = ("evalcases", index, _used_key(case_node, "expected_messages"))
+        for m_index, message_model in enumerate(case.expected_messages):
+            for s_index, segment in enumerate(message_model.content):
+                if segment.type == "file":
+                    at: Loc = (m_index, "content", s_index, "value")
+                    place(("evalcases", index, "expected_messages", *at), (*written, *at))
         for t_index, turn in enumerate(case.turns or ()):
             here: Loc = ("evalcases", index, "turns", t_index)
             for s_index, segment in enumerate(turn.input):
                 if segment.type == "file":
-                    node, _ = locate(root, (*here, "input", s_index, "value"))
-                    positions[(*here, "input", s_index, "value")] = line_col(node)
+                    place((*here, "input", s_index, "value"), (*here, "input", s_index, "value"))
         if case.turns is not None and not (
             case.rubrics or listed_evaluators(case, suite) or any(t.checked for t in case.turns)
         ):
@@ -160,6 +195,7 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
                 "nothing grades this conversation: give a turn 'assertions' or an "
                 "'expected_output', or the case 'assertions'",
             )
+    check_dependencies(suite, fail)
     trial_blocks: list[Loc] = [("execution", "trials")] if suite.execution else []
     trial_blocks += [
         ("evalcases", i, "execution", "trials")
@@ -229,6 +265,8 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
         case_lines=tuple(case_lines),
         positions=positions,
         warnings=tuple(warnings),
+        case_files=tuple(case_files) if datasets.files else (),
+        position_files=position_files,
     )
 
 

@@ -19,7 +19,7 @@ from ..schema.base import problem_text
 from ..schema.evaluators import EvaluatorConfig
 from ..schema.targets import TargetConfig
 from ..spellings import SPELLED_TWICE, key_at, locate
-from ..yamlfile import Loc, line_col
+from ..yamlfile import Loc, file_of, line_col
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,19 +34,19 @@ class FileWarning:
 
 
 def _validation_error(display: str, root: yaml.Node, exc: ValidationError) -> EvalFileError:
-    described: dict[str, tuple[int, int, str]] = {}
+    described: dict[str, tuple[str, int, int, str]] = {}
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         node, matched = locate(root, loc)
         if err["type"] == SPELLED_TWICE and matched == len(loc):
             node = key_at(locate(root, loc[:-1])[0], loc[-1]) or node
-        shown = loc[:matched] + (loc[matched : matched + 1] if err["type"] == "missing" else ())
+        named = loc[:matched] + (loc[matched : matched + 1] if err["type"] == "missing" else ())
         message = problem_text(err)
-        field_path = ".".join(map(str, shown)) or "(top level)"
-        described.setdefault(field_path, (*line_col(node), message))
-    first_path, (line, col, message) = next(iter(described.items()))
+        field_path = ".".join(map(str, named)) or "(top level)"
+        described.setdefault(field_path, (file_of(node, display), *line_col(node), message))
+    first_path, (file, line, col, message) = next(iter(described.items()))
     more = f" (+{len(described) - 1} more)" if len(described) > 1 else ""
-    return EvalFileError(display, line, col, f"{first_path}: {message}{more}")
+    return EvalFileError(file, line, col, f"{first_path}: {message}{more}")
 
 
 def _known_names(model: type[BaseModel]) -> list[str]:
@@ -97,8 +97,14 @@ def validate(model: type[M], data: Any, display: str, root: yaml.Node) -> M:
 
 
 def unknown_key_warnings(
-    model: BaseModel, root: yaml.Node, display: str, path: Path | None = None
+    model: BaseModel,
+    root: yaml.Node,
+    display: str,
+    path: Path | None = None,
+    files: dict[str, Path] | None = None,
 ) -> Iterator[FileWarning]:
+    """A warning for each unknown key, in the file it is written in (``files``: the datasets
+    an eval file's cases were read from, by how they are shown)."""
     for loc, key, known in _unknown_keys(model, (), (EvaluatorConfig, TargetConfig)):
         node, _ = locate(root, loc)
         key_node = key_at(locate(root, loc[:-1])[0], loc[-1])
@@ -106,4 +112,6 @@ def unknown_key_warnings(
         message = (
             f"{'.'.join(map(str, loc))}: unknown key '{key}' is ignored{did_you_mean(key, known)}"
         )
-        yield FileWarning(line, f"{display}:{line}: {message}", path=path)
+        shown = file_of(key_node or node, display)
+        where = (files or {}).get(shown, path)
+        yield FileWarning(line, f"{shown}:{line}: {message}", path=where)

@@ -15,7 +15,7 @@ from pydantic import (
 )
 
 from ..spellings import generations, spelled
-from .base import Model, Schema, Text
+from .base import NOT_BLANK, Model, Schema, Text
 from .conversation import (
     Aggregation,
     ConversationTurn,
@@ -28,11 +28,23 @@ from .entries import entries_or_strings
 from .evaluators import Entries, EvaluatorConfig
 from .messages import MESSAGES_SHORTHAND, Message, as_messages
 from .rubrics import Rubrics, rubrics_shorthand
+from .suite import Budget, DependencyPolicy, DependsOn, FilePath, Matrix, Threshold
 from .trials import TrialsConfig
 
 
 def _name_of(value: Any) -> Any:
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _dataset_references(schema: dict[str, Any]) -> None:
+    """The cases may also be a dataset's path (a file or a folder of case folders), and a list
+    may name files among its cases (``file://`` paths or globs): AgentV v4's external datasets,
+    which the loader reads in their place. (``if``/``else`` rather than ``anyOf``, so that an
+    editor still names the unknown key in a case.)"""
+    schema["type"] = ["array", "string"]
+    schema["pattern"] = r"\S"
+    case = schema["items"]
+    schema["items"] = {"if": {"type": "string"}, "then": {"pattern": "^file://"}, "else": case}
 
 
 #: A dataset name written as a number (``dataset: 2024``) is the text of that number.
@@ -52,8 +64,17 @@ class Execution(Model):
         json_schema_extra=entries_or_strings,
     )
     trials: TrialsConfig | None = None
-    #: A case's opt-out of the file's assertions (AgentV v4).
+    #: A case's opt-out of the file's assertions and input (AgentV v4).
     skip_defaults: bool = Field(False, strict=True)
+    #: AgentV v4's target matrix (each case runs once per target) and pass bar.
+    targets: Matrix | None = None
+    threshold: Threshold | None = None
+
+
+class SuiteExecution(Execution):
+    """A file's ``execution``: a case's, and the suite's budget (AgentV v4)."""
+
+    budget_usd: Budget | None = None
 
 
 class EvalCase(Model):
@@ -92,6 +113,13 @@ class EvalCase(Model):
     aggregation: Aggregation | None = None
     on_turn_failure: TurnFailure | None = None
     window_size: WindowSize | None = None
+    #: AgentV v4: data for ``{{ name }}`` placeholders in the case's fields (read when the file
+    #: loads), files attached to its input, its dependencies, and descriptive metadata.
+    vars: dict[str, Any] | None = None
+    input_files: list[FilePath] | None = None
+    depends_on: DependsOn | None = None
+    on_dependency_failure: DependencyPolicy | None = None
+    metadata: dict[str, Any] | None = None
 
     @field_validator("id")
     @classmethod
@@ -136,8 +164,22 @@ class JsonlSidecar(Model):
     schema_: str | None = Field(None, alias="$schema")
     description: str | None = None
     dataset: Dataset | None = None
-    execution: Execution | None = None
+    execution: SuiteExecution | None = None
     evaluator: str | None = None
+    #: AgentV v4's suite name (``suite`` in its results; the dataset when none is given),
+    #: descriptive keys, tags (pytest markers), and input prepended to every case's.
+    name: Text | None = None
+    version: Text | None = None
+    category: str | None = None
+    tags: list[Annotated[str, Field(strict=True), NOT_BLANK]] | None = None
+    metadata: dict[str, Any] | None = None
+    input: list[Message] | None = Field(None, json_schema_extra=MESSAGES_SHORTHAND)
+    input_files: list[FilePath] | None = None
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _input(cls, value: Any) -> Any:
+        return None if value is None else as_messages(value, "user")
 
 
 class EvalSuite(JsonlSidecar):
@@ -146,7 +188,9 @@ class EvalSuite(JsonlSidecar):
     target: str | None = None
     grader: str | None = None
     evalcases: list[EvalCase] = Field(
-        validation_alias=spelled("EvalSuite", "evalcases"), min_length=1
+        validation_alias=spelled("EvalSuite", "evalcases"),
+        min_length=1,
+        json_schema_extra=_dataset_references,
     )
     #: AgentV v4's file-level assertions, added to every case's own (``execution.evaluators``
     #: too, in a file written with v4's names).

@@ -19,7 +19,7 @@ from pydantic.json_schema import models_json_schema
 from ..spellings import TARGET_SETTING_ALIASES
 from .checks import FieldSpec, TrajectoryStep
 from .conversation import ConversationTurn
-from .evalfile import EvalCase, EvalSuite, Execution, JsonlSidecar
+from .evalfile import EvalCase, EvalSuite, Execution, JsonlSidecar, SuiteExecution
 from .evaluators import KIND_SPECS, AggregatorSpec, EvaluatorConfig, PromptScript
 from .messages import ContentSegment, Message
 from .rubrics import RubricItem, ScoreRange
@@ -48,6 +48,7 @@ _MODELS: dict[str, type[BaseModel]] = {
         EvalCase,
         ConversationTurn,
         Execution,
+        SuiteExecution,
         TrialsConfig,
         EvaluatorConfig,
         PromptScript,
