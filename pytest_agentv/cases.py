@@ -51,6 +51,8 @@ class PreparedCase:
     #: The file is written with AgentV v4's names, so v4's defaults apply where they differ
     #: from v2.5.8's (a trajectory's ``args`` compared exactly).
     v4: bool = False
+    #: The folder the case's target works in (AgentV v4 ``workspace:``), while it answers.
+    workspace_path: str | None = None
 
 
 def effective_evaluators(case: EvalCase, suite: EvalSuite) -> tuple[EvaluatorConfig, ...]:

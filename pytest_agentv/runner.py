@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
+import warnings
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -24,7 +25,7 @@ from .answers import TargetResponse
 from .baseline import CaseKey, PreviousResults, graded_score
 from .calibration import Calibration
 from .cases import CaseSpec, PreparedCase, prepare_case
-from .errors import NotGradedError
+from .errors import AgentvWarning, NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
 from .evaluators.base import EvaluationContext, Evaluator, entry_judges
 from .grading import Grading, Judgement, grade_answers, not_graded
@@ -43,6 +44,7 @@ from .settings import Settings
 from .targets import Target, TargetCatalog
 from .targets.python import FixtureTarget, RecordedTarget
 from .trials import TrialPolicy, policy_for
+from .workspace import Workspaces
 
 T = TypeVar("T")
 
@@ -113,6 +115,7 @@ class AgentvRun:
             self.rootdir, self.clients, override=settings.target, answers=answers
         )
         self.files = ProjectFiles(self.rootdir, settings.targets)
+        self.workspaces = Workspaces(self.rootdir, settings.code_judge_env)
         self.registry = EvaluatorRegistry(
             build_evaluator_registry(
                 resolve_judge_provider=self.resolve_judge,
@@ -260,7 +263,11 @@ class AgentvRun:
         grading, prepared, target = ready
 
         def answer(attempt: int) -> Awaitable[TargetResponse]:
-            return grading.counted(self._answer(target, replace(prepared, attempt=attempt)))
+            attempted = replace(prepared, attempt=attempt)
+            if isinstance(target, RecordedTarget):  # the answer was made in an earlier run
+                return grading.counted(self._answer(target, attempted))
+            call = partial(self._answer, target)
+            return grading.counted(self.workspaces.around(spec, attempted, call))
 
         return await grade_answers(grading, answer, on_loop=awaited)
 
@@ -277,7 +284,8 @@ class AgentvRun:
         grading, prepared, _ = ready
 
         async def answer(attempt: int) -> TargetResponse:
-            return fixture.call_sync(replace(prepared, attempt=attempt))
+            attempted = replace(prepared, attempt=attempt)
+            return self.workspaces.around_sync(spec, attempted, fixture.call_sync, self.scheduler)
 
         return run_sync(grade_answers(grading, answer, on_loop=self.scheduler.blocking))
 
@@ -301,7 +309,15 @@ class AgentvRun:
         }
 
     def close(self) -> None:
-        self.scheduler.close(self.targets.aclose)
+        async def cleanup() -> None:
+            try:
+                await self.workspaces.finish()
+            finally:
+                await self.targets.aclose()
+
+        self.scheduler.close(cleanup)
+        for problem in self.workspaces.problems:
+            warnings.warn(AgentvWarning(problem), stacklevel=1)
 
 
 def call_limits(settings: Settings) -> CallLimits:

@@ -13,6 +13,7 @@ from .evaluators import Entries, EvaluatorConfig
 from .messages import MESSAGES_SHORTHAND, Message, as_messages
 from .rubrics import Rubrics, rubrics_shorthand
 from .trials import TrialsConfig
+from .workspace import WorkspaceField
 
 
 def _name_of(value: Any) -> Any:
@@ -75,6 +76,8 @@ class EvalCase(Model):
     rubrics: Rubrics | None = Field(None, json_schema_extra=rubrics_shorthand)
     evaluator: str | None = None
     grader: str | None = None
+    #: AgentV v4: the case's workspace (its fields replace the file's).
+    workspace: WorkspaceField = None
 
     @field_validator("id")
     @classmethod
@@ -110,6 +113,8 @@ class JsonlSidecar(Model):
     dataset: Dataset | None = None
     execution: Execution | None = None
     evaluator: str | None = None
+    #: AgentV v4: the workspace every case runs in (a mapping, or a workspace file's path).
+    workspace: WorkspaceField = None
 
 
 class EvalSuite(JsonlSidecar):
