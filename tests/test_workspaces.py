@@ -307,8 +307,8 @@ def test_a_docker_workspace_is_a_load_error_naming_the_feature(project: pytest.P
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         [
-            "ws.eval.yaml:7:*: tests.0.workspace.docker: 'docker' (a Docker workspace, AgentV v4) is"
-            " not supported*"
+            "ws.eval.yaml:7:*: tests.0.workspace.docker: 'docker' (a Docker workspace, AgentV v4)"
+            " is not supported*"
         ]
     )
 
@@ -381,7 +381,10 @@ def test_the_agentv_target_fixture_works_in_the_workspace(project: pytest.Pytest
         """
         workspace: {template: tpl}
         tests:
-          - {id: a, criteria: c, input: q, assertions: [{type: code-grader, command: [python, grader.py]}]}
+          - id: a
+            criteria: c
+            input: q
+            assertions: [{type: code-grader, command: [python, grader.py]}]
         """,
     )
     reprec = project.inline_run()
