@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import agentv_results, still_running, write
+from tests.fake_openai import FakeOpenAI, freeform
+from tests.helpers import agentv_results, judge_ini, still_running, write
 
 #: A CLI agent that edits the template's file, adds one, and says where it ran.
 EDITING_AGENT = """\
@@ -391,3 +392,25 @@ def test_the_agentv_target_fixture_works_in_the_workspace(project: pytest.Pytest
     reprec.assertoutcome(passed=1)
     [row] = agentv_results(reprec).values()
     assert row["score"] == 1
+
+
+def test_an_llm_judge_is_shown_the_diff_fenced(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    project.makeini(judge_ini(fake_llm))
+    fake_llm.responder = lambda r: freeform(1.0)
+    _files(project)
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        workspace: {template: tpl}
+        tests:
+          - {id: a, criteria: Edits hello.txt, input: edit}
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
+    user = fake_llm.requests[0].user
+    section = user.split("[[ ## file_changes ## ]]\n", 1)[1]
+    assert section.startswith("<") and "nonce=" in section.splitlines()[0]  # fenced: untrusted
+    assert "+changed" in section and "b/new.txt" in section
