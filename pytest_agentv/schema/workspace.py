@@ -105,8 +105,19 @@ def _inside(value: str) -> str:
     return value
 
 
+def _refused_keys(removed: dict[str, str]) -> Any:
+    """The JSON Schema of ``_refuse``: none of the removed keys."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        schema["not"] = {"anyOf": [{"required": [key]} for key in removed]}
+
+    return extra
+
+
 class RepoConfig(Model):
     """A repository checked out into the workspace: where, from where, at which commit."""
+
+    model_config = ConfigDict(json_schema_extra=_refused_keys(_REMOVED_REPO_KEYS))
 
     path: Words
     repo: GitOperand
@@ -145,7 +156,8 @@ class WorkspaceEnv(Model):
 
 
 def _mode_rules(schema: dict[str, Any]) -> None:
-    """The JSON Schema of the checks in ``WorkspaceConfig._mode``."""
+    """The JSON Schema of the checks in ``WorkspaceConfig._mode``, and of the keys refused."""
+    _refused_keys(_REMOVED)(schema)
     per_test = {"properties": {"isolation": {"const": "per_test"}}, "required": ["isolation"]}
     schema["allOf"] = [
         {"if": {"required": ["path"]}, "then": {"properties": {"mode": {"const": "static"}}}},
