@@ -24,7 +24,11 @@ GIT_TIMEOUT = 300.0
 #: v4 reads ``org/name`` as a GitHub repository.
 _SHORTHAND = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[^/\s]+@[^/\s]+:")
-_IDENTITY = ("-c", "user.email=agentv@localhost", "-c", "user.name=agentv")
+#: The baseline commit's author, unsigned whatever the user's git config says.
+_IDENTITY = (
+    *("-c", "user.email=agentv@localhost", "-c", "user.name=agentv"),
+    *("-c", "commit.gpgsign=false"),
+)
 
 
 def git_env(passthrough: Iterable[str] = ()) -> dict[str, str]:
@@ -90,7 +94,9 @@ async def baseline(workspace: Path, env: dict[str, str]) -> str:
     await git(["init", "--quiet"], workspace, env)
     await git(["add", "-A"], workspace, env)
     await git(
-        [*_IDENTITY, "commit", "--quiet", "--allow-empty", "-m", "agentv-baseline"], workspace, env
+        [*_IDENTITY, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", "agentv-baseline"],
+        workspace,
+        env,
     )
     return (await git(["rev-parse", "HEAD"], workspace, env)).strip()
 

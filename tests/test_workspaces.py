@@ -414,3 +414,43 @@ def test_an_llm_judge_is_shown_the_diff_fenced(
     section = user.split("[[ ## file_changes ## ]]\n", 1)[1]
     assert section.startswith("<") and "nonce=" in section.splitlines()[0]  # fenced: untrusted
     assert "+changed" in section and "b/new.txt" in section
+
+
+REPO_GRADER = """\
+import json, sys
+diff = json.load(sys.stdin)["file_changes"] or ""
+ok = "repo/file.txt" in diff and "+edited" in diff
+print(json.dumps({"assertions": [{"text": "repo edit in diff", "passed": ok}]}))
+"""
+
+
+def test_changes_inside_a_checked_out_repo_are_in_the_diff_and_reset_undoes_them(
+    project: pytest.Pytester, upstream: list[str]
+) -> None:
+    write(project, "grader.py", REPO_GRADER)
+    _agent(
+        project, "print(open('repo/file.txt').read()); open('repo/file.txt', 'w').write('edited')"
+    )
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        workspace:
+          repos: [{path: ./repo, repo: ./upstream}]
+          hooks: {after_each: {reset: fast}}
+        tests:
+          - id: a
+            criteria: c
+            input: q
+            assertions:
+              - {type: equals, value: second}
+              - {type: code-grader, command: [python, grader.py]}
+          - id: b
+            criteria: c
+            input: q
+            assertions:
+              - {type: equals, value: second}
+              - {type: code-grader, command: [python, grader.py]}
+        """,
+    )
+    project.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
