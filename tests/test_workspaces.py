@@ -176,26 +176,50 @@ def test_a_failing_or_hanging_hook_leaves_every_case_it_serves_not_graded(
     assert "sk-canary-openai" not in result.stdout.str()
 
 
+def _not_graded(project: pytest.Pytester, workspace: str, problem: str) -> None:
+    """A file with ``workspace`` (YAML flow text) and one case: the case is not graded, and the
+    summary gives ``problem`` (an fnmatch pattern) as the reason."""
+    case = "{id: a, criteria: c, input: q, assertions: [{type: contains, value: x}]}"
+    write(project, "ws.eval.yaml", f"workspace: {workspace}\ntests:\n  - {case}\n")
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*not graded: ws.eval.yaml::a: {problem}"])
+
+
 def test_a_hook_that_leaves_a_process_running_fails_and_the_process_is_killed(
     project: pytest.Pytester,
 ) -> None:
-    write(
+    _not_graded(
         project,
-        "ws.eval.yaml",
-        """
-        workspace:
-          hooks:
-            before_each: {command: [sh, -c, 'sleep 60 & echo $! > left.pid']}
-        tests:
-          - {id: a, criteria: c, input: q, assertions: [{type: contains, value: x}]}
-        """,
-    )
-    result = project.runpytest()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(
-        ["*workspace hook before_each (sh -c *) exited but left 1 process(es) running*"]
+        "{hooks: {before_each: {command: [sh, -c, 'sleep 60 & echo $! > left.pid']}}}",
+        "workspace hook before_each (sh -c *) exited but left 1 process(es) running*",
     )
     assert still_running([int((project.path / "left.pid").read_text())]) == []
+
+
+@pytest.mark.parametrize(
+    ("workspace", "problem"),
+    [
+        (
+            "{repos: [{path: ./repo, repo: 'file:///nonexistent/agentv-missing.git'}]}",
+            "workspace repo 'file:///nonexistent/agentv-missing.git' could not be cloned:"
+            " git clone exited with code *",
+        ),
+        (
+            "{template: /}",
+            "workspace template reference '/' resolves outside the rootdir; refused*",
+        ),
+        (
+            "{env: {required_commands: [agentv-no-such-command], required_python_modules: [json]}}",
+            "workspace env check failed (ws.eval.yaml): missing command: agentv-no-such-command",
+        ),
+    ],
+    ids=["unreachable-clone", "template-outside-rootdir", "missing-command"],
+)
+def test_a_workspace_that_cannot_be_made_leaves_its_cases_not_graded(
+    project: pytest.Pytester, workspace: str, problem: str
+) -> None:
+    _not_graded(project, workspace, problem)
 
 
 def _git(folder: Path, *args: str) -> str:
@@ -243,54 +267,6 @@ def test_a_repo_is_checked_out_at_its_commit(
     project.runpytest().assert_outcomes(passed=1)
 
 
-def test_a_repo_that_cannot_be_cloned_leaves_its_cases_not_graded(
-    project: pytest.Pytester,
-) -> None:
-    write(
-        project,
-        "ws.eval.yaml",
-        """
-        workspace:
-          repos:
-            - {path: ./repo, repo: "file:///nonexistent/agentv-missing.git"}
-        tests:
-          - {id: a, criteria: c, input: q, assertions: [{type: contains, value: x}]}
-        """,
-    )
-    result = project.runpytest()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(
-        [
-            "*not graded: ws.eval.yaml::a: workspace repo 'file:///nonexistent/agentv-missing.git'"
-            " could not be cloned: git clone exited with code *"
-        ]
-    )
-
-
-def test_a_template_outside_the_rootdir_is_refused(
-    project: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    outside = tmp_path_factory.mktemp("outside")
-    write(
-        project,
-        "ws.eval.yaml",
-        f"""
-        workspace:
-          template: {outside}
-        tests:
-          - {{id: a, criteria: c, input: q, assertions: [{{type: contains, value: x}}]}}
-        """,
-    )
-    result = project.runpytest()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(
-        [
-            f"*ws.eval.yaml::a: workspace template reference '{outside}' resolves outside the "
-            "rootdir; refused*"
-        ]
-    )
-
-
 def test_a_docker_workspace_is_a_load_error_naming_the_feature(project: pytest.Pytester) -> None:
     write(
         project,
@@ -333,24 +309,6 @@ def test_a_workspace_file_is_read_from_its_own_folder(project: pytest.Pytester) 
     project.runpytest().assert_outcomes(passed=1)
 
 
-def test_a_missing_required_command_is_named(project: pytest.Pytester) -> None:
-    write(
-        project,
-        "ws.eval.yaml",
-        """
-        workspace:
-          env: {required_commands: [agentv-no-such-command], required_python_modules: [json]}
-        tests:
-          - {id: a, criteria: c, input: q, assertions: [{type: contains, value: x}]}
-        """,
-    )
-    result = project.runpytest()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(
-        ["*workspace env check failed (ws.eval.yaml): missing command: agentv-no-such-command"]
-    )
-
-
 def test_the_agentv_target_fixture_works_in_the_workspace(project: pytest.Pytester) -> None:
     write(project, "tpl/hello.txt", "hello\n")
     write(
@@ -364,16 +322,16 @@ def test_the_agentv_target_fixture_works_in_the_workspace(project: pytest.Pytest
         project,
         "conftest.py",
         """
-        import os, pathlib, pytest
+        import pathlib, pytest
+
+        def edit_in_workspace(case):
+            for name, text in (("hello.txt", "changed\\n"), ("new.txt", "new\\n")):
+                (pathlib.Path(case.workspace_path) / name).write_text(text)
+            return "done"
 
         @pytest.fixture
         def agentv_target():
-            def answer(case):
-                ws = pathlib.Path(case.workspace_path)
-                (ws / "hello.txt").write_text("changed\\n")
-                (ws / "new.txt").write_text("new\\n")
-                return "done"
-            return answer
+            return edit_in_workspace
         """,
     )
     write(
@@ -431,26 +389,12 @@ def test_changes_inside_a_checked_out_repo_are_in_the_diff_and_reset_undoes_them
     _agent(
         project, "print(open('repo/file.txt').read()); open('repo/file.txt', 'w').write('edited')"
     )
+    checks = "[{type: equals, value: second}, {type: code-grader, command: [python, grader.py]}]"
+    cases = "".join(f"  - {{id: {i}, criteria: c, input: q, assertions: {checks}}}\n" for i in "ab")
     write(
         project,
         "ws.eval.yaml",
-        """
-        workspace:
-          repos: [{path: ./repo, repo: ./upstream}]
-          hooks: {after_each: {reset: fast}}
-        tests:
-          - id: a
-            criteria: c
-            input: q
-            assertions:
-              - {type: equals, value: second}
-              - {type: code-grader, command: [python, grader.py]}
-          - id: b
-            criteria: c
-            input: q
-            assertions:
-              - {type: equals, value: second}
-              - {type: code-grader, command: [python, grader.py]}
-        """,
+        "workspace:\n  repos: [{path: ./repo, repo: ./upstream}]\n"
+        "  hooks: {after_each: {reset: fast}}\ntests:\n" + cases,
     )
     project.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
