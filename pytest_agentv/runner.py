@@ -309,13 +309,13 @@ class AgentvRun:
         }
 
     def close(self) -> None:
-        async def cleanup() -> None:
+        self.scheduler.close(self.targets.aclose)
+        if self.workspaces.used:  # after the cases: ``after_all`` runs with its own deadline
+            done = asyncio.run_coroutine_threadsafe(self.workspaces.finish(), shared_loop())
             try:
-                await self.workspaces.finish()
-            finally:
-                await self.targets.aclose()
-
-        self.scheduler.close(cleanup)
+                done.result(timeout=self.workspaces.finish_within())
+            except Exception:
+                done.cancel()
         for problem in self.workspaces.problems:
             warnings.warn(AgentvWarning(problem), stacklevel=1)
 

@@ -291,6 +291,20 @@ class Workspaces:
         return replace(response, workspace_path=path, file_changes=diff)
 
     # -- the end of the run -------------------------------------------------------------------
+    @property
+    def used(self) -> bool:
+        """Whether any case made a workspace in this process."""
+        return self._root is not None or bool(self._shared)
+
+    def finish_within(self) -> float:
+        """How long ``finish`` may take: each ``after_all``'s deadline, and time to clean up."""
+        hooks = [shared.plan.hook("after_all") for shared in self._shared.values()]
+        return 30.0 + sum(
+            hook.timeout_ms / 1000 if hook.timeout_ms else TEARDOWN_TIMEOUT
+            for hook in hooks
+            if hook is not None
+        )
+
     async def finish(self) -> None:
         """``after_all`` in each shared workspace made; then the temporary folders go."""
         for shared in self._shared.values():

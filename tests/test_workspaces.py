@@ -398,3 +398,23 @@ def test_changes_inside_a_checked_out_repo_are_in_the_diff_and_reset_undoes_them
         "  hooks: {after_each: {reset: fast}}\ntests:\n" + cases,
     )
     project.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+
+
+def test_a_failing_after_all_is_a_warning_once_the_cases_are_reported(
+    project: pytest.Pytester,
+) -> None:
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        workspace:
+          hooks: {after_all: {command: [python, -c, 'import sys; sys.exit("cleanup failed")']}}
+        tests:
+          - {id: a, criteria: c, input: q, assertions: [{type: contains, value: 30 days}]}
+        """,
+    )
+    result = project.runpytest("-W", "default::pytest_agentv.AgentvWarning")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*ws.eval.yaml: workspace hook after_all (python -c *) exited with code 1: cleanup failed"]
+    )
