@@ -184,8 +184,10 @@ class Workspaces:
         path = static or self._fresh(name)
         checkouts: list[tuple[RepoConfig, str]] = []
         if static is None or not any(path.iterdir()):
-            if plan.template is not None:
-                await asyncio.to_thread(shutil.copytree, plan.template, path, dirs_exist_ok=True)
+            if plan.template is not None:  # links stay links: nothing is read from outside
+                await asyncio.to_thread(
+                    shutil.copytree, plan.template, path, symlinks=True, dirs_exist_ok=True
+                )
             for repo in plan.config.repos or ():
                 checkouts.append(
                     (repo, await repos.checkout(repo, path, plan.folder, self.rootdir, env))

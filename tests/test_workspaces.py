@@ -418,3 +418,23 @@ def test_a_failing_after_all_is_a_warning_once_the_cases_are_reported(
     result.stdout.fnmatch_lines(
         ["*ws.eval.yaml: workspace hook after_all (python -c *) exited with code 1: cleanup failed"]
     )
+
+
+def test_a_link_in_the_template_is_copied_as_a_link_not_followed_outside(
+    project: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    outside = tmp_path_factory.mktemp("outside") / "secret.txt"
+    outside.write_text("not for the workspace")
+    (project.path / "tpl").mkdir()
+    (project.path / "tpl" / "link").symlink_to(outside)
+    _agent(project, "import os; print(os.path.islink('link'))")
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        workspace: {template: tpl}
+        tests:
+          - {id: a, criteria: c, input: q, assertions: [{type: equals, value: "True"}]}
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
