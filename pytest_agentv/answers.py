@@ -125,6 +125,9 @@ class TargetResponse:
     duration_ms: float | None = None
     #: A ``trace_summary`` recorded with the answer (``--agentv-answers``), used as it was.
     recorded_trace: dict[str, Any] | None = None
+    #: The workspace the answer was made in, and the changes made there (a unified diff).
+    workspace_path: str | None = None
+    file_changes: str | None = None
 
     def trace_summary(self) -> dict[str, Any] | None:
         """AgentV's ``trace_summary``: tool calls by name, errors, usage, cost and duration,

@@ -67,6 +67,8 @@ class PreparedCase:
     turns: tuple[PreparedTurn, ...] = ()
     #: The turn of a conversation this case asks or grades (1, 2...); 0: not a turn.
     turn: int = 0
+    #: The folder the case's target works in (AgentV v4 ``workspace:``), while it answers.
+    workspace_path: str | None = None
 
 
 def _default_kind(case: EvalCase, suite: EvalSuite) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .reaper import LEFT_BEHIND
 from .settings import environment
 
 MAX_STDOUT_BYTES = 1024 * 1024
@@ -75,6 +76,9 @@ class ProcessResult:
     timed_out: bool = False
     stdout_overflow: bool = False
     duration: float = 0.0
+    #: Descendants the child left running when it exited normally (killed since; counted on
+    #: Linux only, where the reaper sees them).
+    left_behind: int = 0
 
     @property
     def signal_name(self) -> str | None:
@@ -103,6 +107,14 @@ class ProcessResult:
             tail = self.stderr_text()
             return f"{what} exited with code {self.returncode}" + (f": {tail}" if tail else "")
         return None
+
+
+def _left_behind(stderr: bytes) -> tuple[bytes, int]:
+    """The reaper's count of descendants left running, taken off the end of stderr."""
+    head, marker, count = stderr.rpartition(f"\n{LEFT_BEHIND}".encode())
+    if marker and count.endswith(b"\n") and count.strip().isdigit():
+        return head, int(count)
+    return stderr, 0
 
 
 def python_argv(argv: Sequence[str]) -> list[str]:
@@ -283,11 +295,13 @@ async def _run_process(
             await asyncio.shield(_terminate(transport, collector))
         # A process that left our group (setsid) may still hold the pipes; let them go.
         transport.close()
+    stderr, left = _left_behind(bytes(collector.err))
     return ProcessResult(
         pid=pid,
         returncode=transport.get_returncode(),
         stdout=bytes(collector.out),
-        stderr_tail=bytes(collector.err[-STDERR_TAIL_BYTES:]),
+        stderr_tail=stderr[-STDERR_TAIL_BYTES:],
+        left_behind=left,
         timed_out=timed_out,
         stdout_overflow=collector.flooded.done(),
         duration=time.monotonic() - started,

@@ -7,7 +7,8 @@ asks to be sent SIGTERM when pytest dies (also by SIGKILL), and runs ARGV as its
 same stdin, stdout and stderr. When the child exits, every descendant left behind is killed;
 on SIGTERM (a timeout, a cancelled case, Ctrl-C or the death of pytest) every descendant gets
 SIGTERM, then SIGKILL after a short grace. It then exits as the child did, so the caller sees
-the child's exit code or signal.
+the child's exit code or signal; when the child exited leaving descendants running, the last line
+of stderr says how many (``LEFT_BEHIND``), which ``processes.py`` takes off again.
 
 It is a standalone script (standard library only, started with ``-S`` for speed), not a module
 of the package: it runs in a process of its own.
@@ -25,6 +26,8 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 GRACE_SECONDS = 0.25
 EXEC_FAILED = 127
+#: The stderr line that counts the descendants a child left running when it exited.
+LEFT_BEHIND = "agentv-reaper: descendants left running: "
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -117,6 +120,7 @@ def main(argv: list[str]) -> int:
             os._exit(EXEC_FAILED)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
         # The child holds the pipes now; they close when it and what it started are done.
+        report = os.dup(2)  # not inherited: the child is already running
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
@@ -127,7 +131,10 @@ def main(argv: list[str]) -> int:
                 break
         for sig in HANDLED:
             signal.signal(sig, signal.SIG_IGN)
+        left = len(_children()) if _reap() else 0
         _kill_all(signal.SIGKILL)
+        if left:
+            os.write(report, f"\n{LEFT_BEHIND}{left}\n".encode())
     except _Terminate:
         for sig in HANDLED:
             signal.signal(sig, signal.SIG_IGN)

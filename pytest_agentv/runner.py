@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
+import warnings
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -25,7 +26,7 @@ from .baseline import CaseKey, PreviousResults, graded_score
 from .cases import CaseSpec, PreparedCase, prepare_case
 from .conversation import Conversation
 from .dependencies import Dependencies
-from .errors import NotGradedError
+from .errors import AgentvWarning, NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
 from .evaluators.base import EvaluationContext, Evaluator, entry_judges
 from .grading import Grading, Judgement, grade_answers, not_graded
@@ -45,6 +46,7 @@ from .settings import Settings
 from .targets import Target, TargetCatalog
 from .targets.python import FixtureTarget, RecordedTarget
 from .trials import TrialPolicy, policy_for
+from .workspace import Workspaces
 
 if TYPE_CHECKING:
     from .calibration import Calibration
@@ -121,6 +123,7 @@ class AgentvRun:
             self.rootdir, self.clients, override=settings.target, answers=answers
         )
         self.files = ProjectFiles(self.rootdir, settings.targets)
+        self.workspaces = Workspaces(self.rootdir, settings.code_judge_env)
         self.registry = EvaluatorRegistry(
             build_evaluator_registry(
                 resolve_judge_provider=self.resolve_judge,
@@ -274,7 +277,11 @@ class AgentvRun:
             return await talk.run()
 
         def answer(attempt: int) -> Awaitable[TargetResponse]:
-            return grading.counted(self._answer(target, replace(prepared, attempt=attempt)))
+            attempted = replace(prepared, attempt=attempt)
+            if isinstance(target, RecordedTarget):  # the answer was made in an earlier run
+                return grading.counted(self._answer(target, attempted))
+            call = partial(self._answer, target)
+            return grading.counted(self.workspaces.around(spec, attempted, call))
 
         return await grade_answers(grading, answer, on_loop=awaited)
 
@@ -291,7 +298,8 @@ class AgentvRun:
         grading, prepared, _ = ready
 
         async def answer(attempt: int) -> TargetResponse:
-            return fixture.call_sync(replace(prepared, attempt=attempt))
+            attempted = replace(prepared, attempt=attempt)
+            return self.workspaces.around_sync(spec, attempted, fixture.call_sync, self.scheduler)
 
         blocking = self.scheduler.blocking
         if spec.conversation is not None:
@@ -321,6 +329,14 @@ class AgentvRun:
 
     def close(self) -> None:
         self.scheduler.close(self.targets.aclose)
+        if self.workspaces.used:  # after the cases: ``after_all`` runs with its own deadline
+            done = asyncio.run_coroutine_threadsafe(self.workspaces.finish(), shared_loop())
+            try:
+                done.result(timeout=self.workspaces.finish_within())
+            except Exception:
+                done.cancel()
+        for problem in self.workspaces.problems:
+            warnings.warn(AgentvWarning(problem), stacklevel=1)
         limit_children(None)
 
 

@@ -56,6 +56,7 @@ FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         "max_output": ("max_output", "maxOutput"),
     },
     "TargetConfig": {"judge_target": ("judge_target", "grader_target")},
+    "HookConfig": {"command": ("command", "script"), "timeout_ms": ("timeout_ms", "timeoutMs")},
     "ExecutionMetricsSpec": {
         name: (name, "".join(w if i == 0 else w.title() for i, w in enumerate(name.split("_"))))
         for name in (

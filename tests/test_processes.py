@@ -14,7 +14,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pytest_agentv.processes import MAX_STDOUT_BYTES, STDERR_TAIL_BYTES, ProcessResult, run_process
+from pytest_agentv.processes import (
+    MAX_STDOUT_BYTES,
+    STDERR_TAIL_BYTES,
+    USE_REAPER,
+    ProcessResult,
+    run_process,
+)
 from pytest_agentv.scheduler import shared_loop
 from tests.helpers import still_running, write
 
@@ -72,6 +78,9 @@ def test_children_left_behind_after_a_normal_exit_are_killed() -> None:
     assert result.returncode == 0 and not result.timed_out
     assert json.loads(result.stdout) == {"score": 1}
     assert group_members(result.pid) == []
+    if USE_REAPER:  # counted (for workspace hooks), and not left in the stderr shown
+        assert result.left_behind == 1
+        assert b"agentv-reaper" not in result.stderr_tail
 
 
 def test_stdout_flood_is_capped_and_memory_stays_bounded() -> None:

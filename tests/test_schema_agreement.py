@@ -1195,6 +1195,12 @@ REFUSED = [
         "evalcases: [{id: a, input: q, input_messages: [{role: user, content: q}]}]\n",
     ),
     refused("boolean-id", "evalcases: [{id: true, input: q}]\n"),
+    refused("docker-workspace", "workspace: {docker: {image: x}}\ntests: [{id: a, input: q}]\n"),
+    refused(
+        "removed-repo-key",
+        "tests: [{id: a, input: q, workspace: {repos: [{path: r, repo: x, clone: {}}]}}]\n",
+    ),
+    refused("bad-reset", "workspace: {hooks: {after_each: {reset: soft}}}\ntests: [{id: a}]\n"),
     refused("fraction-id", "evalcases: [{id: 1.5, input: q}]\n"),
     refused(
         "sidecar-with-cases",
@@ -1243,8 +1249,25 @@ tests:
         aggregator: {type: threshold, threshold: 0.5}
 """
 
+#: AgentV v4's workspace, inline at both levels and as a file's path.
+V4_WORKSPACE = """
+workspace:
+  template: ../tpl
+  hooks:
+    before_all: {command: [node, setup.mjs], timeout_ms: 1000}
+    after_each: {reset: fast}
+  repos: [{path: ./repo, repo: org/name, commit: main, ancestor: 1, sparse: [src]}]
+  env: {required_commands: [node], required_python_modules: [yaml]}
+tests:
+  - id: a
+    input: q
+    workspace: {isolation: per_test, hooks: {before_each: {script: [sh, x.sh]}}}
+  - {id: b, input: q, workspace: ../workspace.yaml}
+"""
+
 ACCEPTED = [
     pytest.param(V4_ASSERTIONS, None, id="v4-assertions"),
+    pytest.param(V4_WORKSPACE, None, id="v4-workspace"),
     pytest.param("evalcases: [{id: 5, input: q}, {id: 2.0, input: q}]\n", None, id="number-ids"),
     pytest.param("dataset: 2024\nevalcases: [{id: a, input: q}]\n", None, id="number-dataset"),
     pytest.param(

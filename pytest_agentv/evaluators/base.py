@@ -46,6 +46,9 @@ class EvaluationContext:
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     #: The evaluators by kind this case runs with, so a composite can run its members.
     registry: Mapping[str, Evaluator] | None = None
+    #: AgentV v4: the workspace the answer was made in, and the diff of what changed there.
+    workspace_path: str | None = None
+    file_changes: str | None = None
 
     @classmethod
     def for_answer(
@@ -66,6 +69,8 @@ class EvaluationContext:
             output_messages=response.output_messages if response else None,
             judge_target=judge_target,
             trace_summary=response.trace_summary() if response else None,
+            workspace_path=response.workspace_path if response else None,
+            file_changes=response.file_changes if response else None,
         )
 
     @property

@@ -180,6 +180,7 @@ class CodeEvaluator:
             what="code judge",
             cwd=str(cwd) if cwd is not None else None,
             timeout=(entry.timeout_seconds if entry is not None else None) or self.timeout_seconds,
+            workspace=context.workspace_path,
         )
         if failure:
             return EvaluationScore.graded(0.0, misses=(failure,), evaluator_raw_request=request)

@@ -163,9 +163,11 @@ class LlmJudgeEvaluator:
             "expected_messages": list(context.eval_case.expected_messages),
             "input_messages": list(context.eval_case.authored_input),
             "output_messages": list(context.output_messages or ()),
+            "file_changes": context.file_changes or "",
         }
         untrusted = (
             str(inputs["candidate_answer"]),
+            str(inputs["file_changes"]),
             json.dumps(inputs["output_messages"]),
             *(json.dumps(value, default=str) for value in extra.values()),
         )
@@ -186,6 +188,7 @@ class LlmJudgeEvaluator:
                 user = prompts.substitute(custom.text, values)
             else:
                 user = prompts.substitute(prompts.FREEFORM_TEMPLATE, values)
+                user += prompts.file_changes_section(values)
                 if custom is not None:
                     user = f"{custom.text.strip()}\n\n{user}"
             return contract.system(nonce), user

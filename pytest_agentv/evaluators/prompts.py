@@ -164,7 +164,9 @@ def template_values(
         "metadata_json": "",
         "rubrics": pretty(rubric_rows) if rubric_rows else "",
         "rubrics_json": json.dumps(rubric_rows, ensure_ascii=False) if rubric_rows else "",
-        "file_changes": "",
+        "file_changes": (
+            fence(str(inputs["file_changes"]), nonce) if inputs.get("file_changes") else ""
+        ),
         "tool_calls": fence(tool_call_lines(tool_calls(inputs["output_messages"])), nonce),
     }
 
@@ -197,7 +199,13 @@ def _sections(values: Mapping[str, str], *, with_reference: bool) -> str:
     if with_reference and values["reference_answer"]:
         parts.append(f"[[ ## reference_answer ## ]]\n{values['reference_answer']}")
     parts.append(f"[[ ## candidate_answer ## ]]\n{values['candidate_answer']}")
-    return "\n\n".join(parts)
+    return "\n\n".join(parts) + file_changes_section(values)
+
+
+def file_changes_section(values: Mapping[str, str]) -> str:
+    """AgentV v4 shows a built-in prompt's judge the workspace's diff, when there is one."""
+    changes = values.get("file_changes")
+    return f"\n\n[[ ## file_changes ## ]]\n{changes}" if changes else ""
 
 
 #: What AgentV v4 tells the judge about each rubric operator (``rubric-operators.ts``).

@@ -144,8 +144,8 @@ def script_payload(context: EvaluationContext) -> dict[str, Any]:
         "duration_ms": (summary or {}).get("duration_ms"),
         "start_time": None,
         "end_time": None,
-        "file_changes": None,
-        "workspace_path": None,
+        "file_changes": context.file_changes,
+        "workspace_path": context.workspace_path,
     }
 
 
@@ -181,6 +181,7 @@ class Scripts:
         what: str,
         cwd: str | None = None,
         timeout: float | None = None,
+        workspace: str | None = None,
     ) -> tuple[bytes, str | None]:
         """Run ``script`` with ``payload`` as JSON on its stdin, from ``cwd`` (looked up from the
         case's folder, inside the rootdir) or the case's folder, bounded like every child
@@ -193,6 +194,8 @@ class Scripts:
         )
         limit = timeout or self.timeout
         env = scrubbed_env(self.env_passthrough)
+        if workspace is not None:  # AgentV v4 tells code graders where the workspace is
+            env["AGENTV_WORKSPACE_PATH"] = workspace
         shown = display_path(folder, case.rootdir)
         check_startable(script, folder, child_env(env)["PATH"], what, shown)
         result = await run_process(

@@ -30,6 +30,7 @@ from .messages import MESSAGES_SHORTHAND, Message, as_messages
 from .rubrics import Rubrics, rubrics_shorthand
 from .suite import Budget, DependencyPolicy, DependsOn, FilePath, Matrix, Threshold
 from .trials import TrialsConfig
+from .workspace import WorkspaceField
 
 
 def _name_of(value: Any) -> Any:
@@ -120,6 +121,8 @@ class EvalCase(Model):
     depends_on: DependsOn | None = None
     on_dependency_failure: DependencyPolicy | None = None
     metadata: dict[str, Any] | None = None
+    #: AgentV v4: the case's workspace (its fields replace the file's).
+    workspace: WorkspaceField = None
 
     @field_validator("id")
     @classmethod
@@ -180,6 +183,9 @@ class JsonlSidecar(Model):
     @classmethod
     def _input(cls, value: Any) -> Any:
         return None if value is None else as_messages(value, "user")
+
+    #: AgentV v4: the workspace every case runs in (a mapping, or a workspace file's path).
+    workspace: WorkspaceField = None
 
 
 class EvalSuite(JsonlSidecar):

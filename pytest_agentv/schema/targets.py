@@ -70,6 +70,7 @@ TARGET_SETTINGS: dict[str, dict[str, Any]] = {
 #: What a CLI target's ``command_template`` fills in, each value one shell-quoted argument.
 CLI_PLACEHOLDERS = (
     *("PROMPT", "PROMPT_FILE", "GUIDELINES", "EVAL_ID", "ATTEMPT", "FILES", "OUTPUT_FILE"),
+    "WORKSPACE_PATH",
 )
 
 

@@ -2,8 +2,9 @@
 AgentV's placeholders; one command for a whole eval file is ``batch.py``), and the healthcheck
 run before either. Placeholders: ``{PROMPT}``, ``{PROMPT_FILE}`` (a file holding
 the prompt), ``{GUIDELINES}``, ``{EVAL_ID}``, ``{ATTEMPT}``, ``{OUTPUT_FILE}`` (shell-quoted) and
-``{FILES}`` (guideline and input files, each through ``files_format``). The answer is read from
-``{OUTPUT_FILE}`` when the template uses it, else from stdout."""
+``{FILES}`` (guideline and input files, each through ``files_format``), ``{WORKSPACE_PATH}``
+(the case's workspace, also the command's cwd). The answer is read from ``{OUTPUT_FILE}`` when
+the template uses it, else from stdout."""
 
 from __future__ import annotations
 
@@ -239,12 +240,17 @@ class CliTarget:
             self.files_format,
         )
 
-    async def _run(self, values: dict[str, str], output_file: Path) -> tuple[str, float]:
-        """Run the command; its output text (output file or stdout) and how long it took."""
+    async def _run(
+        self, values: dict[str, str], output_file: Path, cwd: Path | None = None
+    ) -> tuple[str, float]:
+        """Run the command (from ``cwd``, else the target's); its output text (output file or
+        stdout) and how long it took."""
         if self.healthcheck is not None:
             await self.healthcheck.ensure()
         command = render_command(self.template, values)
-        result: ProcessResult = await run_process(command, cwd=self.cwd, timeout=self.timeout)
+        result: ProcessResult = await run_process(
+            command, cwd=cwd or self.cwd, timeout=self.timeout
+        )
         failure = result.failure(self.what, self.timeout)
         if failure:
             raise NotGradedError(redact(failure))
@@ -282,7 +288,10 @@ class CliTarget:
                 self._files([case]),
                 Path(scratch),
             )
-            text, elapsed = await self._run(values, output_file)
+            # AgentV v4: a case's workspace is where its agent runs, whatever the target's cwd.
+            workspace = Path(case.workspace_path) if case.workspace_path else None
+            values["WORKSPACE_PATH"] = shlex.quote(case.workspace_path or "")
+            text, elapsed = await self._run(values, output_file, workspace)
         if not text.strip():
             raise NotGradedError(f"{self.what} exited 0 but produced an empty answer")
         response = parse_output_text(text, self.what)

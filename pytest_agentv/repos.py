@@ -1,0 +1,129 @@
+"""Git in a workspace (AgentV v4 ``workspace/repo-manager.ts`` and ``file-changes.ts``): a
+repository checked out at a commit, the baseline commit a workspace's changes are measured from,
+those changes as a unified diff (``file_changes``), and the reset back to them.
+
+Every git command is a bounded child process (``processes.run_process``: deadline, killed with
+its descendants) with the allowlisted environment, prompts off: a clone that would ask for a
+password fails at once instead of waiting for an answer nobody gives.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from .errors import NotGradedError
+from .paths import resolve_reference
+from .processes import run_process, scrubbed_env
+from .redaction import redact
+from .schema.workspace import RepoConfig
+
+#: How long one git command may take (v4: five minutes).
+GIT_TIMEOUT = 300.0
+#: v4 reads ``org/name`` as a GitHub repository.
+_SHORTHAND = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[^/\s]+@[^/\s]+:")
+#: The baseline commit's author, unsigned whatever the user's git config says.
+_IDENTITY = (
+    *("-c", "user.email=agentv@localhost", "-c", "user.name=agentv"),
+    *("-c", "commit.gpgsign=false"),
+)
+
+
+def git_env(passthrough: Iterable[str] = ()) -> dict[str, str]:
+    """The allowlisted environment, with git told never to prompt."""
+    env = scrubbed_env(passthrough)
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="", GIT_SSH_COMMAND="ssh -o BatchMode=yes")
+    return env
+
+
+async def git(args: Sequence[str], cwd: Path, env: dict[str, str]) -> str:
+    """Run ``git args`` in ``cwd``; its stdout, or ``NotGradedError`` saying what failed."""
+    result = await run_process(["git", *args], cwd=cwd, env=env, timeout=GIT_TIMEOUT)
+    failure = result.failure(f"git {args[0]}", GIT_TIMEOUT)
+    if failure:
+        raise NotGradedError(redact(failure))
+    return result.stdout.decode("utf-8", errors="replace")
+
+
+def clone_source(repo: str, folder: Path, rootdir: Path) -> str:
+    """What ``git clone`` reads: a URL as written, ``org/name`` as GitHub's, else a local path
+    found from ``folder`` inside the rootdir (the rule every path an eval names follows)."""
+    if _URL.match(repo):
+        return repo
+    if _SHORTHAND.match(repo) and not (folder / repo).exists():
+        return f"https://github.com/{repo}.git"
+    return str(resolve_reference(repo, start=folder, rootdir=rootdir, what="workspace repo"))
+
+
+async def checkout(
+    repo: RepoConfig, workspace: Path, folder: Path, rootdir: Path, env: dict[str, str]
+) -> str:
+    """Clone ``repo`` into the workspace at its ``path`` and check out its commit (then walk
+    ``ancestor`` commits back); the commit checked out."""
+    source = clone_source(repo.repo, folder, rootdir)
+    target = workspace / repo.path
+    try:
+        await git(["clone", "--quiet", "--no-checkout", "--", source, str(target)], workspace, env)
+    except NotGradedError as exc:
+        raise NotGradedError(f"workspace repo '{repo.repo}' could not be cloned: {exc}") from None
+    if repo.sparse:
+        await git(["sparse-checkout", "init", "--cone"], target, env)
+        await git(["sparse-checkout", "set", "--", *repo.sparse], target, env)
+    ref = repo.ref if repo.ancestor == 0 else f"{repo.ref}~{repo.ancestor}"
+    for candidate in (ref, f"origin/{ref}"):
+        try:
+            sha = await git(
+                ["rev-parse", "--verify", "--end-of-options", f"{candidate}^{{commit}}"],
+                target,
+                env,
+            )
+            break
+        except NotGradedError:
+            continue
+    else:
+        raise NotGradedError(f"workspace repo '{repo.repo}' has no commit '{ref}'")
+    await git(["checkout", "--quiet", "--detach", sha.strip()], target, env)
+    return sha.strip()
+
+
+async def baseline(workspace: Path, env: dict[str, str]) -> str:
+    """Make the workspace a git repository and commit what is in it: the commit its changes
+    are measured from (v4's ``initializeBaseline``)."""
+    await git(["init", "--quiet"], workspace, env)
+    await git(["add", "-A"], workspace, env)
+    await git(
+        [*_IDENTITY, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", "agentv-baseline"],
+        workspace,
+        env,
+    )
+    return (await git(["rev-parse", "HEAD"], workspace, env)).strip()
+
+
+async def changes(workspace: Path, since: str, env: dict[str, str]) -> str:
+    """Everything changed in the workspace since ``since``, as a unified diff; files inside
+    checked-out repositories are shown file by file (``--submodule=diff``)."""
+    for child in sorted(workspace.iterdir()):
+        if child.name != ".git" and (child / ".git").is_dir():
+            await git(["add", "-A"], child, env)
+    await git(["add", "-A"], workspace, env)
+    return (await git(["diff", since, "--submodule=diff"], workspace, env)).strip()
+
+
+async def reset(
+    workspace: Path,
+    since: str,
+    mode: str,
+    checkouts: Sequence[tuple[RepoConfig, str]],
+    env: dict[str, str],
+) -> None:
+    """Put the workspace back as it was at ``since`` (``fast``: untracked files go, ignored ones
+    stay; ``strict``: those too), each checked-out repository at its commit."""
+    clean = ["clean", "-fdx" if mode == "strict" else "-fd", "--quiet"]
+    for repo, sha in checkouts:
+        target = workspace / repo.path
+        await git(["reset", "--quiet", "--hard", sha], target, env)
+        await git(clean, target, env)
+    await git(["reset", "--quiet", "--hard", since], workspace, env)
+    await git(clean, workspace, env)

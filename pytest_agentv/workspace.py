@@ -1,0 +1,324 @@
+"""A case's workspace (AgentV v4 ``workspace:``): the folder its target works in, made from a
+template, a static path and repositories checked out, with v4's lifecycle hooks around it, and
+the changes the target made there (``file_changes``) for its graders.
+
+How the lifecycle maps onto a pytest run (see docs/workspaces.md):
+
+- A file whose own ``workspace:`` has a template, hooks, repos or a static path gives all its
+  cases one *shared* workspace (v4's default), made when the first of them starts in this
+  process: template copied, repos checked out, ``env`` checked, ``before_all`` run, a baseline
+  commit made. Its cases then take turns in it, one at a time (v4 only warns that concurrent
+  cases may corrupt each other). ``after_all`` runs when the run ends. Under pytest-xdist each
+  worker is a process of its own, so each worker that runs cases of the file makes its own
+  workspace and runs ``before_all`` and ``after_all`` for its share: a workspace is a folder on
+  the machine that runs the target, which the controller does not share.
+- Otherwise (``isolation: per_test``, or a workspace only a case sets) each attempt of a case
+  gets a fresh folder, with the case's ``before_all`` run in it.
+- Around each attempt: ``before_each`` (reset, then command), the target, the diff since the
+  baseline, then ``after_each`` (reset, then command); grading follows, as in v4.
+
+A setup step or hook that fails, times out or leaves processes running leaves the cases it
+serves not graded, naming the hook, its command and its exit status with its output (redacted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import shlex
+import shutil
+import tempfile
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from . import repos
+from .answers import TargetResponse
+from .cases import CaseSpec, PreparedCase
+from .errors import NotGradedError
+from .processes import child_env, run_process
+from .redaction import redact
+from .schema.workspace import HookConfig, RepoConfig
+from .workspaceplan import WorkspacePlan, plan_for
+
+#: v4's default deadlines: setup hooks, and the hooks after a case.
+SETUP_TIMEOUT = 60.0
+TEARDOWN_TIMEOUT = 30.0
+_OUTPUT_SHOWN = 2000
+_VARIABLE = re.compile(r"\{\{(\w+)\}\}")
+
+Call = Callable[[PreparedCase], Awaitable[TargetResponse]]
+SyncCall = Callable[[PreparedCase], TargetResponse]
+T = TypeVar("T")
+
+
+class OnLoop(Protocol):
+    """Runs a coroutine on the plugin's loop and waits for it (the scheduler)."""
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T: ...
+
+
+@dataclass
+class _Made:
+    """A workspace made and ready: where, its baseline commit, its repos' commits."""
+
+    path: Path
+    since: str
+    checkouts: list[tuple[RepoConfig, str]]
+
+
+@dataclass
+class _Shared:
+    plan: WorkspacePlan
+    lock: asyncio.Lock
+    ready: asyncio.Task[_Made]
+
+
+@dataclass
+class Opened:
+    """A workspace a case's attempt runs in, until ``Workspaces.close``."""
+
+    plan: WorkspacePlan
+    made: _Made
+    context: dict[str, Any]
+    lock: asyncio.Lock | None
+
+
+def _tail(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace").strip()[-_OUTPUT_SHOWN:]
+
+
+class Workspaces:
+    """The run's workspaces (one per pytest process), from the first case that needs one to
+    ``finish``."""
+
+    def __init__(self, rootdir: Path, env_passthrough: tuple[str, ...] = ()) -> None:
+        self.rootdir = rootdir
+        self.env_names = env_passthrough
+        self.run_id = uuid.uuid4().hex
+        self._root: Path | None = None
+        self._shared: dict[Path, _Shared] = {}
+        #: What went wrong after the cases were reported (``after_all``), for a warning.
+        self.problems: list[str] = []
+
+    # -- hooks --------------------------------------------------------------------------------
+    async def run_hook(
+        self, name: str, hook: HookConfig | None, plan: WorkspacePlan, context: dict[str, Any]
+    ) -> None:
+        """Run a hook's command with v4's context on stdin (``NotGradedError`` if it fails)."""
+        if hook is None or not hook.command or not plan.hooks_enabled:
+            return
+        words = {key: "" if value is None else str(value) for key, value in context.items()}
+        if context.get("case_metadata") is not None:
+            words["case_metadata"] = json.dumps(context["case_metadata"])
+        argv = [_VARIABLE.sub(lambda m: words.get(m.group(1), m.group(0)), w) for w in hook.command]
+        default = SETUP_TIMEOUT if name.startswith("before") else TEARDOWN_TIMEOUT
+        timeout = hook.timeout_ms / 1000 if hook.timeout_ms else default
+        what = f"workspace hook {name} ({shlex.join(argv)})"
+        cwd = plan.hook_cwd(hook, name)
+        try:
+            result = await run_process(
+                argv,
+                stdin=json.dumps(context).encode("utf-8"),
+                cwd=cwd,
+                env=repos.git_env(self.env_names),
+                timeout=timeout,
+            )
+        except OSError as exc:
+            raise NotGradedError(redact(f"{what} cannot start: {exc.strerror}")) from None
+        failure = result.failure(what, timeout)
+        if failure is None and result.left_behind:
+            failure = (
+                f"{what} exited but left {result.left_behind} process(es) running; they were killed"
+            )
+        if failure is not None:
+            shown = _tail(result.stdout)
+            raise NotGradedError(redact(failure + (f"\nits output: {shown}" if shown else "")))
+
+    def _context(
+        self, plan: WorkspacePlan, path: Path, test_id: str, case: PreparedCase | None
+    ) -> dict[str, Any]:
+        """v4's hook context (stdin JSON, and ``{{name}}`` in the command's words)."""
+        return {
+            "workspace_path": str(path),
+            "test_id": test_id,
+            "eval_run_id": self.run_id,
+            "case_input": case.question if case is not None else None,
+            "case_metadata": plan.metadata if case is not None else None,
+        }
+
+    async def preflight(self, plan: WorkspacePlan, cwd: Path) -> None:
+        """v4's ``env`` checks, before ``before_all``: every command on ``PATH``, every Python
+        module importable; all that is missing is named at once."""
+        env = plan.config.env
+        if env is None:
+            return
+        path = child_env(self._env())["PATH"]
+        missing = [f"command: {c}" for c in env.required_commands if not shutil.which(c, path=path)]
+        for module in env.required_python_modules:
+            result = await run_process(
+                ["python3", "-c", f"import {module}"], cwd=cwd, env=self._env(), timeout=60
+            )
+            if result.returncode != 0:
+                missing.append(f"python module: {module}")
+        if missing:
+            raise NotGradedError(
+                f"workspace env check failed ({plan.where}): missing {', '.join(missing)}"
+            )
+
+    # -- making a workspace -------------------------------------------------------------------
+    def _fresh(self, name: str) -> Path:
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="agentv-workspaces-"))
+        prefix = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:40]
+        return Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=self._root))
+
+    async def _make(self, plan: WorkspacePlan, name: str, case: PreparedCase | None) -> _Made:
+        """Template, repos, preflight checks, ``before_all``, baseline: a workspace ready."""
+        env = repos.git_env(self.env_names)
+        static = plan.static_path()
+        path = static or self._fresh(name)
+        checkouts: list[tuple[RepoConfig, str]] = []
+        if static is None or not any(path.iterdir()):
+            if plan.template is not None:  # links stay links: nothing is read from outside
+                await asyncio.to_thread(
+                    shutil.copytree, plan.template, path, symlinks=True, dirs_exist_ok=True
+                )
+            for repo in plan.config.repos or ():
+                checkouts.append(
+                    (repo, await repos.checkout(repo, path, plan.folder, self.rootdir, env))
+                )
+        await self.preflight(plan, path)
+        test_id = case.id if case is not None and not plan.shared else "__before_all__"
+        context = self._context(plan, path, test_id, case if not plan.shared else None)
+        await self.run_hook("before_all", plan.hook("before_all"), plan, context)
+        return _Made(path, await repos.baseline(path, env), checkouts)
+
+    def _shared_for(self, spec: CaseSpec, plan: WorkspacePlan) -> _Shared:
+        key = spec.loaded.path
+        shared = self._shared.get(key)
+        if shared is None:
+            made = asyncio.ensure_future(self._make(plan, spec.dataset, None))
+            shared = self._shared[key] = _Shared(plan, asyncio.Lock(), made)
+        return shared
+
+    # -- a case's attempt ---------------------------------------------------------------------
+    async def open(self, spec: CaseSpec, case: PreparedCase) -> Opened | None:
+        """The workspace for one attempt of the case, set up; None when it has none."""
+        plan = plan_for(spec, self.rootdir)
+        if plan is None:
+            return None
+        lock: asyncio.Lock | None = None
+        if plan.shared:
+            shared = self._shared_for(spec, plan)
+            made = await asyncio.shield(shared.ready)
+            lock = shared.lock
+            await lock.acquire()
+        else:
+            made = await self._make(plan, case.id, case)
+        opened = Opened(plan, made, self._context(plan, made.path, case.id, case), lock)
+        try:
+            before_each = plan.hook("before_each")
+            if before_each is not None and before_each.reset not in (None, "none"):
+                await repos.reset(
+                    made.path, made.since, before_each.reset, made.checkouts, self._env()
+                )
+            if before_each is not None and before_each.command:
+                await self.run_hook("before_each", before_each, plan, opened.context)
+                opened.made = replace(made, since=await repos.baseline(made.path, self._env()))
+        except BaseException:
+            self._release(opened)
+            raise
+        return opened
+
+    def _env(self) -> dict[str, str]:
+        return repos.git_env(self.env_names)
+
+    @staticmethod
+    def _release(opened: Opened) -> None:
+        if opened.lock is not None and opened.lock.locked():
+            opened.lock.release()
+
+    async def close(self, opened: Opened, *, answered: bool = True) -> str:
+        """After the target: the diff since the baseline, then ``after_each`` (reset, command).
+        After an attempt that gave no answer the hooks still run and their failures are moot."""
+        made, plan = opened.made, opened.plan
+        try:
+            diff = await repos.changes(made.path, made.since, self._env()) if answered else ""
+            with contextlib.suppress(NotGradedError) if not answered else contextlib.nullcontext():
+                after_each = plan.hook("after_each")
+                if after_each is not None and after_each.reset not in (None, "none"):
+                    await repos.reset(
+                        made.path, made.since, after_each.reset, made.checkouts, self._env()
+                    )
+                await self.run_hook("after_each", after_each, plan, opened.context)
+            return diff
+        finally:
+            self._release(opened)
+
+    async def around(self, spec: CaseSpec, case: PreparedCase, call: Call) -> TargetResponse:
+        """One attempt of the case answered in its workspace, with the workspace's path and the
+        diff on the answer for its graders; ``call`` alone when the case has no workspace."""
+        opened = await self.open(spec, case)
+        if opened is None:
+            return await call(case)
+        path = str(opened.made.path)
+        try:
+            response = await call(replace(case, workspace_path=path))
+        except BaseException:
+            await asyncio.shield(self.close(opened, answered=False))
+            raise
+        diff = await self.close(opened)
+        return replace(response, workspace_path=path, file_changes=diff)
+
+    def around_sync(
+        self, spec: CaseSpec, case: PreparedCase, call: SyncCall, loop: OnLoop
+    ) -> TargetResponse:
+        """``around`` for a synchronous ``agentv_target`` fixture, called in this thread like
+        test code while the workspace's steps run on the plugin's loop."""
+        opened = loop.run(self.open(spec, case))
+        if opened is None:
+            return call(case)
+        path = str(opened.made.path)
+        try:
+            response = call(replace(case, workspace_path=path))
+        except BaseException:
+            loop.run(self.close(opened, answered=False))
+            raise
+        diff = loop.run(self.close(opened))
+        return replace(response, workspace_path=path, file_changes=diff)
+
+    # -- the end of the run -------------------------------------------------------------------
+    @property
+    def used(self) -> bool:
+        """Whether any case made a workspace in this process."""
+        return self._root is not None or bool(self._shared)
+
+    def finish_within(self) -> float:
+        """How long ``finish`` may take: each ``after_all``'s deadline, and time to clean up."""
+        hooks = [shared.plan.hook("after_all") for shared in self._shared.values()]
+        return 30.0 + sum(
+            hook.timeout_ms / 1000 if hook.timeout_ms else TEARDOWN_TIMEOUT
+            for hook in hooks
+            if hook is not None
+        )
+
+    async def finish(self) -> None:
+        """``after_all`` in each shared workspace made; then the temporary folders go."""
+        for shared in self._shared.values():
+            if not shared.ready.done() or shared.ready.cancelled() or shared.ready.exception():
+                continue
+            made = shared.ready.result()
+            context = self._context(shared.plan, made.path, "__after_all__", None)
+            try:
+                await self.run_hook(
+                    "after_all", shared.plan.hook("after_all"), shared.plan, context
+                )
+            except NotGradedError as exc:
+                self.problems.append(f"{shared.plan.where}: {exc}")
+        if self._root is not None:
+            await asyncio.to_thread(shutil.rmtree, self._root, True)

@@ -1,0 +1,144 @@
+"""Which workspace a case runs in, as v4's loader works it out (``yaml-parser.ts``): the file's
+``workspace:`` and the case's merged (the case's fields replace the file's, hook by hook), a
+workspace file read when one is named, and every path it gives (template, static path, hook
+``cwd``) found inside the rootdir, refused outside it like every other path an eval names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .cases import CaseSpec
+from .errors import ConfigError
+from .loader.validation import validate
+from .paths import display_path, resolve_reference
+from .schema.workspace import HOOK_NAMES, HookConfig, WorkspaceConfig, WorkspaceHooks
+from .yamlfile import parse_yaml
+
+
+def read_workspace_file(ref: str, folder: Path, rootdir: Path) -> tuple[WorkspaceConfig, Path]:
+    """A workspace file (v4: the config object itself, no ``workspace:`` wrapper) and its
+    folder, which its relative paths are read from."""
+    path = resolve_reference(ref, start=folder, rootdir=rootdir, what="workspace file")
+    shown = display_path(path, rootdir)
+    root, data = parse_yaml(path, shown)
+    if isinstance(data, dict) and set(data) == {"workspace"}:
+        raise ConfigError(
+            f"{shown}: a workspace file holds the workspace's keys directly; remove the "
+            "top-level 'workspace:'"
+        )
+    return validate(WorkspaceConfig, data, shown, root), path.parent
+
+
+def merged(suite: WorkspaceConfig | None, case: WorkspaceConfig | None) -> WorkspaceConfig | None:
+    """v4's ``mergeWorkspaceConfigs``: the case's fields replace the file's; hooks merge one by
+    one, a hook's keys the case gives replacing the file's."""
+    if suite is None or case is None:
+        return suite or case
+    fields = {
+        name: getattr(case, name) if getattr(case, name) is not None else getattr(suite, name)
+        for name in ("template", "isolation", "repos", "mode", "path", "env")
+    }
+    if suite.hooks is not None or case.hooks is not None:
+        hooks: dict[str, Any] = {}
+        for name in HOOK_NAMES:
+            ours, theirs = (getattr(h, name) if h else None for h in (suite.hooks, case.hooks))
+            if ours is not None or theirs is not None:
+                hooks[name] = HookConfig.model_validate(
+                    {
+                        **(ours.model_dump(exclude_none=True) if ours else {}),
+                        **(theirs.model_dump(exclude_none=True) if theirs else {}),
+                    }
+                )
+        source = case.hooks if case.hooks is not None else suite.hooks
+        fields["hooks"] = WorkspaceHooks(enabled=source.enabled if source else True, **hooks)
+    return WorkspaceConfig.model_validate(fields)
+
+
+def _makes_shared(config: WorkspaceConfig | None) -> bool:
+    """v4: a file-level workspace with a template, hooks, repos or a static path is shared."""
+    if config is None or config.isolation == "per_test":
+        return False
+    return bool(config.template or config.hooks or config.repos or config.path)
+
+
+@dataclass(frozen=True)
+class WorkspacePlan:
+    """A case's workspace, resolved: its config, where its relative paths start, whether the
+    file's cases share it."""
+
+    config: WorkspaceConfig
+    folder: Path
+    rootdir: Path
+    shared: bool
+    #: The eval file, as messages name it.
+    where: str
+    template: Path | None
+    metadata: Any = None
+
+    @property
+    def hooks_enabled(self) -> bool:
+        return self.config.hooks is None or self.config.hooks.enabled
+
+    def hook(self, name: str) -> HookConfig | None:
+        hooks = self.config.hooks
+        return getattr(hooks, name) if hooks is not None else None
+
+    def hook_cwd(self, hook: HookConfig, name: str) -> Path:
+        """A hook runs from its ``cwd`` (from the workspace file's or eval file's folder), else
+        from that folder (v4)."""
+        if hook.cwd is None:
+            return self.folder
+        return resolve_reference(
+            hook.cwd, start=self.folder, rootdir=self.rootdir, what=f"workspace hook {name}: cwd"
+        )
+
+    def static_path(self) -> Path | None:
+        """``mode: static``'s folder, made if missing (inside the rootdir only)."""
+        if self.config.path is None:
+            return None
+        path = (self.folder / self.config.path).resolve()
+        if not path.is_relative_to(self.rootdir.resolve()):
+            raise ConfigError(
+                f"workspace path '{self.config.path}' resolves outside the rootdir; refused"
+            )
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def plan_for(spec: CaseSpec, rootdir: Path) -> WorkspacePlan | None:
+    """The case's workspace, or None when neither its file nor the case sets one. Raises
+    ``ConfigError`` for a workspace file or path that cannot be used."""
+    folder = spec.loaded.path.parent
+    suite_raw, case_raw = spec.loaded.suite.workspace, spec.case.workspace
+    if suite_raw is None and case_raw is None:
+        return None
+    start = folder
+    configs: list[WorkspaceConfig | None] = []
+    for raw in (suite_raw, case_raw):
+        if isinstance(raw, str):
+            read, start = read_workspace_file(raw, folder, rootdir)
+            configs.append(read)
+        else:
+            configs.append(raw)
+    config = merged(*configs)
+    if config is None:
+        return None
+    template = None
+    if config.template is not None:
+        template = resolve_reference(
+            config.template, start=start, rootdir=rootdir, what="workspace template"
+        )
+        if template.is_file():  # a .code-workspace file: its folder is the template (v4)
+            template = template.parent
+    return WorkspacePlan(
+        config=config,
+        folder=start,
+        rootdir=rootdir,
+        shared=_makes_shared(configs[0]),
+        where=spec.loaded.display,
+        template=template,
+        metadata=(spec.case.model_extra or {}).get("metadata"),
+    )

@@ -1,0 +1,440 @@
+"""AgentV v4 workspaces: a template copied, repositories checked out, lifecycle hooks run with
+v4's context on stdin, and the changes the agent made (``file_changes``) passed to graders with
+``workspace_path``; hooks that fail, hang or leave processes behind leave their cases not graded.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.fake_openai import FakeOpenAI, freeform
+from tests.helpers import agentv_results, judge_ini, still_running, write
+
+#: A CLI agent that edits the template's file, adds one, and says where it ran.
+EDITING_AGENT = """\
+import os, pathlib, sys
+pathlib.Path("hello.txt").write_text("changed\\n")
+pathlib.Path("new.txt").write_text("new\\n")
+print(os.getcwd() + " " + sys.argv[1])
+"""
+
+#: A v4 code grader that checks the diff and the workspace it is told about.
+DIFF_GRADER = """\
+import json, os, sys
+p = json.load(sys.stdin)
+diff = p["file_changes"] or ""
+ws = p["workspace_path"]
+checks = {
+    "edit": "a/hello.txt" in diff and "+changed" in diff,
+    "create": "--- /dev/null" in diff and "b/new.txt" in diff,
+    "where": bool(ws) and p["output"].split() == [ws, ws],
+    "env": os.environ.get("AGENTV_WORKSPACE_PATH") == ws,
+}
+print(json.dumps({"assertions": [{"text": k, "passed": v} for k, v in checks.items()]}))
+"""
+
+
+def _files(pytester: pytest.Pytester) -> None:
+    write(pytester, "tpl/hello.txt", "hello\n")
+    write(pytester, "grader.py", DIFF_GRADER)
+    _agent(pytester, EDITING_AGENT, "{WORKSPACE_PATH}")
+
+
+def _agent(pytester: pytest.Pytester, agent: str, args: str = "") -> None:
+    """The ``default`` target: a CLI agent (a Python script's text), run in the workspace."""
+    write(pytester, "agent.py", agent)
+    command = f"python {pytester.path / 'agent.py'} {args}"
+    (pytester.path / ".agentv" / "targets.yaml").write_text(
+        f"targets:\n  - name: default\n    provider: cli\n    command: '{command}'\n"
+    )
+
+
+@pytest.mark.parametrize("isolation", ["shared", "per_test"])
+def test_graders_get_the_diff_and_workspace_path_and_the_template_is_untouched(
+    project: pytest.Pytester, run_args: list[str], isolation: str
+) -> None:
+    _files(project)
+    write(
+        project,
+        "ws.eval.yaml",
+        f"""
+        workspace:
+          template: tpl
+          isolation: {isolation}
+          hooks:
+            after_each: {{reset: fast}}
+        tests:
+          - id: one
+            criteria: c
+            input: edit
+            assertions: [{{type: code-grader, command: [python, grader.py]}}]
+          - id: two
+            criteria: c
+            input: edit
+            assertions: [{{type: code-grader, command: [python, grader.py]}}]
+        """,
+    )
+    result = project.runpytest(*run_args)
+    result.assert_outcomes(passed=2)
+    assert (project.path / "tpl" / "hello.txt").read_text() == "hello\n"
+    assert not (project.path / "tpl" / "new.txt").exists()
+
+
+LOGGING_HOOK = """\
+import json, os, sys
+ctx = json.load(sys.stdin)
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hooks.log"), "a") as log:
+    log.write(json.dumps([sys.argv[1], ctx["test_id"], ctx["case_input"], sys.argv[2]]) + "\\n")
+"""
+
+#: An agent that adds a file named after its case and lists what it sees.
+LISTING_AGENT = """\
+import os, pathlib, sys
+pathlib.Path(sys.argv[1] + ".txt").write_text("x")
+print(" ".join(sorted(n for n in os.listdir(".") if n != ".git")))
+"""
+
+
+def test_hooks_run_in_v4_order_with_its_context_and_reset_undoes_each_case(
+    project: pytest.Pytester,
+) -> None:
+    write(project, "tpl/seed.txt", "seed\n")
+    write(project, "hook.py", LOGGING_HOOK)
+    _agent(project, LISTING_AGENT, "{EVAL_ID}")
+    hooks = "\n".join(
+        f"    {name}: {{command: [python, hook.py, {name}, '{{{{workspace_path}}}}']"
+        + (", reset: fast}" if name == "after_each" else "}")
+        for name in ("before_all", "before_each", "after_each", "after_all")
+    )
+    write(
+        project,
+        "ws.eval.yaml",
+        "workspace:\n  template: tpl\n  hooks:\n"
+        + hooks
+        + """
+tests:
+  - {id: a, criteria: c, input: qa, assertions: [{type: equals, value: a.txt seed.txt}]}
+  - {id: b, criteria: c, input: qb, assertions: [{type: equals, value: b.txt seed.txt}]}
+""",
+    )
+    result = project.runpytest("-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    calls = [json.loads(line) for line in (project.path / "hooks.log").read_text().splitlines()]
+    assert [(name, test_id, case_input) for name, test_id, case_input, _ in calls] == [
+        ("before_all", "__before_all__", None),
+        ("before_each", "a", "qa"),
+        ("after_each", "a", "qa"),
+        ("before_each", "b", "qb"),
+        ("after_each", "b", "qb"),
+        ("after_all", "__after_all__", None),
+    ]
+    assert len({path for *_, path in calls}) == 1  # one shared workspace, named in every call
+    assert not Path(calls[0][3]).exists()  # and removed when the run ended
+
+
+@pytest.mark.parametrize(
+    ("hook", "problem"),
+    [
+        (
+            '{command: [python, -c, \'import sys; print("partial"); '
+            'sys.exit("boom sk-canary-openai-0123456789abcdef")\']}',
+            "*workspace hook before_all (python -c *) exited with code 1: boom ?redacted?",
+        ),
+        (
+            "{command: [python, -c, 'import time; time.sleep(60)'], timeout_ms: 500}",
+            "*workspace hook before_all (python -c *) timed out after 0.5s and was killed*",
+        ),
+    ],
+    ids=["fails", "hangs"],
+)
+def test_a_failing_or_hanging_hook_leaves_every_case_it_serves_not_graded(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, hook: str, problem: str
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-openai-0123456789abcdef")
+    write(
+        project,
+        "ws.eval.yaml",
+        f"""
+        workspace:
+          hooks:
+            before_all: {hook}
+        tests:
+          - {{id: a, criteria: c, input: q, assertions: [{{type: contains, value: x}}]}}
+          - {{id: b, criteria: c, input: q, assertions: [{{type: contains, value: x}}]}}
+        """,
+    )
+    result = project.runpytest()
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines([f"*not graded: ws.eval.yaml::a: {problem}"])
+    result.stdout.fnmatch_lines([f"*not graded: ws.eval.yaml::b: {problem}"])
+    if "partial" in hook:  # what the hook printed is shown too
+        result.stdout.fnmatch_lines(["its output: partial"])
+    assert "sk-canary-openai" not in result.stdout.str()
+
+
+def _not_graded(project: pytest.Pytester, workspace: str, problem: str) -> None:
+    """A file with ``workspace`` (YAML flow text) and one case: the case is not graded, and the
+    summary gives ``problem`` (an fnmatch pattern) as the reason."""
+    case = "{id: a, criteria: c, input: q, assertions: [{type: contains, value: x}]}"
+    write(project, "ws.eval.yaml", f"workspace: {workspace}\ntests:\n  - {case}\n")
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*not graded: ws.eval.yaml::a: {problem}"])
+
+
+def test_a_hook_that_leaves_a_process_running_fails_and_the_process_is_killed(
+    project: pytest.Pytester,
+) -> None:
+    _not_graded(
+        project,
+        "{hooks: {before_each: {command: [sh, -c, 'sleep 60 & echo $! > left.pid']}}}",
+        "workspace hook before_each (sh -c *) exited but left 1 process(es) running*",
+    )
+    assert still_running([int((project.path / "left.pid").read_text())]) == []
+
+
+@pytest.mark.parametrize(
+    ("workspace", "problem"),
+    [
+        (
+            "{repos: [{path: ./repo, repo: 'file:///nonexistent/agentv-missing.git'}]}",
+            "workspace repo 'file:///nonexistent/agentv-missing.git' could not be cloned:"
+            " git clone exited with code *",
+        ),
+        (
+            "{template: /}",
+            "workspace template reference '/' resolves outside the rootdir; refused*",
+        ),
+        (
+            "{env: {required_commands: [agentv-no-such-command], required_python_modules: [json]}}",
+            "workspace env check failed (ws.eval.yaml): missing command: agentv-no-such-command",
+        ),
+    ],
+    ids=["unreachable-clone", "template-outside-rootdir", "missing-command"],
+)
+def test_a_workspace_that_cannot_be_made_leaves_its_cases_not_graded(
+    project: pytest.Pytester, workspace: str, problem: str
+) -> None:
+    _not_graded(project, workspace, problem)
+
+
+def _git(folder: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+@pytest.fixture
+def upstream(project: pytest.Pytester) -> list[str]:
+    """A real local git repository in the project, with two commits: their shas."""
+    repo = project.path / "upstream"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    shas = []
+    for text in ("first", "second"):
+        (repo / "file.txt").write_text(text)
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", text)
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    return shas
+
+
+@pytest.mark.parametrize("pin", ["commit: {first}", "commit: {second}, ancestor: 1"])
+def test_a_repo_is_checked_out_at_its_commit(
+    project: pytest.Pytester, upstream: list[str], pin: str
+) -> None:
+    _agent(project, "print(open('repo/file.txt').read())")
+    pin = pin.format(first=upstream[0], second=upstream[1])
+    write(
+        project,
+        "ws.eval.yaml",
+        f"""
+        workspace:
+          repos:
+            - {{path: ./repo, repo: ./upstream, {pin}}}
+        tests:
+          - {{id: a, criteria: c, input: q, assertions: [{{type: equals, value: first}}]}}
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
+
+
+def test_a_docker_workspace_is_a_load_error_naming_the_feature(project: pytest.Pytester) -> None:
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        tests:
+          - id: a
+            criteria: c
+            input: q
+            workspace:
+              docker: {image: swebench/x}
+        """,
+    )
+    result = project.runpytest("--co")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "ws.eval.yaml:7:*: tests.0.workspace.docker: 'docker' (a Docker workspace, AgentV v4)"
+            " is not supported*"
+        ]
+    )
+
+
+def test_a_workspace_file_is_read_from_its_own_folder(project: pytest.Pytester) -> None:
+    write(project, "shared/tpl/README.md", "Shared Workspace Template\n")
+    write(project, "shared/workspace.yaml", "template: ./tpl\n")
+    _agent(project, "print(open('README.md').read())")
+    write(
+        project,
+        "evals/ws.eval.yaml",
+        """
+        workspace: ../shared/workspace.yaml
+        tests:
+          - id: a
+            criteria: c
+            input: q
+            assertions: [{type: contains, value: Shared Workspace Template}]
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
+
+
+def test_the_agentv_target_fixture_works_in_the_workspace(project: pytest.Pytester) -> None:
+    write(project, "tpl/hello.txt", "hello\n")
+    write(
+        project,
+        "grader.py",
+        DIFF_GRADER.replace('"where"', '"skip"').replace(
+            'bool(ws) and p["output"].split() == [ws, ws]', "True"
+        ),
+    )
+    write(
+        project,
+        "conftest.py",
+        """
+        import pathlib, pytest
+
+        def edit_in_workspace(case):
+            for name, text in (("hello.txt", "changed\\n"), ("new.txt", "new\\n")):
+                (pathlib.Path(case.workspace_path) / name).write_text(text)
+            return "done"
+
+        @pytest.fixture
+        def agentv_target():
+            return edit_in_workspace
+        """,
+    )
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        workspace: {template: tpl}
+        tests:
+          - id: a
+            criteria: c
+            input: q
+            assertions: [{type: code-grader, command: [python, grader.py]}]
+        """,
+    )
+    reprec = project.inline_run()
+    reprec.assertoutcome(passed=1)
+    [row] = agentv_results(reprec).values()
+    assert row["score"] == 1
+
+
+def test_an_llm_judge_is_shown_the_diff_fenced(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    project.makeini(judge_ini(fake_llm))
+    fake_llm.responder = lambda r: freeform(1.0)
+    _files(project)
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        workspace: {template: tpl}
+        tests:
+          - {id: a, criteria: Edits hello.txt, input: edit}
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
+    user = fake_llm.requests[0].user
+    section = user.split("[[ ## file_changes ## ]]\n", 1)[1]
+    assert section.startswith("<") and "nonce=" in section.splitlines()[0]  # fenced: untrusted
+    assert "+changed" in section and "b/new.txt" in section
+
+
+REPO_GRADER = """\
+import json, sys
+diff = json.load(sys.stdin)["file_changes"] or ""
+ok = "repo/file.txt" in diff and "+edited" in diff
+print(json.dumps({"assertions": [{"text": "repo edit in diff", "passed": ok}]}))
+"""
+
+
+def test_changes_inside_a_checked_out_repo_are_in_the_diff_and_reset_undoes_them(
+    project: pytest.Pytester, upstream: list[str]
+) -> None:
+    write(project, "grader.py", REPO_GRADER)
+    _agent(
+        project, "print(open('repo/file.txt').read()); open('repo/file.txt', 'w').write('edited')"
+    )
+    checks = "[{type: equals, value: second}, {type: code-grader, command: [python, grader.py]}]"
+    cases = "".join(f"  - {{id: {i}, criteria: c, input: q, assertions: {checks}}}\n" for i in "ab")
+    write(
+        project,
+        "ws.eval.yaml",
+        "workspace:\n  repos: [{path: ./repo, repo: ./upstream}]\n"
+        "  hooks: {after_each: {reset: fast}}\ntests:\n" + cases,
+    )
+    project.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+
+
+def test_a_failing_after_all_is_a_warning_once_the_cases_are_reported(
+    project: pytest.Pytester,
+) -> None:
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        workspace:
+          hooks: {after_all: {command: [python, -c, 'import sys; sys.exit("cleanup failed")']}}
+        tests:
+          - {id: a, criteria: c, input: q, assertions: [{type: contains, value: 30 days}]}
+        """,
+    )
+    result = project.runpytest("-W", "default::pytest_agentv.AgentvWarning")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*ws.eval.yaml: workspace hook after_all (python -c *) exited with code 1: cleanup failed"]
+    )
+
+
+def test_a_link_in_the_template_is_copied_as_a_link_not_followed_outside(
+    project: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    outside = tmp_path_factory.mktemp("outside") / "secret.txt"
+    outside.write_text("not for the workspace")
+    (project.path / "tpl").mkdir()
+    (project.path / "tpl" / "link").symlink_to(outside)
+    _agent(project, "import os; print(os.path.islink('link'))")
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        workspace: {template: tpl}
+        tests:
+          - {id: a, criteria: c, input: q, assertions: [{type: equals, value: "True"}]}
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
