@@ -70,7 +70,8 @@ def _conversation(call: _Call) -> Conversation:
     from pydantic import ValidationError
 
     from .answers import response_from
-    from .cases import PreparedCase, PreparedTurn, conversation_plan, expected_replies
+    from .casefiles import expected_replies
+    from .cases import PreparedCase, PreparedTurn, conversation_plan
     from .conversation import Conversation
     from .results import CaseResult
     from .schema.base import problems

@@ -23,7 +23,8 @@ import pytest
 
 from .answers import TargetResponse
 from .baseline import CaseKey, PreviousResults, graded_score
-from .cases import CaseSpec, PreparedCase, prepare_case
+from .casefiles import prepare_case
+from .cases import CaseSpec, PreparedCase
 from .conversation import Conversation
 from .dependencies import Dependencies
 from .errors import AgentvWarning, NotGradedError

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentv.cases import CaseSpec, effective_evaluators, prepare_case
+from pytest_agentv.casefiles import prepare_case
+from pytest_agentv.cases import CaseSpec, effective_evaluators
 from pytest_agentv.errors import ConfigError, EvalFileError
 from pytest_agentv.evaluators import EvaluatorRegistry, build_evaluator_registry
 from pytest_agentv.loader import load_eval_file

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..answers import TargetResponse, response_from
-from ..cases import CaseSpec, PreparedCase, prepare_case
+from ..casefiles import prepare_case
+from ..cases import CaseSpec, PreparedCase
 from ..errors import AgentvError, EvalFileError, NotGradedError
 from ..jsonlines import json_lines
 from .cli import CliTarget, command_values

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..answers import TargetResponse
-from ..cases import GUIDELINES_HEADER, PreparedCase
+from ..casefiles import GUIDELINES_HEADER
+from ..cases import PreparedCase
 from ..errors import ConfigError, NotGradedError
 from ..llm.client import LlmClient
 from ..llm.transports import ModelSpec
