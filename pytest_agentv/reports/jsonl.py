@@ -1,5 +1,6 @@
 """``--agentv-results``: one JSON line per case (and per ``assert_judged`` call), with AgentV's
-field names, written as the run goes so that an interrupted run keeps what it graded.
+field names (v2.5.8's and ours, or with ``--agentv-results-format agentv-v4`` AgentV v4's rows:
+``agentv_v4.py``), written as the run goes so that an interrupted run keeps what it graded.
 
 The file is written in place (symlinks, modes and an interrupted run's rows survive). Opening
 it empties it, so it is refused when it is a file this run reads (``--agentv-answers``,
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import pytest
+
+from .agentv_v4 import v4_row
 
 if TYPE_CHECKING:
     from ..results import ResultRow
@@ -169,8 +172,9 @@ class ResultsFile:
         if self._stream is None or not rows:
             return
         try:
+            line = v4_row if self.settings.results_format == "agentv-v4" else results_line
             for row in rows:
-                self._stream.write(compact_json(results_line(row)) + "\n")
+                self._stream.write(compact_json(line(row)) + "\n")
             self._stream.flush()
         except OSError as exc:
             self.failed(exc)
