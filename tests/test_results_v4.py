@@ -343,3 +343,20 @@ def test_trials_keep_v4_s_aggregation_shape() -> None:
 def test_a_failed_tool_call_in_v4_s_words_is_an_error() -> None:
     messages = [{"role": "assistant", "tool_calls": [{"tool": "search", "status": "error"}]}]
     assert [call.error for call in tool_calls(messages)] == [True]
+
+
+def test_v4_rows_are_matched_by_suite_then_by_a_unique_test_id(project: pytest.Pytester) -> None:
+    """Two eval files (datasets) with the same case id each get their own recorded answer: a v4
+    row's ``suite`` is its dataset. A row of a suite this run does not have (AgentV named it
+    otherwise) still answers the one case with its id."""
+    case = "tests:\n  - {id: same, input: q, assertions: [{type: contains, value: '30 days'}]}\n"
+    write(project, "a.eval.yaml", case)
+    write(project, "b.eval.yaml", "execution: {target: wrong}\n" + case)
+    run_v4(project).assert_outcomes(passed=1, failed=1)
+    result = project.runpytest("--agentv-answers=run/index.jsonl", "--agentv-target=none", "-v")
+    result.stdout.fnmatch_lines(["a.eval.yaml::same PASSED*", "b.eval.yaml::same FAILED*"])
+    rows = v4_rows(project, "run/index.jsonl")  # the last row of each id: b's
+    write(project, "other.jsonl", json.dumps({**rows["same"], "suite": "renamed"}) + "\n")
+    (project.path / "b.eval.yaml").unlink()
+    result = project.runpytest("--agentv-answers=other.jsonl", "--agentv-target=none")
+    result.assert_outcomes(failed=1)

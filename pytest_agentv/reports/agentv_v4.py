@@ -16,19 +16,11 @@ from typing import TYPE_CHECKING, Any
 from ..spellings import v4_kind
 
 if TYPE_CHECKING:
-    from ..results import AssertionRow, EvaluatorRow, ResultRow
+    from ..results import EvaluatorRow, ResultRow
 
 #: The ``failure_reason_code`` of a case skipped because it needed a judge and none was
 #: configured (v4 has no skipped cases: the row is an execution error, and reads back skipped).
 JUDGE_NOT_CONFIGURED = "judge_not_configured"
-
-
-def _assertions(entry: EvaluatorRow) -> list[AssertionRow]:
-    """The entry's checks; ``hits`` and ``misses`` when it has none."""
-    if "assertions" in entry:
-        return list(entry["assertions"])
-    checks = [(h, True) for h in entry["hits"]] + [(m, False) for m in entry["misses"]]
-    return [{"text": text, "passed": passed} for text, passed in checks]
 
 
 def _grader(entry: EvaluatorRow) -> dict[str, Any]:
@@ -41,7 +33,8 @@ def _grader(entry: EvaluatorRow) -> dict[str, Any]:
         "score": entry["score"],
         "weight": entry["weight"],
         "verdict": verdict,
-        "assertions": _assertions(entry),
+        # Every evaluator's result has them (made from its hits and misses when it gave none).
+        "assertions": list(entry.get("assertions", [])),
     }
     if entry["evaluator_provider_request"] is not None:
         grader["input"] = entry["evaluator_provider_request"]
