@@ -276,19 +276,27 @@ def test_v4_rows_are_recorded_answers_and_a_baseline(suite: pytest.Pytester) -> 
 def test_a_v4_row_from_before_v4_42_keeps_its_messages_as_output(
     project: pytest.Pytester,
 ) -> None:
-    write(
-        project,
-        "a.eval.yaml",
-        "tests:\n  - {id: a, input: q, assertions: [{type: contains, value: 'found it'}]}\n",
+    entry = "assertions: [{type: contains, value: 'found it'}]"
+    write(project, "a.eval.yaml", f"tests:\n  - {{id: a, input: q, {entry}}}\n")
+    write(project, "b.eval.yaml", f"tests:\n  - {{id: b, input: q, {entry}}}\n")
+    rows = [
+        {
+            "test_id": "a",
+            "score": 1,
+            "execution_status": "ok",
+            "output": [{"role": "assistant", "content": "I found it."}],
+        },
+        {"test_id": "b", "score": 1, "execution_status": "ok"},
+    ]
+    write(project, "old.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    result = project.runpytest("--agentv-answers=old.jsonl")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'b' was not graded: the recorded row for 'b' in old.jsonl (--agentv-answers) "
+            "has no 'candidate_answer', 'output_messages' or 'output'"
+        ]
     )
-    row = {
-        "test_id": "a",
-        "score": 1,
-        "execution_status": "ok",
-        "output": [{"role": "assistant", "content": "I found it."}],
-    }
-    write(project, "old.jsonl", json.dumps(row) + "\n")
-    project.runpytest("--agentv-answers=old.jsonl").assert_outcomes(passed=1)
 
 
 def test_the_report_reads_our_v4_file(suite: pytest.Pytester) -> None:

@@ -161,8 +161,10 @@ class RecordedTarget:
             )
         value, text, trace = _recorded(row)
         if not value.get("output_messages") and not isinstance(text, str):
-            keys = "'output'" if _is_v4(row) else "'candidate_answer' or 'output_messages'"
-            raise NotGradedError(f"the recorded row for '{case.id}' {where} has no {keys}")
+            raise NotGradedError(
+                f"the recorded row for '{case.id}' {where} has no 'candidate_answer', "
+                "'output_messages' or 'output'"
+            )
         if not value.get("output_messages"):
             value = {**value, "output_messages": None, "text": text}
         what = f"the recorded row for '{case.id}'"
@@ -176,15 +178,12 @@ class RecordedTarget:
         return checked_answer(recorded, what)
 
 
-def _is_v4(row: dict[str, Any]) -> bool:
-    return "test_id" in row and "eval_id" not in row
-
-
 def _recorded(row: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
     """What a results row recorded: the answer's messages (with the numbers it reported), its
-    text, and its trace summary (ours, v2.5.8's). An AgentV v4 row keeps the text as ``output``
-    (a list of messages before v4.42), the messages in ``trace``, the numbers beside them."""
-    if not _is_v4(row):
+    text, and its trace summary: ``candidate_answer``, ``output_messages`` and ``trace_summary``
+    (ours, AgentV's up to v3), else AgentV v4's ``output`` (a list of messages before v4.42)
+    with the messages in ``trace`` and the numbers beside them."""
+    if "candidate_answer" in row or "output_messages" in row:
         messages = {"output_messages": row.get("output_messages")}
         return messages, row.get("candidate_answer"), row.get("trace_summary")
     output = row.get("output")
