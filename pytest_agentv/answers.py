@@ -21,8 +21,9 @@ from .schema.messages import render_content
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One tool call an answer reports: AgentV's ``{tool, input, output, duration_ms}``, or an
-    OpenAI-style ``{function: {name, arguments}}`` as Python agents often return them."""
+    """One tool call an answer reports: AgentV's ``{tool, input, output, duration_ms}`` (a failed
+    one has ``error``, or v4's ``status: error``), or an OpenAI-style ``{function: {name,
+    arguments}}`` as Python agents often return them."""
 
     name: str
     args: Any = None
@@ -109,7 +110,7 @@ def tool_calls(messages: Iterable[Mapping[str, Any]], what: str = "the answer") 
                     name=name,
                     args=args,
                     duration_ms=duration,
-                    error=bool(call.get("error")),
+                    error=bool(call.get("error")) or call.get("status") == "error",
                     output=call.get("output"),
                 )
             )

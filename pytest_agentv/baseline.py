@@ -2,9 +2,11 @@
 
 ``PreviousResults`` reads a results file once: ours (``--agentv-results``), AgentV v2.5.8's
 (``eval_id``, ``dataset``, ``score``, ``error``) or a later AgentV's (rows that carry only
-``test_id``). Rows are matched to cases by dataset and eval id; a row without a dataset matches
-the id in any dataset. Our rows also name their eval file: two files may hold the same dataset
-and id (AgentV's layout has an ``evals/dataset.yaml`` in every folder), and then a case matches
+``test_id``, and v4's ``suite`` for the dataset). Rows are matched to cases by dataset and eval
+id; a row without a dataset matches the id in any dataset, and a v4 row the id of a dataset
+that is no suite of the file when it is the id's only row (AgentV may name a suite after the
+file's ``name``). Our rows also name their eval file: two files may hold the same dataset and
+id (AgentV's layout has an ``evals/dataset.yaml`` in every folder), and then a case matches
 only the row of its own file. A row of another file matches when that file's case is not one
 this run collected (the file was renamed): the file a row names is data, compared as text with
 the cases the run collected, never looked up on disk. When a file has several rows for one
@@ -60,6 +62,10 @@ class PreviousResults:
         #: The rows that name their eval file, and the files each case's rows name.
         self._filed: dict[tuple[str, str | None, str], dict[str, Any]] = {}
         self._files: dict[Key, set[str]] = {}
+        #: The v4 rows of each id, and their suites: a case of a dataset that is no suite of
+        #: the file (AgentV named it after the file's ``name``) matches the one row of its id.
+        self._suites: dict[str, set[Key]] = {}
+        self._suite_names: set[str] = set()
 
     def rows(self) -> dict[Key, dict[str, Any]]:
         """Raises ``ConfigError`` naming the option, the file and the line of a bad row."""
@@ -91,9 +97,12 @@ class PreviousResults:
                         "graded row needs a 'score' from 0 to 1 (a row that was not graded "
                         "carries 'error', or status 'error' or 'skipped')"
                     )
-                dataset = row.get("dataset")
+                dataset = row.get("dataset", row.get("suite"))  # v4 renamed it ``suite``
                 key = (dataset if isinstance(dataset, str) else None, case_id)
                 rows[key] = row
+                if "dataset" not in row and key[0] is not None:
+                    self._suites.setdefault(case_id, set()).add(key)
+                    self._suite_names.add(key[0])
                 file = row.get("file")
                 if isinstance(file, str):
                     self._filed[(file, *key)] = row
@@ -122,7 +131,11 @@ class PreviousResults:
             named = self._files.get((dataset, case_id), set())
             if len(named) > 1 or any((other, dataset, case_id) in collected for other in named):
                 return None
-        return rows.get((dataset, case_id)) or rows.get((None, case_id))
+        found = rows.get((dataset, case_id)) or rows.get((None, case_id))
+        if found is not None or dataset in self._suite_names:
+            return found
+        suites = self._suites.get(case_id, set())
+        return rows[next(iter(suites))] if len(suites) == 1 else None
 
     def gone(self, collected: Collection[CaseKey]) -> list[str]:
         """Rows whose case this run did not collect although it collected where they were: the

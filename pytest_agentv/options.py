@@ -66,6 +66,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        "results_format",
+        "Rows of --agentv-results: pytest-agentv's (AgentV v2.5.8's fields and ours) or AgentV "
+        "v4's (test_id, scores, execution_status: what agentv compare reads)",
+        "choice",
+        "pytest-agentv",
+        ("pytest-agentv", "agentv-v4"),
+    ),
+    Option(
         "html",
         "Write a self-contained HTML report of the run to PATH (every case, filterable)",
         "path",

@@ -56,6 +56,8 @@ class Settings:
     targets: Path | None
     borderline: BorderlineMode
     results: Path | None
+    #: pytest-agentv (our rows) or agentv-v4 (AgentV v4.42.4's), checked against the choices.
+    results_format: str
     html: Path | None
     markdown: Path | None
     #: on or off, checked against the option's choices.

@@ -184,6 +184,12 @@ def canonical_kind(kind: str) -> str:
     return KIND_ALIASES.get(kind, kind)
 
 
+def v4_kind(kind: str) -> str:
+    """A kind as AgentV v4.42.4 names it in its result rows (``llm-grader``, ``is-json``)."""
+    named = {"llm_judge": "llm-grader", "code_judge": "code-grader"}
+    return named.get(kind, kind.replace("_", "-"))
+
+
 def later_kind_version(kind: str) -> str | None:
     """The AgentV version that introduced a kind pytest-agentv cannot map, if it is one."""
     if kind.startswith(("trajectory:", "not-trajectory:")):

@@ -1,5 +1,6 @@
 """``--agentv-results``: one JSON line per case (and per ``assert_judged`` call), with AgentV's
-field names, written as the run goes so that an interrupted run keeps what it graded.
+field names (v2.5.8's and ours, or with ``--agentv-results-format agentv-v4`` AgentV v4's rows:
+``agentv_v4.py``), written as the run goes so that an interrupted run keeps what it graded.
 
 The file is written in place (symlinks, modes and an interrupted run's rows survive). Opening
 it empties it, so it is refused when it is a file this run reads (``--agentv-answers``,
@@ -13,6 +14,7 @@ import contextlib
 import errno
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -124,6 +126,12 @@ class ResultsFile:
         #: Why the file could not be written to the end (see ``failed``).
         self.error: str | None = None
         self._stream: IO[str] | None = None
+        self._line: Callable[[ResultRow], dict[str, Any]] = results_line
+        if settings.results_format == "agentv-v4":
+            # Not when the plugin loads: v4's kind names come with the eval files' schema.
+            from .agentv_v4 import v4_row
+
+            self._line = v4_row
         if settings.results is not None:
             path = Path(settings.results)
             try:
@@ -170,7 +178,7 @@ class ResultsFile:
             return
         try:
             for row in rows:
-                self._stream.write(compact_json(results_line(row)) + "\n")
+                self._stream.write(compact_json(self._line(row)) + "\n")
             self._stream.flush()
         except OSError as exc:
             self.failed(exc)

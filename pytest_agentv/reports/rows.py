@@ -21,6 +21,7 @@ from ..jsonlines import json_lines
 from ..results import no_usage
 from ..verdicts import score_to_verdict
 from ..yamlfile import read_text
+from .agentv_v4 import JUDGE_NOT_CONFIGURED
 from .spool import RowSpool
 from .view import RunFacts
 
@@ -58,6 +59,20 @@ def _evaluator(entry: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _check_line(check: Mapping[str, Any]) -> str:
+    """A v4 check as a hit or a miss: its text, and its evidence when it has one."""
+    evidence = check.get("evidence")
+    return f"{check.get('text')}: {evidence}" if evidence else str(check.get("text"))
+
+
+def _status(data: Mapping[str, Any], failed: bool) -> str:
+    """A v4 row's status: a case skipped for want of a judge is one of v4's execution errors,
+    which our v4 rows mark (``JUDGE_NOT_CONFIGURED``)."""
+    if not failed:
+        return "graded"
+    return "skipped" if data.get("failure_reason_code") == JUDGE_NOT_CONFIGURED else "error"
+
+
 def _later_agentv(data: Mapping[str, Any]) -> dict[str, Any]:
     """A v4 row in our shape."""
     found = data.get("trace")
@@ -73,13 +88,14 @@ def _later_agentv(data: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(call, dict)
     ]
     output = data.get("output")
+    checks = [a for a in data.get("assertions") or () if isinstance(a, dict)]
     question = "\n\n".join(
         _text(m.get("content"))
         for m in data.get("input") or ()
         if isinstance(m, dict) and m.get("role") == "user"
     )
     return {
-        "status": "error" if failed else "graded",
+        "status": _status(data, failed),
         "timestamp": data.get("timestamp"),
         "eval_id": data["test_id"],
         "dataset": data.get("suite") or data.get("dataset") or "",
@@ -87,7 +103,9 @@ def _later_agentv(data: Mapping[str, Any]) -> dict[str, Any]:
         "file": data.get("file"),
         "target": data.get("target_used") or data.get("target"),
         "score": _score(data.get("score")),
-        "assertions": [a for a in data.get("assertions") or () if isinstance(a, dict)],
+        "assertions": checks,
+        "hits": [_check_line(check) for check in checks if check.get("passed")],
+        "misses": [_check_line(check) for check in checks if not check.get("passed")],
         "candidate_answer": output if isinstance(output, str) else _text(output),
         "evaluator_results": data.get("scores") or [],
         "error": (error or "execution error") if failed else None,

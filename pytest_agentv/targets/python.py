@@ -20,6 +20,7 @@ from ..errors import ConfigError, NotGradedError
 from ..paths import display_path
 from ..projectfiles import Where
 from ..redaction import redact
+from ..reports.agentv_v4 import agent_messages
 
 DEFAULT_MOCK_RESPONSE = "Mock target response. Set 'response' on the mock target to change it."
 
@@ -132,8 +133,9 @@ class FixtureTarget:
 
 class RecordedTarget:
     """``--agentv-answers``: each case's answer comes from a previous results file (ours, or
-    AgentV's: ``candidate_answer``, ``output_messages``, ``trace_summary``), matched by dataset
-    and eval id (``test_id`` in later AgentV rows), instead of calling the case's target.
+    AgentV's: ``candidate_answer``, ``output_messages``, ``trace_summary``; v4's ``output`` and
+    ``trace``), matched by dataset and eval id (``test_id`` in later AgentV rows), instead of
+    calling the case's target.
 
     A case with no recorded answer, or whose recorded row was not graded itself (an error, a
     skip, a later AgentV ``execution_error``: ``not_graded_reason``), is not graded, with the
@@ -174,17 +176,16 @@ class RecordedTarget:
             )
         if case.turn:
             return self._turn(row, case, where)
-        messages = row.get("output_messages")
-        text = row.get("candidate_answer")
-        if not messages and not isinstance(text, str):
+        value, text, trace = _recorded(row)
+        if not value.get("output_messages") and not isinstance(text, str):
             raise NotGradedError(
-                f"the recorded row for '{case.id}' {where} has no 'candidate_answer' or "
-                "'output_messages'"
+                f"the recorded row for '{case.id}' {where} has no 'candidate_answer', "
+                "'output_messages' or 'output'"
             )
-        value = {"output_messages": messages} if messages else {"text": text}
+        if not value.get("output_messages"):
+            value = {**value, "output_messages": None, "text": text}
         what = f"the recorded row for '{case.id}'"
         response = response_from(value, what)
-        trace = row.get("trace_summary")
         # The recorded answer is what was graded, whatever its messages would give today.
         recorded = replace(
             response,
@@ -210,3 +211,17 @@ class RecordedTarget:
             )
         what = f"the recorded row for '{case.id}', turn {case.turn}"
         return checked_answer(response_from(said, what), what)
+
+
+def _recorded(row: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
+    """What a results row recorded: the answer's messages (with the numbers it reported), its
+    text, and its trace summary: ``candidate_answer``, ``output_messages`` and ``trace_summary``
+    (ours, AgentV's up to v3), else AgentV v4's ``output`` (a list of messages before v4.42)
+    with the messages in ``trace`` and the numbers beside them."""
+    if "candidate_answer" in row or "output_messages" in row:
+        messages = {"output_messages": row.get("output_messages")}
+        return messages, row.get("candidate_answer"), row.get("trace_summary")
+    output = row.get("output")
+    numbers = {key: row.get(key) for key in ("token_usage", "cost_usd", "duration_ms")}
+    text = output if isinstance(output, str) else None
+    return {"output_messages": agent_messages(row), **numbers}, text, None

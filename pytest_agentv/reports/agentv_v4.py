@@ -1,0 +1,212 @@
+"""``--agentv-results-format agentv-v4``: a case's row as AgentV v4.42.4 writes it to a run's
+``index.jsonl`` (its ``EvaluationResult`` in snake_case, ``packages/core/src/evaluation/
+types.ts``), so that AgentV's own tools (``agentv compare``, ``agentv results``) read our runs;
+and the answer such a row keeps, for ``--agentv-answers``.
+
+v4 has no "not graded" verdict: such a case is ``execution_status: execution_error`` with
+``score: 0`` (v4's readers refuse a row without a numeric score), its reason under ``error`` and
+``execution_error``; every reader of ours takes such a row as not graded, never as a zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..spellings import v4_kind
+
+if TYPE_CHECKING:
+    from ..results import EvaluatorRow, ResultRow
+
+#: The ``failure_reason_code`` of a case skipped because it needed a judge and none was
+#: configured (v4 has no skipped cases: the row is an execution error, and reads back skipped).
+JUDGE_NOT_CONFIGURED = "judge_not_configured"
+
+
+def _grader(entry: EvaluatorRow) -> dict[str, Any]:
+    """An evaluator's result as a v4 ``GraderResult``: v4's verdicts are pass, fail and skip (an
+    evaluator that could not grade); a composite's members are its ``scores``."""
+    verdict = "skip" if entry.get("error") else "pass" if entry["verdict"] == "pass" else "fail"
+    grader: dict[str, Any] = {
+        "name": entry["name"],
+        "type": v4_kind(entry["type"]),
+        "score": entry["score"],
+        "weight": entry["weight"],
+        "verdict": verdict,
+        # Every evaluator's result has them (made from its hits and misses when it gave none).
+        "assertions": list(entry.get("assertions", [])),
+    }
+    if entry["evaluator_provider_request"] is not None:
+        grader["input"] = entry["evaluator_provider_request"]
+    details = {**entry.get("details", {})}
+    for key in ("reasoning", "error"):
+        if entry.get(key):
+            details[key] = entry.get(key)
+    if details:
+        grader["details"] = details
+    if entry.get("evaluator_results"):
+        grader["scores"] = [_grader(member) for member in entry["evaluator_results"]]
+    return grader
+
+
+def _answered(row: ResultRow) -> bool:
+    return row["trace_summary"] is not None or bool(row["candidate_answer"])
+
+
+def _trace(row: ResultRow, failure: str | None) -> dict[str, Any]:
+    """v4's ``trace``: the summary counts, the messages (the question, the tool calls and the
+    answer) and their events, as ``buildTraceFromMessages`` derives them."""
+    summary = row["trace_summary"] or {}
+    answered = _answered(row)
+    messages: list[dict[str, Any]] = []
+    if row.get("question"):
+        messages.append({"role": "user", "content": row.get("question")})
+    calls = [
+        {
+            "tool": call["tool"],
+            "input": call.get("input"),
+            **({"duration_ms": call["duration_ms"]} if call.get("duration_ms") is not None else {}),
+            **({"status": "error"} if call.get("error") else {}),
+        }
+        for call in row.get("tool_calls", [])
+    ]
+    if calls:
+        messages.append({"role": "assistant", "tool_calls": calls})
+    if answered:
+        messages.append({"role": "assistant", "content": row["candidate_answer"]})
+    events: list[dict[str, Any]] = []
+
+    def event(event_id: str, kind: str, **fields: Any) -> None:
+        events.append({"event_id": event_id, "ordinal": len(events), "type": kind, **fields})
+
+    for index, message in enumerate(messages):
+        shown = {key: message[key] for key in ("role", "content") if key in message}
+        event(f"message-{index}", "message", message=shown)
+        for number, call in enumerate(message.get("tool_calls", [])):
+            tool = {"name": call["tool"], "input": call["input"]}
+            event(
+                f"message-{index}-tool-{number}",
+                "tool_call",
+                parent_event_id=f"message-{index}",
+                tool=tool,
+            )
+    if answered:
+        last = len(messages) - 1
+        event(
+            "final-response",
+            "final_response",
+            parent_event_id=f"message-{last}",
+            message=messages[last],
+        )
+    if failure is not None:
+        event("error", "error", error={"message": failure})
+    by_name: dict[str, int] = {}
+    for call in calls:
+        by_name[call["tool"]] = by_name.get(call["tool"], 0) + 1
+    trace: dict[str, Any] = {
+        "event_count": len(calls),
+        "tool_calls": by_name,
+        "error_count": sum(1 for call in calls if "status" in call) + (failure is not None),
+        "llm_call_count": sum(1 for message in messages if message["role"] == "assistant"),
+        "messages": messages,
+        "events": events,
+    }
+    for key in ("tool_durations", "token_usage", "cost_usd", "duration_ms"):
+        if summary.get(key) is not None:
+            trace[key] = summary[key]
+    return trace
+
+
+def _trials(row: ResultRow) -> dict[str, Any]:
+    """A case's trials and their aggregate, in v4's shapes where v4 has the strategy."""
+    trials, aggregation = row["trials"], row["aggregation"]
+    if trials is None or aggregation is None:
+        return {}
+    found: dict[str, Any] = {
+        "trials": [
+            {
+                "attempt": trial["attempt"],
+                "score": trial["score"],
+                "verdict": "pass" if trial["verdict"] == "pass" else "fail",
+                "cost_usd": trial["cost_usd"],
+            }
+            for trial in trials
+        ]
+    }
+    strategy = aggregation["strategy"]
+    v4_keys = {
+        "pass_at_k": {"passed_attempts": "passed", "total_attempts": "trials"},
+        "mean": {"mean": "mean", "min": "min", "max": "max"},
+        "confidence_interval": {
+            "mean": "mean",
+            "ci95_lower": "score_ci_low",
+            "ci95_upper": "score_ci_high",
+            "stddev": "stddev",
+        },
+    }.get(strategy)
+    shown: Mapping[str, Any] = aggregation
+    found["aggregation"] = (
+        {"strategy": strategy, **{key: shown.get(ours) for key, ours in v4_keys.items()}}
+        if v4_keys
+        else dict(aggregation)
+    )
+    return found
+
+
+def v4_row(row: ResultRow) -> dict[str, Any]:
+    """A case's row as an AgentV v4.42.4 result row (``index.jsonl``)."""
+    graded = row["status"] == "graded"
+    scores = [_grader(entry) for entry in row["evaluator_results"]]
+    assertions = [check for grader in scores for check in grader["assertions"]]
+    failure = None if graded else row["error"] or "not graded"
+    line: dict[str, Any] = {"timestamp": row["timestamp"], "test_id": row["eval_id"]}
+    if row["dataset"]:
+        line["suite"] = row["dataset"]
+    if row["conversation_id"] is not None:
+        line["conversation_id"] = row["conversation_id"]
+    line["score"] = row["score"] if graded and row["score"] is not None else 0
+    line["target"] = row["target"] or "unknown"
+    if failure is not None:
+        assertions.append({"text": f"Error: {failure}", "passed": False})
+    line["assertions"] = assertions
+    line["scores"] = scores
+    summary = row["trace_summary"] or {}
+    for key in ("token_usage", "cost_usd"):
+        if summary.get(key) is not None:
+            line[key] = summary[key]
+    if row.get("duration_ms") is not None:
+        line["duration_ms"] = row.get("duration_ms")
+    if row.get("question"):
+        line["input"] = [{"role": "user", "content": row.get("question")}]
+    line["output"] = row["candidate_answer"]
+    line["trace"] = _trace(row, failure)
+    line.update(_trials(row))
+    if failure is None:
+        line["execution_status"] = "ok" if row["verdict"] == "pass" else "quality_failure"
+        return line
+    # v4's stage: the evaluator when the target answered (or a judge was missing), else the agent.
+    if row["status"] == "skipped":
+        stage, code = "evaluator", JUDGE_NOT_CONFIGURED
+    elif _answered(row):
+        stage, code = "evaluator", "evaluator_error"
+    else:
+        stage, code = "agent", "provider_error"
+    line["error"] = failure
+    line["execution_status"] = "execution_error"
+    line["failure_stage"] = stage
+    line["failure_reason_code"] = code
+    line["execution_error"] = {"message": failure, "stage": stage}
+    return line
+
+
+def agent_messages(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The messages of a v4 row's answer: its ``trace.messages`` but the question's (user and
+    system ones); a v4 release before ``output`` became the final text kept them there."""
+    output = row.get("output")
+    if isinstance(output, list):
+        return [m for m in output if isinstance(m, dict)]
+    trace = row.get("trace")
+    messages = trace.get("messages") if isinstance(trace, Mapping) else None
+    if not isinstance(messages, list):
+        return []
+    return [m for m in messages if isinstance(m, dict) and m.get("role") not in ("user", "system")]

@@ -1,0 +1,370 @@
+"""``--agentv-results-format agentv-v4``: results rows as AgentV v4.42.4 writes them, read back by
+``--agentv-answers``, ``--agentv-baseline`` and ``python -m pytest_agentv report``.
+
+``V4_REQUIRED`` is AgentV v4.42.4's row contract: the fields its ``EvaluationResult``,
+``GraderResult``, ``AssertionEntry``, ``Trace`` and ``ExecutionError`` declare required
+(``packages/core/src/evaluation/types.ts``, ``trace.ts``), with their types, and the numeric
+``score`` its reader (``result-row-schema.ts``) refuses a row without.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+import pytest
+
+from pytest_agentv.answers import tool_calls
+from pytest_agentv.reports.agentv_v4 import v4_row
+from pytest_agentv.results import AggregationRow, CaseResult, Grade, TrialRow
+from tests.conftest import INI
+from tests.helpers import write
+
+#: AgentV v4.42.4's ``GRADER_KIND_VALUES``.
+V4_KINDS = {
+    *("code-grader", "llm-grader", "rubric", "composite", "tool-trajectory", "field-accuracy"),
+    *("latency", "cost", "token-usage", "execution-metrics", "skill-trigger", "contains"),
+    *("contains-any", "contains-all", "icontains", "icontains-any", "icontains-all"),
+    *("starts-with", "ends-with", "regex", "is-json", "equals", "rubrics", "inline-assert"),
+}
+V4_STAGES = {"setup", "repo_setup", "agent", "evaluator", "teardown"}
+
+
+def number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_assertion(entry: Any) -> None:
+    assert isinstance(entry["text"], str) and isinstance(entry["passed"], bool)
+    assert isinstance(entry.get("evidence", ""), str)
+
+
+def check_grader(grader: dict[str, Any]) -> None:
+    assert isinstance(grader["name"], str) and grader["type"] in V4_KINDS
+    assert number(grader["score"]) and 0 <= grader["score"] <= 1
+    assert number(grader.get("weight", 1)) and grader.get("verdict", "pass") in {
+        "pass",
+        "fail",
+        "skip",
+    }
+    for entry in grader["assertions"]:
+        check_assertion(entry)
+    for member in grader.get("scores", []):
+        check_grader(member)
+
+
+def check_v4_row(row: dict[str, Any]) -> None:
+    """The row holds every field AgentV v4.42.4 requires, with v4's types."""
+    assert isinstance(row["timestamp"], str) and isinstance(row["test_id"], str)
+    assert number(row["score"]) and isinstance(row["target"], str)
+    assert isinstance(row["output"], str)
+    for entry in row["assertions"]:
+        check_assertion(entry)
+    for grader in row.get("scores", []):
+        check_grader(grader)
+    trace = row["trace"]
+    assert isinstance(trace["event_count"], int) and isinstance(trace["error_count"], int)
+    assert all(isinstance(n, int) for n in trace["tool_calls"].values())
+    assert all(isinstance(m["role"], str) for m in trace["messages"])
+    assert all(isinstance(e["event_id"], str) for e in trace["events"])
+    assert row["execution_status"] in {"ok", "quality_failure", "execution_error"}
+    if row["execution_status"] == "execution_error":
+        assert isinstance(row["error"], str) and row["failure_stage"] in V4_STAGES
+        assert row["execution_error"] == {"message": row["error"], "stage": row["failure_stage"]}
+        assert row["score"] == 0
+
+
+SUITE = """
+tests:
+  - id: passes
+    input: How long do refunds take?
+    assertions:
+      - {type: contains, value: "30 days"}
+      - {type: icontains, value: PURCHASE}
+  - id: borderline
+    input: q
+    assertions:
+      - {type: contains, value: "30 days", weight: 7}
+      - {type: contains, value: "never", weight: 3}
+  - id: fails
+    input: q
+    assertions: [{type: contains, value: "never"}]
+  - id: tools
+    input: q
+    execution: {target: tools}
+    assertions:
+      - {type: tool-trajectory, mode: any_order, minimums: {search: 1}}
+      - type: composite
+        name: both
+        assertions:
+          - {name: words, type: code-grader, command: [python, keywords.py], keywords: [days]}
+          - {type: contains, value: days}
+        aggregator: {type: weighted_average}
+  - id: down
+    input: q
+    execution: {target: down}
+    assertions: [{type: contains, value: x}]
+  - id: no-judge
+    input: q
+    criteria: says how long
+"""
+
+TARGETS = """\
+targets:
+  - name: default
+    provider: mock
+    response: "Refunds are accepted within 30 days of purchase."
+  - name: tools
+    provider: mock
+    response:
+      output_messages:
+        - role: assistant
+          tool_calls: [{tool: search, input: {q: refunds}, duration_ms: 12}]
+        - {role: assistant, content: "Within 30 days."}
+      token_usage: {input: 10, output: 5}
+      cost_usd: 0.25
+  - name: down
+    provider: cli
+    command: python -c "raise SystemExit(3)"
+"""
+
+
+@pytest.fixture
+def suite(project: pytest.Pytester) -> pytest.Pytester:
+    write(project, "refunds.eval.yaml", SUITE)
+    (project.path / ".agentv" / "targets.yaml").write_text(TARGETS)
+    return project
+
+
+def v4_rows(pytester: pytest.Pytester, path: str) -> dict[str, dict[str, Any]]:
+    lines = (pytester.path / path).read_text().splitlines()
+    return {row["test_id"]: row for row in map(json.loads, lines)}
+
+
+def run_v4(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(
+        "--agentv-results=run/index.jsonl", "--agentv-results-format=agentv-v4", *args
+    )
+
+
+def test_v4_rows_hold_what_agentv_v4_requires(suite: pytest.Pytester) -> None:
+    result = run_v4(suite)
+    result.assert_outcomes(passed=2, failed=1, xfailed=1, skipped=1, errors=1)
+    rows = v4_rows(suite, "run/index.jsonl")
+    assert list(rows) == ["passes", "borderline", "fails", "tools", "down", "no-judge"]
+    for row in rows.values():
+        check_v4_row(row)
+        assert "eval_id" not in row and "verdict" not in row  # v4's rows, not ours
+    passes = rows["passes"]
+    assert (passes["suite"], passes["score"], passes["target"]) == ("refunds", 1.0, "default")
+    assert passes["execution_status"] == "ok"
+    assert passes["input"] == [{"role": "user", "content": "How long do refunds take?"}]
+    assert passes["output"] == "Refunds are accepted within 30 days of purchase."
+    assert passes["assertions"] == [
+        {"text": 'Output contains "30 days"', "passed": True},
+        {"text": 'Output contains "PURCHASE" (case-insensitive)', "passed": True},
+    ]
+    assert [(g["name"], g["type"], g["weight"], g["verdict"]) for g in passes["scores"]] == [
+        ("contains-30 days", "contains", 1.0, "pass"),
+        ("icontains-PURCHASE", "icontains", 1.0, "pass"),
+    ]
+    assert [m["role"] for m in passes["trace"]["messages"]] == ["user", "assistant"]
+    assert passes["trace"]["events"][-1]["type"] == "final_response"
+    # v4 has no borderline: below its 0.8 bar is a quality failure, each grader pass or fail.
+    borderline = rows["borderline"]
+    assert (borderline["score"], borderline["execution_status"]) == (0.7, "quality_failure")
+    assert [g["verdict"] for g in borderline["scores"]] == ["pass", "fail"]
+    assert rows["fails"]["execution_status"] == "quality_failure"
+    tools = rows["tools"]
+    assert tools["output"] == "Within 30 days."
+    assert (tools["token_usage"], tools["cost_usd"]) == ({"input": 10, "output": 5}, 0.25)
+    trace = tools["trace"]
+    assert (trace["tool_calls"], trace["event_count"], trace["llm_call_count"]) == (
+        {"search": 1},
+        1,
+        2,
+    )
+    assert trace["messages"][1]["tool_calls"] == [
+        {"tool": "search", "input": {"q": "refunds"}, "duration_ms": 12.0}
+    ]
+    trajectory, both = tools["scores"]
+    assert trajectory["type"] == "tool-trajectory"
+    assert (both["type"], [(m["name"], m["type"]) for m in both["scores"]]) == (
+        "composite",
+        [("words", "code-grader"), ("contains-days", "contains")],
+    )
+    assert both["scores"][0]["details"] == {"reasoning": "1 of 1 keywords"}
+    assert both["scores"][0]["assertions"] == [{"text": "mentions days", "passed": True}]
+
+
+def test_a_case_that_was_not_graded_is_a_v4_execution_error(suite: pytest.Pytester) -> None:
+    run_v4(suite, "-k", "down or judge")
+    rows = v4_rows(suite, "run/index.jsonl")
+    down, skipped = rows["down"], rows["no-judge"]
+    reason = down["error"]
+    assert reason.startswith("cli target 'down' exited with code 3")
+    assert (down["score"], down["output"], down["scores"]) == (0, "", [])
+    assert (down["failure_stage"], down["failure_reason_code"]) == ("agent", "provider_error")
+    assert down["assertions"] == [{"text": f"Error: {reason}", "passed": False}]
+    assert down["trace"]["events"][-1] == {
+        "event_id": "error",
+        "ordinal": 1,
+        "type": "error",
+        "error": {"message": reason},
+    }
+    assert skipped["execution_status"] == "execution_error"
+    assert skipped["error"].startswith("no LLM judge is configured")
+    assert (skipped["failure_stage"], skipped["failure_reason_code"]) == (
+        "evaluator",
+        "judge_not_configured",
+    )
+
+
+@pytest.mark.parametrize("where", ["ini", "env"])
+def test_the_format_is_an_option_like_every_other(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    if where == "ini":
+        suite.makeini(INI + "agentv_results_format = agentv-v4\n")
+    else:
+        monkeypatch.setenv("AGENTV_RESULTS_FORMAT", "agentv-v4")
+    suite.runpytest("-k", "passes", "--agentv-results=run.jsonl")
+    assert v4_rows(suite, "run.jsonl")["passes"]["execution_status"] == "ok"
+
+
+def test_an_unknown_format_is_a_usage_error(suite: pytest.Pytester) -> None:
+    result = suite.runpytest("--agentv-results-format=agentv-v5")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--agentv-results-format*choose one of: pytest-agentv, agentv-v4"]
+    )
+
+
+def test_v4_rows_are_recorded_answers_and_a_baseline(suite: pytest.Pytester) -> None:
+    """The answers a v4 file keeps (``output``, the tool calls in ``trace``, the usage and cost
+    beside them) grade as they did; its not-graded rows are no answer and no baseline."""
+    run_v4(suite)
+    # No target can answer now: every answer comes from the file.
+    (suite.path / ".agentv" / "targets.yaml").write_text(
+        TARGETS.replace("provider: mock", "provider: cli\n    command: python -c 'exit(5)'")
+    )
+    result = suite.runpytest(
+        "--agentv-answers=run/index.jsonl",
+        "--agentv-baseline=run/index.jsonl",
+        "--agentv-results=again.jsonl",
+    )
+    result.assert_outcomes(passed=2, failed=1, xfailed=1, skipped=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "agentv baseline run/index.jsonl: 0 improved, 0 regressed, 4 unchanged *, 0 new, "
+            "0 gone, 2 not compared (not graded in one of the runs)",
+        ]
+    )
+    lines = (suite.path / "again.jsonl").read_text().splitlines()
+    again = {row["eval_id"]: row for row in map(json.loads, lines)}
+    assert again["tools"]["score"] == 1.0
+    assert again["tools"]["trace_summary"]["tool_calls_by_name"] == {"search": 1}
+    assert again["tools"]["trace_summary"]["cost_usd"] == 0.25
+    assert again["down"]["error"] == (
+        "the recorded answer for 'down' in run/index.jsonl (--agentv-answers) is not an answer: "
+        + v4_rows(suite, "run/index.jsonl")["down"]["error"]
+    )
+
+
+def test_a_v4_row_from_before_v4_42_keeps_its_messages_as_output(
+    project: pytest.Pytester,
+) -> None:
+    entry = "assertions: [{type: contains, value: 'found it'}]"
+    write(project, "a.eval.yaml", f"tests:\n  - {{id: a, input: q, {entry}}}\n")
+    write(project, "b.eval.yaml", f"tests:\n  - {{id: b, input: q, {entry}}}\n")
+    rows = [
+        {
+            "test_id": "a",
+            "score": 1,
+            "execution_status": "ok",
+            "output": [{"role": "assistant", "content": "I found it."}],
+        },
+        {"test_id": "b", "score": 1, "execution_status": "ok"},
+    ]
+    write(project, "old.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    result = project.runpytest("--agentv-answers=old.jsonl")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'b' was not graded: the recorded row for 'b' in old.jsonl (--agentv-answers) "
+            "has no 'candidate_answer', 'output_messages' or 'output'"
+        ]
+    )
+
+
+def test_the_report_reads_our_v4_file(suite: pytest.Pytester) -> None:
+    run_v4(suite)
+    result = suite.run(
+        sys.executable, "-m", "pytest_agentv", "report", "run/index.jsonl", "--markdown", "-"
+    )
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "6 evaluations: 2 pass, 1 borderline, 1 fail, 1 not graded, 1 skipped; mean score 0.68",
+            '| fails | 0.00 | contains-never (contains) 0.00 | Output does not contain "never" |',
+            "| down | cli target 'down' exited with code 3*",
+        ]
+    )
+
+
+def test_trials_keep_v4_s_aggregation_shape() -> None:
+    trials = (
+        TrialRow(attempt=0, score=0.7, verdict="borderline", gate_failed=False, cost_usd=0.5),
+        TrialRow(attempt=1, score=0.9, verdict="pass", gate_failed=False, cost_usd=0.5),
+    )
+    aggregation = AggregationRow(
+        strategy="pass_at_k",
+        trials=2,
+        planned=3,
+        passed=1,
+        pass_rate=0.5,
+        ci_low=0.1,
+        ci_high=0.9,
+        confidence=0.95,
+        interval="wilson",
+        stopped="passed",
+        cost_usd=1.0,
+        shown_attempt=1,
+    )
+    grade = Grade(score=0.9, verdict="pass")
+    row = CaseResult("graded", "a", grade=grade, trials=trials, aggregation=aggregation).row()
+    line = v4_row(row)
+    check_v4_row(line)
+    assert line["trials"] == [
+        {"attempt": 0, "score": 0.7, "verdict": "fail", "cost_usd": 0.5},
+        {"attempt": 1, "score": 0.9, "verdict": "pass", "cost_usd": 0.5},
+    ]
+    assert line["aggregation"] == {
+        "strategy": "pass_at_k",
+        "passed_attempts": 1,
+        "total_attempts": 2,
+    }
+
+
+def test_a_failed_tool_call_in_v4_s_words_is_an_error() -> None:
+    messages = [{"role": "assistant", "tool_calls": [{"tool": "search", "status": "error"}]}]
+    assert [call.error for call in tool_calls(messages)] == [True]
+
+
+def test_v4_rows_are_matched_by_suite_then_by_a_unique_test_id(project: pytest.Pytester) -> None:
+    """Two eval files (datasets) with the same case id each get their own recorded answer: a v4
+    row's ``suite`` is its dataset. A row of a suite this run does not have (AgentV named it
+    otherwise) still answers the one case with its id."""
+    case = "tests:\n  - {id: same, input: q, assertions: [{type: contains, value: '30 days'}]}\n"
+    write(project, "a.eval.yaml", case)
+    write(project, "b.eval.yaml", "execution: {target: wrong}\n" + case)
+    run_v4(project).assert_outcomes(passed=1, failed=1)
+    result = project.runpytest("--agentv-answers=run/index.jsonl", "--agentv-target=none", "-v")
+    result.stdout.fnmatch_lines(["a.eval.yaml::same PASSED*", "b.eval.yaml::same FAILED*"])
+    rows = v4_rows(project, "run/index.jsonl")  # the last row of each id: b's
+    write(project, "other.jsonl", json.dumps({**rows["same"], "suite": "renamed"}) + "\n")
+    (project.path / "b.eval.yaml").unlink()
+    result = project.runpytest("--agentv-answers=other.jsonl", "--agentv-target=none")
+    result.assert_outcomes(failed=1)
