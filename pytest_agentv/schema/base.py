@@ -41,6 +41,14 @@ class Model(BaseModel):
         return value
 
 
+class OnDemand(Model):
+    """A model validated on its own, only for a file that uses it (a kind's settings, a
+    workspace): pydantic builds its validator at the first use rather than at import, so a run
+    pays only for what its files use."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
 def finite_number(value: Any) -> float | None:
     """A number as data reports it: a finite int or float (a bool is not a number), else None.
     An integer beyond a float's range is not finite (JavaScript reads it as Infinity; asking

@@ -34,6 +34,7 @@ from .base import (
     NOT_EMPTY,
     Limit,
     Model,
+    OnDemand,
     Schema,
     Seconds,
     Weight,
@@ -231,7 +232,7 @@ def _aggregator_rules(schema: dict[str, Any]) -> None:
     schema["allOf"] = [{"if": _typed(code), "then": _needs("path", "script")}]
 
 
-class AggregatorSpec(Model):
+class AggregatorSpec(OnDemand):
     """How a composite turns its members' results into one score."""
 
     model_config = ConfigDict(json_schema_extra=_aggregator_rules)
@@ -278,7 +279,7 @@ class AggregatorSpec(Model):
         return self
 
 
-class CompositeSpec(Model):
+class CompositeSpec(OnDemand):
     """``composite``: member evaluators (composites nest) and their aggregator."""
 
     #: ``assertions`` is AgentV v3's name for the members.
