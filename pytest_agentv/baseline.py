@@ -66,6 +66,8 @@ class PreviousResults:
         #: the file (AgentV named it after the file's ``name``) matches the one row of its id.
         self._suites: dict[str, set[Key]] = {}
         self._suite_names: set[str] = set()
+        #: The rows that name their target: a matrix runs a case once per target.
+        self._targeted: dict[tuple[str | None, str, str], dict[str, Any]] = {}
 
     def rows(self) -> dict[Key, dict[str, Any]]:
         """Raises ``ConfigError`` naming the option, the file and the line of a bad row."""
@@ -103,6 +105,8 @@ class PreviousResults:
                 if "dataset" not in row and key[0] is not None:
                     self._suites.setdefault(case_id, set()).add(key)
                     self._suite_names.add(key[0])
+                if isinstance(target := row.get("target"), str):
+                    self._targeted[(*key, target)] = row
                 file = row.get("file")
                 if isinstance(file, str):
                     self._filed[(file, *key)] = row
@@ -117,13 +121,17 @@ class PreviousResults:
         case_id: str,
         file: str | None = None,
         collected: Collection[CaseKey] = (),
+        target: str | None = None,
     ) -> dict[str, Any] | None:
-        """The row of a case (of eval file ``file``, as results rows name it, when known).
+        """The row of a case (of eval file ``file``, as results rows name it, when known; on
+        ``target``, the pair of a target matrix, when its rows name their targets).
 
         Rows that name other files are another file's cases when that file's case is among the
         ``collected`` ones, or when several files claim it; otherwise the file was renamed and
         keeps its baseline."""
         rows = self.rows()
+        if target is not None and (paired := self._targeted.get((dataset, case_id, target))):
+            return paired
         if file is not None:
             own = self._filed.get((file, dataset, case_id))
             if own is not None:

@@ -181,7 +181,7 @@ class AgentvRun:
         if self.baseline is not None:
             result.compared = True
             row = self.baseline.find(
-                spec.dataset, spec.case.id, spec.loaded.display, self.collected
+                spec.dataset, spec.case.id, spec.loaded.display, self.collected, spec.matrix_target
             )
             result.baseline_score = graded_score(row)
 

@@ -74,3 +74,15 @@ def test_a_target_listed_twice_is_refused(project: pytest.Pytester) -> None:
     write(project, "m.eval.yaml", "execution: {targets: [a, a]}\ntests: [{id: a, input: q}]\n")
     result = project.runpytest("--co", "-q")
     result.stdout.fnmatch_lines(["*m.eval.yaml:1:*execution.targets*listed twice*"])
+
+
+def test_each_pair_compares_with_its_own_baseline_row(project: pytest.Pytester) -> None:
+    """A baseline written by a matrix run has one row per (case, target): each pair reads its
+    own. Both pairs used to read the last row of the case, so one delta was against the other
+    target's score."""
+    write(project, "m.eval.yaml", MATRIX)
+    project.runpytest("--agentv-results", "base.jsonl").assert_outcomes(passed=2, failed=1)
+    project.runpytest("--agentv-results", "again.jsonl", "--agentv-baseline", "base.jsonl")
+    rows = [json.loads(line) for line in (project.path / "again.jsonl").read_text().splitlines()]
+    found = sorted((row["eval_id"], row["target"], row["baseline_score"]) for row in rows)
+    assert found == [("both", "default", 1.0), ("both", "wrong", 0.0), ("only-wrong", "wrong", 1.0)]
