@@ -255,6 +255,28 @@ def test_a_failing_middle_turn_is_named_in_the_report(pytester: pytest.Pytester)
     assert '<property name="agentv.turn.3.verdict" value="pass" />' in junit
 
 
+def test_the_html_report_shows_each_turn_and_its_failed_check(pytester: pytest.Pytester) -> None:
+    mock_turns(pytester, "Hello Ada", "I forgot", "Hello Ada")
+    write(
+        pytester,
+        "c.eval.yaml",
+        """
+        tests:
+          - id: chat
+            mode: conversation
+            turns:
+              - {input: I am Ada., assertions: [{type: contains, value: Ada}]}
+              - {input: Who am I?, assertions: [{type: contains, value: Ada}]}
+        """,
+    )
+    pytester.runpytest("--agentv-html=r.html").assert_outcomes(failed=1)
+    page = (pytester.path / "r.html").read_text()
+    turns = page[page.index('<ol class="turns">') : page.index("</ol>", page.index("turns"))]
+    assert turns.count("<li>") == 2
+    assert "I forgot" in turns and "Who am I?" in turns
+    assert "✗ Output does not contain &#34;Ada&#34;" in turns
+
+
 def test_a_target_that_fails_on_a_turn_leaves_the_case_not_graded(
     pytester: pytest.Pytester,
 ) -> None:
