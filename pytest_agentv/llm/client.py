@@ -154,8 +154,6 @@ class LlmClient:
             structured if structured is not None and self.supports_response_schema() else None
         )
         reply = await self._call(messages, temperature, max_tokens, response_format, label)
-        if self.budget is not None:
-            self.budget.charge(self.spec.model, reply)
         if usage is not None:
             usage.charge(reply)
         value = judged(reply.text)
@@ -240,6 +238,8 @@ class LlmClient:
             )
             if reply.prompt_tokens is not None and reply.completion_tokens is not None:
                 grant.used = reply.prompt_tokens + reply.completion_tokens
+            if self.budget is not None:  # before the slot is free: the next call sees it
+                self.budget.charge(self.spec.model, reply)
             return reply
 
         await transport.ready()
