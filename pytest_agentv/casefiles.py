@@ -133,6 +133,7 @@ def _prepared(spec: CaseSpec, rootdir: Path) -> PreparedCase:
         rootdir=rootdir,
         eval_file=spec.loaded.path,
         v4=spec.loaded.suite.v4,
+        matrix_target=spec.matrix_target,
     )
 
 

@@ -65,6 +65,8 @@ class PreparedCase:
     turn: int = 0
     #: The folder the case's target works in (AgentV v4 ``workspace:``), while it answers.
     workspace_path: str | None = None
+    #: The target of this pair of a target matrix: what was recorded is looked up per pair.
+    matrix_target: str | None = None
 
 
 def _default_kind(case: EvalCase, suite: EvalSuite) -> str:

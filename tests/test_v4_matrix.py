@@ -86,3 +86,13 @@ def test_each_pair_compares_with_its_own_baseline_row(project: pytest.Pytester) 
     rows = [json.loads(line) for line in (project.path / "again.jsonl").read_text().splitlines()]
     found = sorted((row["eval_id"], row["target"], row["baseline_score"]) for row in rows)
     assert found == [("both", "default", 1.0), ("both", "wrong", 0.0), ("only-wrong", "wrong", 1.0)]
+
+
+def test_recorded_answers_are_each_pairs_own(project: pytest.Pytester) -> None:
+    """A matrix run's results replayed with ``--agentv-answers`` give each pair the answer its
+    own target gave: both pairs used to be graded on the case's last row."""
+    write(project, "m.eval.yaml", MATRIX)
+    project.runpytest("--agentv-results", "rec.jsonl").assert_outcomes(passed=2, failed=1)
+    replayed = project.runpytest("--agentv-answers", "rec.jsonl", "-rf")
+    replayed.assert_outcomes(passed=2, failed=1)
+    replayed.stdout.re_match_lines([r"FAILED m\.eval\.yaml::both\[wrong\]"])

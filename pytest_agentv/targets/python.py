@@ -155,7 +155,7 @@ class RecordedTarget:
 
     def find(self, case: PreparedCase) -> dict[str, Any] | None:
         file = display_path(case.eval_file, case.rootdir) if case.eval_file else None
-        return self.results.find(case.dataset, case.id, file, self.collected)
+        return self.results.find(case.dataset, case.id, file, self.collected, case.matrix_target)
 
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
         # The file is read once, off the loop: a large one must not hold up every other case.
