@@ -92,6 +92,8 @@ class CallLimits:
         """Seconds until a call of ``model`` may start (0: now; ``inf``: when a call ends)."""
         if self.in_flight >= self.current:
             return math.inf
+        if self.rpm is None and self.tpm is None:
+            return 0.0
         now = self.clock()
         window = self._windows.setdefault(model, _Window())
         window.trim(now, self.window)
@@ -116,7 +118,8 @@ class CallLimits:
             self.in_flight += 1
             # In flight, a call counts until it ends (see ``release``).
             record = [math.inf, float(estimate)]
-            self._windows[model].calls.append(record)
+            if model in self._windows:
+                self._windows[model].calls.append(record)
             return record
 
     async def release(self, record: list[float], used: int | None) -> None:
@@ -128,7 +131,12 @@ class CallLimits:
         assert self._changed is not None
         async with self._changed:
             self.in_flight -= 1
-            self._changed.notify_all()
+            if self.rpm is None and self.tpm is None:
+                # Every waiter wants the same thing, a free slot: wake one per free slot, not
+                # all of them (hundreds of cases may wait at the limit).
+                self._changed.notify(max(1, self.current - self.in_flight))
+            else:
+                self._changed.notify_all()
 
     @contextlib.asynccontextmanager
     async def slot(self, model: str, estimate: int) -> AsyncIterator[Grant]:
