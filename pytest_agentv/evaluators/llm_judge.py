@@ -174,8 +174,10 @@ class LlmJudgeEvaluator:
         contract = contract_for(rubrics)
         build = _USER_PROMPTS.get(contract.mode)
 
+        memo: dict[str, str] = {}
+
         def render(nonce: str) -> tuple[str, str]:
-            values = prompts.template_values(inputs, nonce, rubrics)
+            values = prompts.template_values(inputs, nonce, rubrics, memo)
             values.update({k: prompts.fence(prompts.pretty(v), nonce) for k, v in extra.items()})
             is_template = custom is not None and custom.is_template
             if build is not None:

@@ -139,10 +139,23 @@ def pretty(value: Any) -> str:
 
 
 def template_values(
-    inputs: Mapping[str, Any], nonce: str, rubrics: Sequence[RubricItem] = ()
+    inputs: Mapping[str, Any],
+    nonce: str,
+    rubrics: Sequence[RubricItem] = (),
+    memo: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """Template variables (both AgentV generations' names): untrusted ones fenced, the rest as
-    written in the eval file."""
+    written in the eval file. ``memo`` keeps the texts that do not depend on the nonce between
+    the renderings of one prompt (its store key's, its call's)."""
+    memo = {} if memo is None else memo
+
+    def messages(name: str) -> str:
+        if name not in memo:
+            memo[name] = pretty(inputs[name])
+        return memo[name]
+
+    if "tool_calls" not in memo:
+        memo["tool_calls"] = tool_call_lines(tool_calls(inputs["output_messages"]))
     rubric_rows = [
         {"id": r.id, "outcome": r.expected_outcome, "weight": r.weight, "required": r.is_required}
         for r in rubrics
@@ -151,10 +164,10 @@ def template_values(
         "question": str(inputs["question"]).strip(),
         "expected_outcome": str(inputs["expected_outcome"]).strip(),
         "reference_answer": str(inputs["reference_answer"]).strip(),
-        "expected_messages": pretty(inputs["expected_messages"]),
-        "input_messages": pretty(inputs["input_messages"]),
+        "expected_messages": messages("expected_messages"),
+        "input_messages": messages("input_messages"),
         "candidate_answer": fence(str(inputs["candidate_answer"]).strip(), nonce),
-        "output_messages": fence(pretty(inputs["output_messages"]), nonce),
+        "output_messages": fence(messages("output_messages"), nonce),
         # AgentV v4's names
         "input": str(inputs["question"]).strip(),
         "output": fence(str(inputs["candidate_answer"]).strip(), nonce),
@@ -167,7 +180,7 @@ def template_values(
         "file_changes": (
             fence(str(inputs["file_changes"]), nonce) if inputs.get("file_changes") else ""
         ),
-        "tool_calls": fence(tool_call_lines(tool_calls(inputs["output_messages"])), nonce),
+        "tool_calls": fence(memo["tool_calls"], nonce),
     }
 
 
