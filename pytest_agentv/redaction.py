@@ -39,6 +39,12 @@ _PATTERNS = (
     r"\bAKIA[0-9A-Z]{16}\b",
     rf"\b(?i:api[_-]?key|access[_-]?token)=[^{_NOT_TOKEN}&]+",
 )
+#: Text that holds none of these (and, lowercased, none of ``_LOWER_MARKS``, nor the start of a
+#: secret) cannot match ``_PATTERNS``: each pattern's match contains one. Most text holds none,
+#: and looking for them is much cheaper than running the patterns.
+_MARKS: tuple[str, ...] = ("://", "sk-", "Bearer", "AIza", "ghp_", "gho_", "ghu_", "ghs_")
+_MARKS += ("ghr_", "github_pat_", "xox", "AKIA")
+_LOWER_MARKS = ("api", "access")
 #: Characters of a secret that are matched as written; the rest of it is matched as a token.
 _MIN_SECRET = 8
 #: The shortest environment value taken for a secret, and the least variety of characters it
@@ -50,7 +56,7 @@ REDACTED = "[redacted]"
 _lock = threading.Lock()
 _environment: frozenset[str] = frozenset()
 _registered: frozenset[str] = frozenset()
-_compiled: re.Pattern[str] | None = None
+_compiled: _Redactor | None = None
 
 
 def _entropy(value: str) -> float:
@@ -99,15 +105,29 @@ def register_secret(value: str) -> None:
             _registered, _compiled = _registered | {value}, None
 
 
-def _pattern() -> re.Pattern[str]:
+class _Redactor:
+    """The run's secrets and token shapes as one pattern, run only on text that may match."""
+
+    def __init__(self, secrets: frozenset[str]) -> None:
+        starts = sorted({s[:_MIN_SECRET] for s in secrets}, key=len, reverse=True)
+        parts = [f"{re.escape(start)}{_TAIL}*" for start in starts] + list(_PATTERNS)
+        self.pattern = re.compile("|".join(f"(?:{part})" for part in parts))
+        self.marks = (*starts, *_MARKS)
+
+    def sub(self, text: str) -> str:
+        if any(mark in text for mark in self.marks) or any(
+            mark in text.lower() for mark in _LOWER_MARKS
+        ):
+            return self.pattern.sub(REDACTED, text)
+        return text
+
+
+def _pattern() -> _Redactor:
     global _compiled
     compiled = _compiled
     if compiled is None:
         with _lock:
-            secrets = _environment | _registered
-            prefixes = sorted({re.escape(s[:_MIN_SECRET]) for s in secrets}, key=len, reverse=True)
-            parts = [f"{prefix}{_TAIL}*" for prefix in prefixes] + list(_PATTERNS)
-            compiled = _compiled = re.compile("|".join(f"(?:{part})" for part in parts))
+            compiled = _compiled = _Redactor(_environment | _registered)
     return compiled
 
 
@@ -144,7 +164,7 @@ def has_surrogate(value: Any) -> bool:
 
 
 def redact(text: str) -> str:
-    return _pattern().sub(REDACTED, valid_text(text))
+    return _pattern().sub(valid_text(text))
 
 
 #: Control characters (ANSI and OSC escapes start with ESC), except newline and tab; and the
@@ -184,9 +204,9 @@ def redact_obj(value: Any) -> Any:
     return _redact_with(_pattern(), value)
 
 
-def _redact_with(pattern: re.Pattern[str], value: Any) -> Any:
+def _redact_with(pattern: _Redactor, value: Any) -> Any:
     if isinstance(value, str):
-        return pattern.sub(REDACTED, valid_text(value))
+        return pattern.sub(valid_text(value))
     if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
@@ -195,7 +215,7 @@ def _redact_with(pattern: re.Pattern[str], value: Any) -> Any:
         return {valid_text(str(key)): _redact_with(pattern, item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redact_with(pattern, item) for item in value]
-    return pattern.sub(REDACTED, valid_text(str(value)))
+    return pattern.sub(valid_text(str(value)))
 
 
 refresh_secrets()
