@@ -178,6 +178,7 @@ def test_text_without_a_mark_is_never_a_secret(parts: list[str]) -> None:
         "AKIAABCDEFGHIJ234567",
         "Api_Key=abc",
         "ACCESS-TOKEN=abc",
+        "ap\u0131_key=abc",
         "canary-12345678zz",
     ],
 )
