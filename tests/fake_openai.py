@@ -245,12 +245,21 @@ class FakeOpenAI:
                     fake.in_flight += 1
                     fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
                     fake._arrived.notify_all()
+                self._counted = True
                 try:
                     if count > fake.max_requests:
                         self._send(500, '{"error": {"message": "fake server request limit"}}')
                         return
                     self._act(fake._next(request), request)
                 finally:
+                    self._answered()
+
+            def _answered(self) -> None:
+                """The request stops counting as in flight before its reply is written: once
+                the client has the reply it may send the next one, which must not find this
+                one still counted (a slow thread would make the peak one too high)."""
+                if self._counted:
+                    self._counted = False
                     with fake._lock:
                         fake.in_flight -= 1
 
@@ -290,17 +299,20 @@ class FakeOpenAI:
                     fake._stopping.wait(60)
                     self.close_connection = True
                 elif isinstance(action, Reset):
+                    self._answered()
                     self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: appl")
                     self.wfile.flush()
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
                 elif isinstance(action, Drop):
+                    self._answered()
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
                 elif isinstance(action, NonJson):
                     self._send(200, "<html><body>502 Bad Gateway</body></html>")
                 elif isinstance(action, Truncated):
                     body = json.dumps(completion(action.content, model))
+                    self._answered()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))
@@ -311,6 +323,7 @@ class FakeOpenAI:
                     self.close_connection = True
 
             def _send(self, code: int, body: str, headers: dict[str, str] | None = None) -> None:
+                self._answered()
                 data = body.encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
