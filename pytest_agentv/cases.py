@@ -212,12 +212,16 @@ class CaseSpec:
 
     @property
     def dataset(self) -> str:
+        """The file's ``dataset``; in a v4 file, its ``name`` (AgentV v4 calls it the suite and
+        writes it in its results); else the file's name without its suffix."""
+        suite = self.loaded.suite
+        if suite.dataset or (suite.v4 and suite.name):
+            return str(suite.dataset or suite.name)
         name = self.loaded.path.name
         for suffix in _DATASET_SUFFIXES:
             if name.endswith(suffix):
-                name = name[: -len(suffix)]
-                break
-        return self.loaded.suite.dataset or name
+                return name[: -len(suffix)]
+        return name
 
     @property
     def trials(self) -> TrialsConfig | None:

@@ -368,3 +368,18 @@ def test_v4_rows_are_matched_by_suite_then_by_a_unique_test_id(project: pytest.P
     (project.path / "b.eval.yaml").unlink()
     result = project.runpytest("--agentv-answers=other.jsonl", "--agentv-target=none")
     result.assert_outcomes(failed=1)
+
+
+def test_a_v4_file_s_name_is_its_suite(project: pytest.Pytester) -> None:
+    """AgentV v4 names a file's suite after its ``name`` (else the file): our rows and v4 rows
+    say the same, so a results file AgentV wrote matches case by case, also when two suites
+    have a case of the same id. Rows used to carry the file's name."""
+    case = "  - {id: same, input: q, assertions: [{type: contains, value: '30 days'}]}\n"
+    write(project, "a.eval.yaml", "name: billing\ntests:\n" + case)
+    write(project, "b.eval.yaml", "name: refunds\nexecution: {target: wrong}\ntests:\n" + case)
+    run_v4(project).assert_outcomes(passed=1, failed=1)
+    lines = (project.path / "run/index.jsonl").read_text().splitlines()
+    suites = [json.loads(line)["suite"] for line in lines]
+    assert sorted(suites) == ["billing", "refunds"]
+    result = project.runpytest("--agentv-answers=run/index.jsonl", "--agentv-target=none", "-v")
+    result.stdout.fnmatch_lines(["a.eval.yaml::same PASSED*", "b.eval.yaml::same FAILED*"])
