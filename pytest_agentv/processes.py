@@ -236,14 +236,18 @@ async def run_process(
 ) -> ProcessResult:
     """Run a command (argv list, or a string for ``/bin/sh -c``) and collect its output; the
     ``timeout`` starts once a slot is free (``limit_children``)."""
-    if _at_once is None:
+    async with _child_slot():
         return await _run_process(argv, stdin, cwd, env, timeout, max_stdout)
+
+
+def _child_slot() -> contextlib.AbstractAsyncContextManager[object]:
+    if _at_once is None:
+        return contextlib.nullcontext()
     loop = asyncio.get_running_loop()
     slots = _slots.get(loop)
     if slots is None:
         slots = _slots[loop] = asyncio.Semaphore(_at_once)
-    async with slots:
-        return await _run_process(argv, stdin, cwd, env, timeout, max_stdout)
+    return slots
 
 
 async def _run_process(

@@ -88,11 +88,17 @@ class CallLimits:
         self._successes = 0
         self._last_decrease = -math.inf
 
+    @property
+    def windowed(self) -> bool:
+        """Whether calls are counted per model and minute (``rpm``, ``tpm``); otherwise only
+        the calls in flight are, and every waiter wants the same thing: a free slot."""
+        return self.rpm is not None or self.tpm is not None
+
     def _wait_for(self, model: str, estimate: int) -> float:
         """Seconds until a call of ``model`` may start (0: now; ``inf``: when a call ends)."""
         if self.in_flight >= self.current:
             return math.inf
-        if self.rpm is None and self.tpm is None:
+        if not self.windowed:
             return 0.0
         now = self.clock()
         window = self._windows.setdefault(model, _Window())
@@ -118,7 +124,7 @@ class CallLimits:
             self.in_flight += 1
             # In flight, a call counts until it ends (see ``release``).
             record = [math.inf, float(estimate)]
-            if model in self._windows:
+            if self.windowed:
                 self._windows[model].calls.append(record)
             return record
 
@@ -131,12 +137,10 @@ class CallLimits:
         assert self._changed is not None
         async with self._changed:
             self.in_flight -= 1
-            if self.rpm is None and self.tpm is None:
-                # Every waiter wants the same thing, a free slot: wake one per free slot, not
-                # all of them (hundreds of cases may wait at the limit).
-                self._changed.notify(max(1, self.current - self.in_flight))
-            else:
+            if self.windowed:
                 self._changed.notify_all()
+            else:  # one per free slot, not all (hundreds of cases may wait at the limit)
+                self._changed.notify(max(1, self.current - self.in_flight))
 
     @contextlib.asynccontextmanager
     async def slot(self, model: str, estimate: int) -> AsyncIterator[Grant]:
