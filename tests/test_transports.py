@@ -316,39 +316,6 @@ def test_the_transport_option_takes_auto_or_litellm(pytester: pytest.Pytester) -
     )
 
 
-def test_calls_in_flight_are_spread_over_small_pools() -> None:
-    """httpcore's pool does work quadratic in its idle connections per request: no client ever
-    has more than ``POOL_REQUESTS`` requests in flight, and freed clients are reused."""
-    from contextlib import ExitStack
-
-    from pytest_agentv.llm.transports import POOL_REQUESTS, _http_client
-
-    url = "http://127.0.0.1:9/v1/chat/completions"
-
-    async def hold(count: int) -> list[int]:
-        with ExitStack() as stack:
-            clients = [id(stack.enter_context(_http_client(url))) for _ in range(count)]
-        return [clients.count(client) for client in dict.fromkeys(clients)]
-
-    assert sorted(on_loop(hold(3 * POOL_REQUESTS + 1))) == [1] + [POOL_REQUESTS] * 3
-    again = on_loop(hold(3 * POOL_REQUESTS + 1))
-    assert len(again) == 4 and max(again) <= POOL_REQUESTS
-
-
-def test_only_https_clients_load_the_ca_bundle() -> None:
-    """Plain-http pools (local servers) skip the CA bundle but would still refuse any
-    certificate; https pools verify against the bundle."""
-    import ssl
-
-    from pytest_agentv.llm.transports import _HttpPools
-
-    plain, secure = _HttpPools(secure=False)._context(), _HttpPools(secure=True)._context()
-    for context in (plain, secure):
-        assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
-    assert plain.cert_store_stats()["x509_ca"] == 0
-    assert secure.cert_store_stats()["x509_ca"] > 0
-
-
 class SlowToImport:
     """Stands in for litellm: its first import takes longer than an attempt may; its calls
     answer at once."""

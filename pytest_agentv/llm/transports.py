@@ -2,7 +2,7 @@
 
 ``openai/<model>`` and ``azure/<deployment>`` models — which covers every OpenAI-compatible server
 reached as ``openai/<model>`` with an API base (vLLM, Ollama, LM Studio, OpenRouter, Groq,
-Together...) — go through the lean transport: chat completions over pooled httpx clients, with
+Together...) — go through the lean transport: chat completions over HTTP/1.1 (``http.py``), with
 prices and capabilities read from litellm's price table (``prices.py``) without importing litellm.
 Every other model goes through litellm, imported the first time such a model is called (offline:
 its remote price list is switched off), as does every model when the transport is forced to
@@ -12,26 +12,18 @@ its remote price list is switched off), as does every model when the transport i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import ssl
-import sys
-import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, get_args
 from urllib.parse import quote
 
 from ..errors import NotGradedError
 from ..jsonlines import json_decoder
 from ..redaction import register_secret
-
-if TYPE_CHECKING:
-    import httpx
-
-from . import prices
+from . import http, prices
 from .reply import Reply
 from .retry import TransportError, error_message
 
@@ -177,73 +169,6 @@ class LitellmTransport:
         )
 
 
-#: Requests in flight per httpx client. httpcore's pool does work quadratic in its idle
-#: connections whenever a request starts or ends (at 32 connections, more CPU than the rest of
-#: the request), so many calls at once are spread over several small pools.
-POOL_REQUESTS = 8
-
-
-class _HttpPools:
-    """The httpx clients of one event loop for one scheme (their connections belong to that
-    loop), each with at most ``POOL_REQUESTS`` requests in flight.
-
-    https clients share one TLS context, made when the first one is (loading the CA bundle
-    costs about 20 ms); plain-http clients, for local servers, get a context that verifies but
-    trusts no certificate, so it costs nothing and fails closed if ever used.
-    """
-
-    _tls: ssl.SSLContext | None = None
-
-    def __init__(self, secure: bool) -> None:
-        self.secure = secure
-        self._clients: list[httpx.AsyncClient] = []
-        self._in_flight: list[int] = []
-
-    def _context(self) -> ssl.SSLContext:
-        if not self.secure:
-            return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        if _HttpPools._tls is None:
-            import httpx
-
-            _HttpPools._tls = httpx.create_ssl_context()
-        return _HttpPools._tls
-
-    @contextlib.contextmanager
-    def client(self) -> Iterator[httpx.AsyncClient]:
-        in_flight = self._in_flight
-        index = min(range(len(in_flight)), key=in_flight.__getitem__, default=-1)
-        if index < 0 or in_flight[index] >= POOL_REQUESTS:
-            import httpx
-
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=POOL_REQUESTS)
-            self._clients.append(httpx.AsyncClient(limits=limits, verify=self._context()))
-            in_flight.append(0)
-            index = len(in_flight) - 1
-        in_flight[index] += 1
-        try:
-            yield self._clients[index]
-        finally:
-            in_flight[index] -= 1
-
-
-_http_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[bool, _HttpPools]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _http_client(url: str) -> contextlib.AbstractContextManager[httpx.AsyncClient]:
-    """An httpx client of the running loop's pools for ``url``'s scheme, for one request."""
-    loop = asyncio.get_running_loop()
-    pools = _http_pools.get(loop)
-    if pools is None:
-        pools = _http_pools[loop] = {}
-    secure = url.startswith("https://")
-    scheme = pools.get(secure)
-    if scheme is None:
-        scheme = pools[secure] = _HttpPools(secure)
-    return scheme.client()
-
-
 def _env(*names: str) -> str | None:
     for name in names:
         value = os.environ.get(name)
@@ -259,13 +184,12 @@ def azure_api_version(spec: ModelSpec) -> str:
 
 @dataclass(frozen=True)
 class _Endpoint:
-    url: str
-    headers: dict[str, str]
+    route: http.Route
     model: str
 
 
 class LeanTransport:
-    """OpenAI-compatible chat completions over httpx, for ``openai/`` and ``azure/`` models.
+    """OpenAI-compatible chat completions over ``http.py``, for ``openai/`` and ``azure/`` models.
 
     Endpoints and credentials follow litellm's conventions. ``openai/<model>``: the API base,
     else ``OPENAI_BASE_URL``, ``OPENAI_API_BASE``, else api.openai.com; the key, else
@@ -288,8 +212,14 @@ class LeanTransport:
         return prices.supports(self.spec.model, "supports_response_schema")
 
     async def ready(self) -> None:
-        if "httpx" not in sys.modules:
-            await asyncio.to_thread(__import__, "httpx")
+        endpoint = self._endpoint
+        if endpoint is None:
+            try:
+                endpoint = self._endpoint = self._resolve()
+            except NotGradedError:
+                return  # raised again by the attempt, which reports it
+        if not http.ready(endpoint.route):
+            await asyncio.to_thread(http.prepare, endpoint.route)
 
     def _resolve(self) -> _Endpoint:
         spec = self.spec
@@ -336,7 +266,7 @@ class LeanTransport:
             raise NotGradedError(f"the API base of {spec.model} must start with http(s)://")
         self._reasoning = prices.supports(spec.model, "supports_reasoning")
         self._price = prices.price_for(spec.model)
-        return _Endpoint(url, headers, name)
+        return _Endpoint(http.Route.to(url, headers), name)
 
     async def send(
         self,
@@ -358,23 +288,13 @@ class LeanTransport:
         if response_format is not None:
             body["response_format"] = response_format
         content = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        import httpx
-
-        try:
-            with _http_client(endpoint.url) as client:
-                response = await client.post(
-                    endpoint.url, content=content, headers=endpoint.headers, timeout=timeout
-                )
-        except httpx.TimeoutException as exc:
-            raise TimeoutError(f"{type(exc).__name__}: {exc}") from None
-        except httpx.TransportError as exc:
-            raise ConnectionError(f"{type(exc).__name__}: {exc or 'connection failed'}") from None
-        status = response.status_code
+        response = await http.post(endpoint.route, content, timeout)
+        status = response.status
         if not 200 <= status < 300:
             raise TransportError(
                 f"HTTP {status}: {error_message(response.text)}", status, response.headers
             )
-        return self._reply(response.content, status)
+        return self._reply(response.body, status)
 
     def _reply(self, content: bytes, status: int) -> Reply:
         try:

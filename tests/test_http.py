@@ -1,0 +1,244 @@
+"""The lean transport's HTTP/1.1: every way a server may frame its reply, connections kept alive
+and dropped, deadlines, and the environment's proxy honored through httpx."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import pytest
+
+from pytest_agentv.llm import http
+
+T = TypeVar("T")
+
+OK_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+BODY = b'{"choices": []}'
+
+
+def sized(body: bytes = BODY, head: bytes = OK_HEAD) -> bytes:
+    return head + b"content-length: %d\r\n\r\n" % len(body) + body
+
+
+@dataclass
+class Script:
+    """A loopback server that answers each request with the next reply, written in the given
+    pieces (``None`` closes the connection after the reply), and notes what it received."""
+
+    replies: list[list[bytes | None]]
+    requests: list[bytes] = field(default_factory=list)
+    connections: int = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while self.replies:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                self.requests.append(head + await reader.readexactly(length))
+                for piece in self.replies.pop(0):
+                    if piece is None:
+                        writer.close()
+                        return
+                    writer.write(piece)
+                    await writer.drain()
+                    await asyncio.sleep(0)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+
+def serve(
+    script: Script, client: Callable[[http.Route], Awaitable[T]], path: str = "/v1/chat"
+) -> T:
+    async def main() -> T:
+        server = await asyncio.start_server(script.handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        route = http.Route.to(f"http://127.0.0.1:{port}{path}", {"authorization": "Bearer k"})
+        async with server:
+            return await client(route)
+
+    return asyncio.run(main())
+
+
+def post_all(
+    count: int, timeout: float = 5.0
+) -> Callable[[http.Route], Awaitable[list[http.Response]]]:
+    async def client(route: http.Route) -> list[http.Response]:
+        return [await http.post(route, b'{"n": %d}' % n, timeout) for n in range(count)]
+
+    return client
+
+
+def test_a_request_carries_its_head_length_and_body() -> None:
+    script = Script([[sized()]])
+    [response] = serve(script, post_all(1), path="/v1/chat?api-version=1")
+    assert (response.status, response.body) == (200, BODY)
+    assert response.headers["content-type"] == "application/json"
+    request = script.requests[0]
+    assert request.startswith(b"POST /v1/chat?api-version=1 HTTP/1.1\r\n")
+    assert b"\r\nauthorization: Bearer k\r\n" in request
+    assert request.endswith(b'\r\ncontent-length: 8\r\n\r\n{"n": 0}')
+
+
+def test_a_connection_is_kept_alive_between_requests() -> None:
+    script = Script([[sized()], [sized()], [sized()]])
+    responses = serve(script, post_all(3))
+    assert [r.status for r in responses] == [200, 200, 200]
+    assert script.connections == 1
+
+
+def test_a_reply_that_says_close_is_not_reused() -> None:
+    head = OK_HEAD + b"connection: close\r\n"
+    script = Script([[sized(head=head), None], [sized()]])
+    serve(script, post_all(2))
+    assert script.connections == 2
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_used_again() -> None:
+    script = Script([[sized(), None], [sized()]])
+
+    async def client(route: http.Route) -> list[http.Response]:
+        first = await http.post(route, b"{}", 5)
+        await asyncio.sleep(0.05)  # the close arrives while the connection is idle
+        return [first, await http.post(route, b"{}", 5)]
+
+    assert [r.status for r in serve(script, client)] == [200, 200]
+    assert script.connections == 2
+
+
+def test_a_reply_arriving_byte_by_byte_is_read_whole() -> None:
+    reply = sized(b'{"text": "' + b"x" * 300 + b'"}')
+    script = Script([[reply[i : i + 1] for i in range(len(reply))], [sized()]])
+    first, second = serve(script, post_all(2))
+    assert first.body == reply.split(b"\r\n\r\n", 1)[1] and second.body == BODY
+    assert script.connections == 1
+
+
+def test_chunked_replies_with_extensions_and_trailers() -> None:
+    head = OK_HEAD + b"transfer-encoding: chunked\r\n\r\n"
+    chunks = b"5;name=x\r\n" + BODY[:5] + b"\r\n" + b"%x\r\n" % len(BODY[5:]) + BODY[5:] + b"\r\n"
+    script = Script(
+        [
+            [head, chunks, b"0\r\n\r\n"],
+            [head + chunks[:7], chunks[7:] + b"0\r\nx-trailer: 1\r\n\r\n"],
+            [sized()],
+        ]
+    )
+    responses = serve(script, post_all(3))
+    assert [r.body for r in responses] == [BODY, BODY, BODY]
+    assert script.connections == 1
+
+
+def test_a_reply_framed_by_the_close_and_a_gzip_body() -> None:
+    unframed = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n" + BODY
+    zipped = gzip.compress(BODY)
+    script = Script([[unframed, None], [sized(zipped, OK_HEAD + b"content-encoding: gzip\r\n")]])
+    responses = serve(script, post_all(2))
+    assert [r.body for r in responses] == [BODY, BODY]
+
+
+def test_interim_replies_are_skipped() -> None:
+    script = Script([[b"HTTP/1.1 100 Continue\r\n\r\n", sized(head=OK_HEAD)]])
+    [response] = serve(script, post_all(1))
+    assert (response.status, response.body) == (200, BODY)
+
+
+def test_an_error_status_comes_back_with_its_headers() -> None:
+    head = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\n"
+    [response] = serve(Script([[sized(b"{}", head)]]), post_all(1))
+    assert (response.status, response.headers.get("retry-after")) == (429, "2")
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        ([b"HTTP/1.1 200 OK\r\ncontent-length: 50\r\n\r\n{", None], "in the middle of its reply"),
+        ([None], "closed the connection without replying"),
+        ([b"SSH-2.0-OpenSSH\r\n\r\n"], "not HTTP/1.1: status line 'SSH-2.0-OpenSSH'"),
+        ([b"HTTP/1.1 200 OK\r\ncontent-length: many\r\n\r\n"], "content-length 'many'"),
+        ([b"HTTP/1.1 200 OK\r\ncontent-encoding: br\r\n\r\n{}", None], "content-encoding 'br'"),
+    ],
+)
+def test_a_broken_reply_is_a_connection_error_saying_what_broke(
+    reply: list[bytes | None], message: str
+) -> None:
+    with pytest.raises(ConnectionError, match=message):
+        serve(Script([reply]), post_all(1))
+
+
+def test_no_reply_within_the_deadline_is_a_timeout_and_drops_the_connection() -> None:
+    script = Script([[b"HTTP/1.1 200 OK\r\n"], [sized()]])
+
+    async def client(route: http.Route) -> http.Response:
+        with pytest.raises(TimeoutError, match=r"no reply within 0\.2 s"):
+            await http.post(route, b"{}", 0.2)
+        return await http.post(route, b"{}", 5)
+
+    assert serve(script, client).status == 200
+    assert script.connections == 2
+
+
+def test_a_cancelled_request_drops_its_connection() -> None:
+    script = Script([[b"HTTP/1.1 200 OK\r\n"], [sized()]])
+
+    async def client(route: http.Route) -> http.Response:
+        task = asyncio.ensure_future(http.post(route, b"{}", 5))
+        while not script.requests:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await http.post(route, b"{}", 5)
+
+    assert serve(script, client).status == 200
+    assert script.connections == 2
+
+
+def test_refused_connections_name_the_address() -> None:
+    async def client() -> None:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        server.close()
+        await server.wait_closed()
+        await http.post(http.Route.to(f"http://127.0.0.1:{port}/v1", {}), b"{}", 5)
+
+    with pytest.raises(ConnectionError, match=r"cannot connect to 127\.0\.0\.1:\d+"):
+        asyncio.run(client())
+
+
+def test_a_proxy_in_the_environment_is_honored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """httpx carries the request to the proxy, in absolute form; NO_PROXY is httpx's to read."""
+    script = Script([[sized()]])
+
+    async def main() -> http.Response:
+        server = await asyncio.start_server(script.handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+        route = http.Route.to("http://judge.invalid/v1/chat", {"authorization": "Bearer k"})
+        assert route.proxied
+        http.prepare(route)
+        async with server:
+            return await http.post(route, b"{}", 5)
+
+    assert asyncio.run(main()).body == BODY
+    assert script.requests[0].startswith(b"POST http://judge.invalid/v1/chat HTTP/1.1\r\n")
+    assert b"\r\nauthorization: Bearer k\r\n" in script.requests[0]
+
+
+def test_only_https_loads_the_ca_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http, "_tls", None)
+    plain = http.Route.to("http://127.0.0.1:9/v1", {})
+    secure = http.Route.to("https://api.openai.com/v1", {})
+    assert http.ready(plain) and not http.ready(secure)
+    http.prepare(plain)
+    assert http._tls is None
+    http.prepare(secure)
+    context = http.tls_context()
+    assert http.ready(secure)
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] > 0
