@@ -16,6 +16,7 @@ thread is changing (``PYTEST_CURRENT_TEST``) at that moment.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -46,6 +47,7 @@ _MARKS: tuple[str, ...] = ("://", "sk-", "Bearer", "AIza", "ghp_", "gho_", "ghu_
 _MARKS += ("ghr_", "github_pat_", "xox", "AKIA")
 #: The case-insensitive pattern's marks, matched as it matches (``ı`` is an ``i`` to ``re``).
 _ANY_CASE_MARKS = re.compile("api|access", re.IGNORECASE)
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 #: Characters of a secret that are matched as written; the rest of it is matched as a token.
 _MIN_SECRET = 8
 #: The shortest environment value taken for a secret, and the least variety of characters it
@@ -114,11 +116,15 @@ class _Redactor:
         parts = [f"{re.escape(start)}{_TAIL}*" for start in starts] + list(_PATTERNS)
         self.pattern = re.compile("|".join(f"(?:{part})" for part in parts))
         self.marks = (*starts, *_MARKS)
+        #: Whether JSON text shows every mark as written (JSON escapes quotes, backslashes and
+        #: control characters), so that a JSON text without marks holds no string with one.
+        self.json_visible = not any(_JSON_ESCAPED.search(start) for start in starts)
+
+    def may_match(self, text: str) -> bool:
+        return any(mark in text for mark in self.marks) or bool(_ANY_CASE_MARKS.search(text))
 
     def sub(self, text: str) -> str:
-        if any(mark in text for mark in self.marks) or _ANY_CASE_MARKS.search(text):
-            return self.pattern.sub(REDACTED, text)
-        return text
+        return self.pattern.sub(REDACTED, text) if self.may_match(text) else text
 
 
 def _pattern() -> _Redactor:
@@ -199,8 +205,27 @@ def redact_obj(value: Any) -> Any:
     what leaves — reports that travel through pytest-xdist, results files, the replay store —
     must be JSON: keys become strings, tuples lists, non-finite numbers None, and any other
     object its (redacted) text. Keys are names, not data: they are not redacted.
+
+    Most structures (a case's row) are JSON already and hold nothing to redact: one pass of
+    the C encoder tells, and its text decoded is the copy; the rest are walked.
     """
-    return _redact_with(_pattern(), value)
+    pattern = _pattern()
+    if pattern.json_visible:
+        try:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            pass  # objects, non-finite numbers: walked
+        else:
+            if not pattern.may_match(text) and (text.isascii() or not _SURROGATE.search(text)):
+                return json.loads(text)
+    return _redact_with(pattern, value)
+
+
+def _key(key: Any) -> str:
+    """A key as JSON writes it (``true``, ``null``, ``1.5``)."""
+    if key is None or isinstance(key, bool):
+        return "null" if key is None else "true" if key else "false"
+    return valid_text(str(key))
 
 
 def _redact_with(pattern: _Redactor, value: Any) -> Any:
@@ -211,7 +236,7 @@ def _redact_with(pattern: _Redactor, value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {valid_text(str(key)): _redact_with(pattern, item) for key, item in value.items()}
+        return {_key(key): _redact_with(pattern, item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redact_with(pattern, item) for item in value]
     return pattern.sub(valid_text(str(value)))

@@ -187,3 +187,45 @@ def test_each_token_shape_alone_is_redacted(shape: str) -> None:
     cover every one of its token shapes."""
     redactor = redaction._Redactor(frozenset({"canary-12345678abcdef"}))
     assert redaction.REDACTED in redactor.sub(f"it was {shape} then")
+
+
+_JSON_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.lists(st.sampled_from(PIECES), max_size=6).map("".join),
+    st.sampled_from(["\ud800", 'quote"canary-12345678x', "back\\slash", "line\nbreak", "\x1b[2J"]),
+)
+_JSON_KEYS = st.one_of(
+    st.sampled_from(["text", "api_key", "sk-abcdefgh1234", "é", "x"]),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+)
+
+
+@settings(max_examples=examples(1000), deadline=None, derandomize=True)
+@given(
+    value=st.recursive(
+        _JSON_LEAVES,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4),
+            st.lists(inner, max_size=4).map(tuple),
+            st.dictionaries(_JSON_KEYS, inner, max_size=4),
+        ),
+        max_leaves=12,
+    ),
+    secret=st.sampled_from(["canary-12345678abcdef", 'canary"12345678abcdef']),
+)
+def test_a_structure_is_redacted_alike_through_json_and_walked(value: object, secret: str) -> None:
+    """``redact_obj`` skips its walk for structures whose JSON text holds no mark (a case's
+    row, most of the time): whatever the structure, the result is the walk's, and JSON."""
+    redactor = redaction._Redactor(frozenset({secret}))
+    saved, redaction._compiled = redaction._compiled, redactor
+    try:
+        fast = redaction.redact_obj(value)
+    finally:
+        redaction._compiled = saved
+    assert fast == redaction._redact_with(redactor, value)
+    json.dumps(fast, allow_nan=False)  # strict JSON: no NaN, no object, no tuple key

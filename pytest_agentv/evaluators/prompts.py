@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -138,50 +139,93 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
+class TemplateValues(Mapping[str, str]):
+    """Template variables made when a prompt first uses one: most prompts use a few, and the
+    JSON of a case's messages is the costliest part of rendering one."""
+
+    def __init__(self, makers: dict[str, Callable[[], str]]) -> None:
+        self._makers = makers
+        self._made: dict[str, str] = {}
+
+    def __getitem__(self, name: str) -> str:
+        made = self._made
+        if name not in made:
+            made[name] = self._makers[name]()
+        return made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+
 def template_values(
     inputs: Mapping[str, Any],
     nonce: str,
     rubrics: Sequence[RubricItem] = (),
     memo: dict[str, str] | None = None,
-) -> dict[str, str]:
+    extra: Mapping[str, Any] | None = None,
+) -> TemplateValues:
     """Template variables (both AgentV generations' names): untrusted ones fenced, the rest as
-    written in the eval file. ``memo`` keeps the texts that do not depend on the nonce between
-    the renderings of one prompt (its store key's, its call's)."""
+    written in the eval file; ``extra`` (an aggregator's data) pretty-printed and fenced.
+    ``memo`` keeps the texts that do not depend on the nonce between the renderings of one
+    prompt (its store key's, its call's)."""
     memo = {} if memo is None else memo
 
-    def messages(name: str) -> str:
+    def kept(name: str, make: Callable[[], str]) -> str:
         if name not in memo:
-            memo[name] = pretty(inputs[name])
+            memo[name] = make()
         return memo[name]
 
-    if "tool_calls" not in memo:
-        memo["tool_calls"] = tool_call_lines(tool_calls(inputs["output_messages"]))
-    rubric_rows = [
-        {"id": r.id, "outcome": r.expected_outcome, "weight": r.weight, "required": r.is_required}
-        for r in rubrics
-    ]
-    return {
-        "question": str(inputs["question"]).strip(),
-        "expected_outcome": str(inputs["expected_outcome"]).strip(),
-        "reference_answer": str(inputs["reference_answer"]).strip(),
+    def text(name: str) -> Callable[[], str]:
+        return lambda: str(inputs[name]).strip()
+
+    def messages(name: str) -> Callable[[], str]:
+        return lambda: kept(name, lambda: pretty(inputs[name]))
+
+    def fenced(make: Callable[[], str]) -> Callable[[], str]:
+        return lambda: fence(make(), nonce)
+
+    def rubric_rows() -> list[dict[str, Any]]:
+        return [
+            {
+                "id": r.id,
+                "outcome": r.expected_outcome,
+                "weight": r.weight,
+                "required": r.is_required,
+            }
+            for r in rubrics
+        ]
+
+    def tool_call_text() -> str:
+        return kept("tool_calls", lambda: tool_call_lines(tool_calls(inputs["output_messages"])))
+
+    makers: dict[str, Callable[[], str]] = {
+        "question": text("question"),
+        "expected_outcome": text("expected_outcome"),
+        "reference_answer": text("reference_answer"),
         "expected_messages": messages("expected_messages"),
         "input_messages": messages("input_messages"),
-        "candidate_answer": fence(str(inputs["candidate_answer"]).strip(), nonce),
-        "output_messages": fence(messages("output_messages"), nonce),
+        "candidate_answer": fenced(text("candidate_answer")),
+        "output_messages": fenced(messages("output_messages")),
         # AgentV v4's names
-        "input": str(inputs["question"]).strip(),
-        "output": fence(str(inputs["candidate_answer"]).strip(), nonce),
-        "expected_output": str(inputs["reference_answer"]).strip(),
-        "criteria": str(inputs["expected_outcome"]).strip(),
-        "metadata": "",
-        "metadata_json": "",
-        "rubrics": pretty(rubric_rows) if rubric_rows else "",
-        "rubrics_json": json.dumps(rubric_rows, ensure_ascii=False) if rubric_rows else "",
-        "file_changes": (
+        "input": text("question"),
+        "output": fenced(text("candidate_answer")),
+        "expected_output": text("reference_answer"),
+        "criteria": text("expected_outcome"),
+        "metadata": lambda: "",
+        "metadata_json": lambda: "",
+        "rubrics": lambda: pretty(rubric_rows()) if rubrics else "",
+        "rubrics_json": lambda: json.dumps(rubric_rows(), ensure_ascii=False) if rubrics else "",
+        "file_changes": lambda: (
             fence(str(inputs["file_changes"]), nonce) if inputs.get("file_changes") else ""
         ),
-        "tool_calls": fence(memo["tool_calls"], nonce),
+        "tool_calls": fenced(tool_call_text),
     }
+    for name, value in (extra or {}).items():
+        makers[name] = fenced(partial(pretty, value))
+    return TemplateValues(makers)
 
 
 FREEFORM_TEMPLATE = """\

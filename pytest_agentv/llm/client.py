@@ -112,11 +112,13 @@ class LlmClient:
                 return value
             return json.loads(json.dumps(value).replace(nonce, NONCE_PLACEHOLDER))
 
-        keyed = unnonced(list(replay_as or messages))
+        keyed: list[Any] = []  # made when a store asks: without one, no key is needed
 
         def fingerprint(response_format: dict[str, Any] | None) -> dict[str, Any]:
+            if not keyed:
+                keyed.append(unnonced(list(replay_as or messages)))
             return self._request(
-                keyed, temperature, max_tokens, unnonced(response_format), protocol, trial
+                keyed[0], temperature, max_tokens, unnonced(response_format), protocol, trial
             )
 
         def judged(text: str) -> T:
