@@ -95,8 +95,8 @@ def pytest_sessionfinish(session, exitstatus):
 #: One-off imports done in ``pytest_configure`` so that the run phase holds only the steady-state
 #: cost that the ideal ``n × delay / concurrency`` can be compared with. litellm: its import and
 #: the OpenAI SDK resources it imports lazily at the first call (0.3-0.8 s on the reference
-#: machine). lean: httpx and litellm's price table, read without importing litellm (skipped on
-#: a plugin that has no lean transport).
+#: machine). lean: litellm's price table, read without importing litellm (skipped on a plugin
+#: that has no lean transport).
 EAGER_IMPORTS = {
     "litellm": """\
 try:
@@ -112,15 +112,13 @@ except ImportError:
 """,
     "lean": """\
 try:
-    import httpx  # noqa: F401
-
+    from pytest_agentv.llm.prices import price_for
+except ImportError:  # a plugin from before the llm package
     try:
-        from pytest_agentv.llm.prices import price_for
-    except ImportError:  # a plugin from before the llm package
         from pytest_agentv.prices import price_for
-except ImportError:
-    pass
-else:
+    except ImportError:  # a plugin without the lean transport
+        price_for = None
+if price_for is not None:
     price_for("openai/fake-judge")
 """,
 }
