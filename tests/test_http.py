@@ -8,6 +8,7 @@ import gzip
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -242,3 +243,41 @@ def test_only_https_loads_the_ca_bundle(monkeypatch: pytest.MonkeyPatch) -> None
     assert http.ready(secure)
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
     assert context.cert_store_stats()["x509_ca"] > 0
+
+
+TLS = Path(__file__).parent / "tls"
+
+
+def serve_tls(script: Script, client: Callable[[http.Route], Awaitable[T]]) -> T:
+    """``serve`` over TLS, with a certificate for 127.0.0.1 signed by the test CA
+    (``tests/tls``: made once with openssl, valid for a century; the CA's key was not kept)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(TLS / "server.pem", TLS / "server.key")
+
+    async def main() -> T:
+        server = await asyncio.start_server(script.handle, "127.0.0.1", 0, ssl=context)
+        port = server.sockets[0].getsockname()[1]
+        route = http.Route.to(f"https://127.0.0.1:{port}/v1/chat", {})
+        async with server:
+            return await client(route)
+
+    return asyncio.run(main())
+
+
+def test_https_verifies_the_server_against_ssl_cert_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http, "_tls", None)
+    monkeypatch.setenv("SSL_CERT_FILE", str(TLS / "ca.pem"))
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    script = Script([[sized()], [sized()]])
+    assert [r.body for r in serve_tls(script, post_all(2))] == [BODY, BODY]
+    assert script.connections == 1
+
+
+def test_https_refuses_a_server_no_trusted_ca_signed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http, "_tls", None)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    script = Script([[sized()]])
+    with pytest.raises(ConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+        serve_tls(script, post_all(1))
+    assert script.requests == []
