@@ -35,7 +35,7 @@ from .llm.budget import Budget, Ledger, SuiteBudgets
 from .llm.client import LlmClient, ModelClients
 from .llm.limits import CallLimits, Limits, LimitServer, RemoteLimits
 from .llm.replay import ReplayStore
-from .llm.retry import RetryPolicy
+from .llm.retry import RetryPolicy, within
 from .llm.transports import ModelSpec
 from .paths import display_path
 from .processes import limit_children
@@ -314,7 +314,7 @@ class AgentvRun:
             return await target.invoke(prepared, prepared.attempt)
         limit = self.settings.target_timeout
         try:
-            return await asyncio.wait_for(target.invoke(prepared, prepared.attempt), limit)
+            return await within(target.invoke(prepared, prepared.attempt), limit)
         except asyncio.TimeoutError:
             raise NotGradedError(
                 f"target '{target.name}' gave no answer within {limit:g}s (--agentv-target-timeout)"

@@ -140,24 +140,97 @@ def pretty(value: Any) -> str:
 
 
 class TemplateValues(Mapping[str, str]):
-    """Template variables made when a prompt first uses one: most prompts use a few, and the
-    JSON of a case's messages is the costliest part of rendering one."""
+    """Template variables (both AgentV generations' names), each made when a prompt first uses
+    it: most prompts use a few, and the JSON of a case's messages is the costliest part of
+    rendering one. Untrusted ones are fenced, the rest as written in the eval file; ``extra``
+    (an aggregator's data, which wins over a name of ours) pretty-printed and fenced. ``memo``
+    keeps the texts that do not depend on the nonce between the renderings of one prompt (its
+    store key's, its call's)."""
 
-    def __init__(self, makers: dict[str, Callable[[], str]]) -> None:
-        self._makers = makers
+    def __init__(
+        self,
+        inputs: Mapping[str, Any],
+        nonce: str,
+        rubrics: Sequence[RubricItem],
+        memo: dict[str, str],
+        extra: Mapping[str, Any],
+    ) -> None:
+        self._inputs = inputs
+        self._nonce = nonce
+        self._rubrics = rubrics
+        self._memo = memo
+        self._extra = extra
         self._made: dict[str, str] = {}
 
     def __getitem__(self, name: str) -> str:
         made = self._made
         if name not in made:
-            made[name] = self._makers[name]()
+            if name in self._extra:
+                made[name] = self.fenced(pretty(self._extra[name]))
+            else:
+                made[name] = _RECIPES[name](self)
         return made[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._makers)
+        return iter({**dict.fromkeys(_RECIPES), **dict.fromkeys(self._extra)})
 
     def __len__(self) -> int:
-        return len(self._makers)
+        return len(_RECIPES.keys() | self._extra.keys())
+
+    def text(self, name: str) -> str:
+        return str(self._inputs[name]).strip()
+
+    def fenced(self, text: str) -> str:
+        return fence(text, self._nonce)
+
+    def kept(self, name: str, make: Callable[[], str]) -> str:
+        memo = self._memo
+        if name not in memo:
+            memo[name] = make()
+        return memo[name]
+
+    def messages(self, name: str) -> str:
+        return self.kept(name, partial(pretty, self._inputs[name]))
+
+    def tool_calls(self) -> str:
+        listed = partial(tool_calls, self._inputs["output_messages"])
+        return self.kept("tool_calls", lambda: tool_call_lines(listed()))
+
+    def rubric_rows(self) -> list[dict[str, Any]]:
+        return [
+            {"id": r.id, "outcome": r.expected_outcome, "weight": r.weight}
+            | {"required": r.is_required}
+            for r in self._rubrics
+        ]
+
+    def file_changes(self) -> str:
+        changes = self._inputs.get("file_changes")
+        return self.fenced(str(changes)) if changes else ""
+
+
+#: How each variable is made, by name.
+_RECIPES: dict[str, Callable[[TemplateValues], str]] = {
+    "question": lambda v: v.text("question"),
+    "expected_outcome": lambda v: v.text("expected_outcome"),
+    "reference_answer": lambda v: v.text("reference_answer"),
+    "expected_messages": lambda v: v.messages("expected_messages"),
+    "input_messages": lambda v: v.messages("input_messages"),
+    "candidate_answer": lambda v: v.fenced(v.text("candidate_answer")),
+    "output_messages": lambda v: v.fenced(v.messages("output_messages")),
+    # AgentV v4's names
+    "input": lambda v: v.text("question"),
+    "output": lambda v: v.fenced(v.text("candidate_answer")),
+    "expected_output": lambda v: v.text("reference_answer"),
+    "criteria": lambda v: v.text("expected_outcome"),
+    "metadata": lambda v: "",
+    "metadata_json": lambda v: "",
+    "rubrics": lambda v: pretty(v.rubric_rows()) if v.rubric_rows() else "",
+    "rubrics_json": lambda v: (
+        json.dumps(v.rubric_rows(), ensure_ascii=False) if v.rubric_rows() else ""
+    ),
+    "file_changes": TemplateValues.file_changes,
+    "tool_calls": lambda v: v.fenced(v.tool_calls()),
+}
 
 
 def template_values(
@@ -167,65 +240,7 @@ def template_values(
     memo: dict[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> TemplateValues:
-    """Template variables (both AgentV generations' names): untrusted ones fenced, the rest as
-    written in the eval file; ``extra`` (an aggregator's data) pretty-printed and fenced.
-    ``memo`` keeps the texts that do not depend on the nonce between the renderings of one
-    prompt (its store key's, its call's)."""
-    memo = {} if memo is None else memo
-
-    def kept(name: str, make: Callable[[], str]) -> str:
-        if name not in memo:
-            memo[name] = make()
-        return memo[name]
-
-    def text(name: str) -> Callable[[], str]:
-        return lambda: str(inputs[name]).strip()
-
-    def messages(name: str) -> Callable[[], str]:
-        return lambda: kept(name, lambda: pretty(inputs[name]))
-
-    def fenced(make: Callable[[], str]) -> Callable[[], str]:
-        return lambda: fence(make(), nonce)
-
-    def rubric_rows() -> list[dict[str, Any]]:
-        return [
-            {
-                "id": r.id,
-                "outcome": r.expected_outcome,
-                "weight": r.weight,
-                "required": r.is_required,
-            }
-            for r in rubrics
-        ]
-
-    def tool_call_text() -> str:
-        return kept("tool_calls", lambda: tool_call_lines(tool_calls(inputs["output_messages"])))
-
-    makers: dict[str, Callable[[], str]] = {
-        "question": text("question"),
-        "expected_outcome": text("expected_outcome"),
-        "reference_answer": text("reference_answer"),
-        "expected_messages": messages("expected_messages"),
-        "input_messages": messages("input_messages"),
-        "candidate_answer": fenced(text("candidate_answer")),
-        "output_messages": fenced(messages("output_messages")),
-        # AgentV v4's names
-        "input": text("question"),
-        "output": fenced(text("candidate_answer")),
-        "expected_output": text("reference_answer"),
-        "criteria": text("expected_outcome"),
-        "metadata": lambda: "",
-        "metadata_json": lambda: "",
-        "rubrics": lambda: pretty(rubric_rows()) if rubrics else "",
-        "rubrics_json": lambda: json.dumps(rubric_rows(), ensure_ascii=False) if rubrics else "",
-        "file_changes": lambda: (
-            fence(str(inputs["file_changes"]), nonce) if inputs.get("file_changes") else ""
-        ),
-        "tool_calls": fenced(tool_call_text),
-    }
-    for name, value in (extra or {}).items():
-        makers[name] = fenced(partial(pretty, value))
-    return TemplateValues(makers)
+    return TemplateValues(inputs, nonce, rubrics, {} if memo is None else memo, extra or {})
 
 
 FREEFORM_TEMPLATE = """\
