@@ -13,6 +13,7 @@ from .loader import LoadedFile
 from .schema.evalfile import EvalCase, EvalSuite, listed_evaluators
 from .schema.evaluators import EvaluatorConfig, evaluator_entries
 from .schema.messages import render_content
+from .schema.suite import MatrixEntry
 from .schema.trials import TrialsConfig
 
 _DATASET_SUFFIXES = (".eval.yaml", ".eval.yml", ".eval.jsonl", ".yaml", ".yml", ".jsonl")
@@ -164,6 +165,12 @@ class CaseSpec:
         return self.loaded.suite.evalcases[self.index]
 
     @property
+    def matrix_entry(self) -> MatrixEntry | None:
+        """This pair's entry of the matrix (its ``use_target`` and hooks)."""
+        target = self.matrix_target
+        return None if target is None else matrix_entry(self.loaded, self.index, target)
+
+    @property
     def label(self) -> str:
         """The case's id, and a matrix pair's target: ``case[target]``."""
         target = self.matrix_target
@@ -259,14 +266,35 @@ class CaseSpec:
 def matrix_targets(loaded: LoadedFile, index: int) -> list[str]:
     """The targets case ``index`` runs on, once each (AgentV v4): its ``execution.targets``,
     else the file's; where both are given, the case's among the file's (in the case's order)."""
-    suite, case = loaded.suite, loaded.suite.evalcases[index]
-    own = case.execution.targets if case.execution else None
-    file = suite.execution.targets if suite.execution else None
+    own, file = _matrices(loaded, index)
     if own is None or file is None:
-        return list(own or file or [])
-    shared = [name for name in own if name in file]
+        return [entry.name for entry in own or file or []]
+    names = [entry.name for entry in file]
+    shared = [entry.name for entry in own if entry.name in names]
     if not shared:
         loc = ("evalcases", index, "execution", "targets")
-        problem = f"none of these is in the file's targets ({', '.join(file)})"
+        problem = f"none of these is in the file's targets ({', '.join(names)})"
         raise loaded.error_at(loc, problem, index)
     return shared
+
+
+def _matrices(
+    loaded: LoadedFile, index: int
+) -> tuple[list[MatrixEntry] | None, list[MatrixEntry] | None]:
+    suite, case = loaded.suite, loaded.suite.evalcases[index]
+    own = case.execution.targets if case.execution else None
+    return own, suite.execution.targets if suite.execution else None
+
+
+def matrix_entry(loaded: LoadedFile, index: int, name: str) -> MatrixEntry | None:
+    """The matrix entry of target ``name`` for case ``index``: the case's own when it says more
+    than the name (``use_target``, ``hooks``), else the file's."""
+    found = [
+        entry
+        for entries in _matrices(loaded, index)
+        for entry in entries or ()
+        if entry.name == name
+    ]
+    return next(
+        (entry for entry in found if entry.use_target or entry.hooks), found[0] if found else None
+    )

@@ -226,7 +226,9 @@ class AgentvRun:
         target = fixture
         if target is None and lookup_target:
             target = self.targets.target_for(spec)
-        name, judge_target = (target.name, target.judge_target) if target else ("", None)
+        # A matrix pair answers under its entry's name, whichever target its use_target names.
+        name = (spec.matrix_target or target.name) if target else ""
+        judge_target = target.judge_target if target else None
         seen_by = partial(EvaluationContext.for_answer, target=name, judge_target=judge_target)
         # Judges are found from the case's folder: before its files are read, a case that needs
         # one nobody configured is skipped.
@@ -238,7 +240,7 @@ class AgentvRun:
             entries=spec.evaluators,
             evaluators=evaluators,
             context=partial(seen_by, prepared),
-            result=partial(case_result, spec, target=target.name if target else None),
+            result=partial(case_result, spec, target=name or None),
             policy=policy_for(spec.trials, self.settings.trials),
             # Calibration vouches for the session's judge: its cases wait for it.
             gate=self.trusted if session is not None and session in judges else None,
@@ -256,7 +258,8 @@ class AgentvRun:
             judgement, prepared, target = self.start(spec, evaluators, fixture)
         except Exception as exc:
             return not_graded(
-                partial(case_result, spec, target=fixture.name if fixture else None), exc
+                partial(case_result, spec, target=spec.matrix_target or (fixture and fixture.name)),
+                exc,
             )
         assert target is not None
         return Grading(judgement), prepared, target

@@ -32,7 +32,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -42,6 +42,7 @@ from .cases import CaseSpec, PreparedCase
 from .errors import NotGradedError
 from .processes import child_env, run_process
 from .redaction import redact
+from .schema.suite import TargetHooks
 from .schema.workspace import HookConfig, RepoConfig
 from .workspaceplan import WorkspacePlan, plan_for
 
@@ -76,6 +77,17 @@ class _Shared:
     plan: WorkspacePlan
     lock: asyncio.Lock
     ready: asyncio.Task[_Made]
+    #: The matrix targets whose ``before_all`` ran here, in order (and why it failed, if it did).
+    targets: dict[str, tuple[_TargetHooks, NotGradedError | None]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _TargetHooks:
+    """A matrix target's hooks, and the folder their commands run from (its eval file's)."""
+
+    name: str
+    hooks: TargetHooks
+    folder: Path
 
 
 @dataclass
@@ -86,6 +98,7 @@ class Opened:
     made: _Made
     context: dict[str, Any]
     lock: asyncio.Lock | None
+    target: _TargetHooks | None = None
 
 
 def _tail(data: bytes) -> str:
@@ -107,10 +120,17 @@ class Workspaces:
 
     # -- hooks --------------------------------------------------------------------------------
     async def run_hook(
-        self, name: str, hook: HookConfig | None, plan: WorkspacePlan, context: dict[str, Any]
+        self,
+        name: str,
+        hook: HookConfig | None,
+        plan: WorkspacePlan,
+        context: dict[str, Any],
+        target: _TargetHooks | None = None,
     ) -> None:
-        """Run a hook's command with v4's context on stdin (``NotGradedError`` if it fails)."""
-        if hook is None or not hook.command or not plan.hooks_enabled:
+        """Run a hook's command with v4's context on stdin (``NotGradedError`` if it fails): the
+        workspace's, or ``target``'s (from its eval file's folder, whatever ``hooks.enabled``
+        says of the workspace's)."""
+        if hook is None or not hook.command or (target is None and not plan.hooks_enabled):
             return
         words = {key: "" if value is None else str(value) for key, value in context.items()}
         if context.get("case_metadata") is not None:
@@ -118,8 +138,9 @@ class Workspaces:
         argv = [_VARIABLE.sub(lambda m: words.get(m.group(1), m.group(0)), w) for w in hook.command]
         default = SETUP_TIMEOUT if name.startswith("before") else TEARDOWN_TIMEOUT
         timeout = hook.timeout_ms / 1000 if hook.timeout_ms else default
-        what = f"workspace hook {name} ({shlex.join(argv)})"
-        cwd = plan.hook_cwd(hook, name)
+        owner = "workspace" if target is None else f"target '{target.name}'"
+        what = f"{owner} hook {name} ({shlex.join(argv)})"
+        cwd = plan.hook_cwd(hook, name, None if target is None else target.folder)
         try:
             result = await run_process(
                 argv,
@@ -220,8 +241,14 @@ class Workspaces:
             await lock.acquire()
         else:
             made = await self._make(plan, case.id, case)
-        opened = Opened(plan, made, self._context(plan, made.path, case.id, case), lock)
+        entry = spec.matrix_entry
+        target = None
+        if entry is not None and entry.hooks is not None:
+            target = _TargetHooks(entry.name, entry.hooks, spec.loaded.path.parent)
+        opened = Opened(plan, made, self._context(plan, made.path, case.id, case), lock, target)
         try:
+            if plan.shared and target is not None:
+                await self._target_started(self._shared_for(spec, plan), target, made)
             before_each = plan.hook("before_each")
             if before_each is not None and before_each.reset not in (None, "none"):
                 await repos.reset(
@@ -230,10 +257,32 @@ class Workspaces:
             if before_each is not None and before_each.command:
                 await self.run_hook("before_each", before_each, plan, opened.context)
                 opened.made = replace(made, since=await repos.baseline(made.path, self._env()))
+            if target is not None and target.hooks.before_each is not None:
+                await self.run_hook(
+                    "before_each", target.hooks.before_each, plan, opened.context, target
+                )
+                opened.made = replace(made, since=await repos.baseline(made.path, self._env()))
         except BaseException:
             self._release(opened)
             raise
         return opened
+
+    async def _target_started(self, shared: _Shared, target: _TargetHooks, made: _Made) -> None:
+        """A matrix target's ``before_all``, once per shared workspace, after the workspace's
+        (the caller holds its lock); a failed one leaves all that target's cases not graded."""
+        started = shared.targets.get(target.name)
+        if started is None:
+            context = self._context(shared.plan, made.path, "__target_before_all__", None)
+            try:
+                await self.run_hook(
+                    "before_all", target.hooks.before_all, shared.plan, context, target
+                )
+            except NotGradedError as exc:
+                shared.targets[target.name] = (target, exc)
+                raise
+            shared.targets[target.name] = (target, None)
+        elif started[1] is not None:
+            raise NotGradedError(str(started[1]))
 
     def _env(self) -> dict[str, str]:
         return repos.git_env(self.env_names)
@@ -250,6 +299,10 @@ class Workspaces:
         try:
             diff = await repos.changes(made.path, made.since, self._env()) if answered else ""
             with contextlib.suppress(NotGradedError) if not answered else contextlib.nullcontext():
+                target = opened.target
+                if target is not None:
+                    after = target.hooks.after_each
+                    await self.run_hook("after_each", after, plan, opened.context, target)
                 after_each = plan.hook("after_each")
                 if after_each is not None and after_each.reset not in (None, "none"):
                     await repos.reset(
@@ -301,6 +354,11 @@ class Workspaces:
     def finish_within(self) -> float:
         """How long ``finish`` may take: each ``after_all``'s deadline, and time to clean up."""
         hooks = [shared.plan.hook("after_all") for shared in self._shared.values()]
+        hooks += [
+            target.hooks.after_all
+            for shared in self._shared.values()
+            for target, _ in shared.targets.values()
+        ]
         return 30.0 + sum(
             hook.timeout_ms / 1000 if hook.timeout_ms else TEARDOWN_TIMEOUT
             for hook in hooks
@@ -313,6 +371,15 @@ class Workspaces:
             if not shared.ready.done() or shared.ready.cancelled() or shared.ready.exception():
                 continue
             made = shared.ready.result()
+            for target, failed in shared.targets.values():
+                if failed is not None:
+                    continue
+                context = self._context(shared.plan, made.path, "__target_after_all__", None)
+                try:
+                    after = target.hooks.after_all
+                    await self.run_hook("after_all", after, shared.plan, context, target)
+                except NotGradedError as exc:
+                    self.problems.append(f"{shared.plan.where}: {exc}")
             context = self._context(shared.plan, made.path, "__after_all__", None)
             try:
                 await self.run_hook(

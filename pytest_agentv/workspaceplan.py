@@ -86,13 +86,14 @@ class WorkspacePlan:
         hooks = self.config.hooks
         return getattr(hooks, name) if hooks is not None else None
 
-    def hook_cwd(self, hook: HookConfig, name: str) -> Path:
-        """A hook runs from its ``cwd`` (from the workspace file's or eval file's folder), else
-        from that folder (v4)."""
+    def hook_cwd(self, hook: HookConfig, name: str, start: Path | None = None) -> Path:
+        """A hook runs from its ``cwd`` (from the workspace file's or eval file's folder, or
+        ``start``), else from that folder (v4)."""
+        folder = self.folder if start is None else start
         if hook.cwd is None:
-            return self.folder
+            return folder
         return resolve_reference(
-            hook.cwd, start=self.folder, rootdir=self.rootdir, what=f"workspace hook {name}: cwd"
+            hook.cwd, start=folder, rootdir=self.rootdir, what=f"hook {name}: cwd"
         )
 
     def static_path(self) -> Path | None:

@@ -96,3 +96,190 @@ def test_recorded_answers_are_each_pairs_own(project: pytest.Pytester) -> None:
     replayed = project.runpytest("--agentv-answers", "rec.jsonl", "-rf")
     replayed.assert_outcomes(passed=2, failed=1)
     replayed.stdout.re_match_lines([r"FAILED m\.eval\.yaml::both\[wrong\]"])
+
+
+VARIANTS = """
+execution:
+  targets:
+    - name: variant-right
+      use_target: default
+    - name: variant-env
+      use_target: ${{ AGENT_TARGET }}
+tests:
+  - id: refund
+    input: q
+    assertions: [{type: contains, value: "30 days"}]
+"""
+
+
+def test_a_matrix_entry_answers_with_its_use_target_under_its_own_name(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AgentV v4: ``{name, use_target}`` runs the target ``use_target`` names (or the one an
+    environment variable names), and the pair is reported under the entry's name."""
+    monkeypatch.setenv("AGENT_TARGET", "wrong")
+    write(project, "m.eval.yaml", VARIANTS)
+    result = project.runpytest("--agentv-results", "out.jsonl")
+    result.assert_outcomes(passed=1, failed=1)
+    rows = [json.loads(line) for line in (project.path / "out.jsonl").read_text().splitlines()]
+    assert sorted((str(row["target"]), row["score"]) for row in rows) == [
+        ("variant-env", 0.0),
+        ("variant-right", 1.0),
+    ]
+    result.stdout.re_match_lines([r".*eval 'refund\[variant-env\]' failed: score 0\.00"])
+
+
+def test_an_unset_use_target_variable_leaves_its_pairs_not_graded(
+    project: pytest.Pytester,
+) -> None:
+    write(project, "m.eval.yaml", VARIANTS)
+    result = project.runpytest("--agentv-results", "out.jsonl")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "m.eval.yaml:9: eval 'refund[variant-env]' was not graded: matrix target"
+            " 'variant-env': use_target says ${{ AGENT_TARGET }}, but the environment variable"
+            " AGENT_TARGET is not set; set it to a target's name"
+        ]
+    )
+    rows = [json.loads(line) for line in (project.path / "out.jsonl").read_text().splitlines()]
+    assert sorted((row["target"], row["status"]) for row in rows) == [
+        ("variant-env", "error"),
+        ("variant-right", "graded"),
+    ]
+
+
+#: A hook that notes which hook ran, for which target, case and workspace.
+LOGGING_HOOK = """\
+import json, os, sys
+ctx = json.load(sys.stdin)
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hooks.log"), "a") as log:
+    log.write(json.dumps([sys.argv[1], ctx["test_id"], ctx["workspace_path"], os.getcwd()]) + "\\n")
+"""
+
+
+def _hook(name: str) -> str:
+    return f"{{command: [python, ../hook.py, '{name}']}}"
+
+
+def test_target_hooks_run_inside_the_workspaces_in_v4_order(project: pytest.Pytester) -> None:
+    """A target's ``before_all`` once, after the workspace's; its ``before_each`` after the
+    workspace's and its ``after_each`` before it, for each of its cases; its ``after_all``
+    before the workspace's — from the eval file's folder, with v4's context."""
+    write(project, "hook.py", LOGGING_HOOK)
+    write(project, "evals/tpl/seed.txt", "seed\n")
+    names = ("before_all", "before_each", "after_each", "after_all")
+    workspace = "\n".join(f"    {n}: {_hook('ws:' + n)}" for n in names)
+    target = "\n".join(f"          {n}: {_hook('t:' + n)}" for n in names)
+    write(
+        project,
+        "evals/m.eval.yaml",
+        f"""workspace:
+  template: tpl
+  hooks:
+{workspace}
+execution:
+  targets:
+    - name: variant
+      use_target: default
+      hooks:
+{target}
+    - plain
+tests:
+  - {{id: a, input: q, assertions: [{{type: contains, value: "30 days"}}]}}
+  - {{id: b, input: q, assertions: [{{type: contains, value: "30 days"}}]}}
+""",
+    )
+    write(project, ".agentv/targets.yaml", TARGETS_WITH_PLAIN)
+    result = project.runpytest("-p", "no:randomly", "--agentv-concurrency=1")
+    result.assert_outcomes(passed=4)
+    calls = [json.loads(line) for line in (project.path / "hooks.log").read_text().splitlines()]
+    assert [(name, test_id) for name, test_id, _, _ in calls] == [
+        ("ws:before_all", "__before_all__"),
+        ("t:before_all", "__target_before_all__"),
+        ("ws:before_each", "a"),
+        ("t:before_each", "a"),
+        ("t:after_each", "a"),
+        ("ws:after_each", "a"),
+        ("ws:before_each", "a"),  # a[plain]: the workspace's hooks only
+        ("ws:after_each", "a"),
+        ("ws:before_each", "b"),
+        ("t:before_each", "b"),
+        ("t:after_each", "b"),
+        ("ws:after_each", "b"),
+        ("ws:before_each", "b"),
+        ("ws:after_each", "b"),
+        ("t:after_all", "__target_after_all__"),
+        ("ws:after_all", "__after_all__"),
+    ]
+    assert len({path for _, _, path, _ in calls}) == 1
+    assert {cwd for *_, cwd in calls} == {str(project.path / "evals")}
+
+
+def test_a_failing_target_before_all_leaves_that_targets_cases_not_graded(
+    project: pytest.Pytester,
+) -> None:
+    write(
+        project,
+        "m.eval.yaml",
+        """
+        workspace: {hooks: {before_each: {command: [python, -c, "pass"]}}}
+        execution:
+          targets:
+            - name: broken
+              use_target: default
+              hooks:
+                before_all: {command: [python, -c, "import sys; sys.exit('no setup')"]}
+            - default
+        tests:
+          - {id: a, input: q, assertions: [{type: contains, value: "30 days"}]}
+          - {id: b, input: q, assertions: [{type: contains, value: "30 days"}]}
+        """,
+    )
+    result = project.runpytest("--agentv-results", "out.jsonl")
+    result.assert_outcomes(passed=2, errors=2)
+    result.stdout.fnmatch_lines(
+        ["*target 'broken' hook before_all (python -c *) exited with code 1: no setup*"]
+    )
+    rows = [json.loads(line) for line in (project.path / "out.jsonl").read_text().splitlines()]
+    assert sorted((row["eval_id"], row["target"], row["status"]) for row in rows) == [
+        ("a", "broken", "error"),
+        ("a", "default", "graded"),
+        ("b", "broken", "error"),
+        ("b", "default", "graded"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (
+            "{name: v, use_target: default, hooks: {before_each: {reset: fast}}}",
+            "*execution.targets.0.hooks: before_each: a target's hooks run commands; 'reset'"
+            " belongs to the workspace's (workspace.hooks.before_each.reset)*",
+        ),
+        ("{name: v, use_targte: default}", "*execution.targets.0*use_targte*"),
+        ("{use_target: default}", "*execution.targets.0.name*"),
+    ],
+    ids=["reset", "typo", "no-name"],
+)
+def test_bad_matrix_entries_are_load_errors(
+    project: pytest.Pytester, entry: str, problem: str
+) -> None:
+    write(
+        project, "m.eval.yaml", f"execution: {{targets: [{entry}]}}\ntests: [{{id: a, input: q}}]\n"
+    )
+    result = project.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*m.eval.yaml:1:*{problem.lstrip('*')}"])
+
+
+TARGETS_WITH_PLAIN = """\
+targets:
+  - name: default
+    provider: mock
+    response: "Refunds are accepted within 30 days of purchase."
+  - name: plain
+    provider: mock
+    response: "Refunds are accepted within 30 days of purchase."
+"""

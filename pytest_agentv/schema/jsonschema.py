@@ -23,8 +23,10 @@ from .evalfile import EvalCase, EvalSuite, Execution, JsonlSidecar, SuiteExecuti
 from .evaluators import KIND_SPECS, AggregatorSpec, EvaluatorConfig, PromptScript
 from .messages import ContentSegment, Message
 from .rubrics import RubricItem, ScoreRange
+from .suite import MatrixEntry, TargetHooks
 from .targets import TARGET_SETTINGS, TargetConfig, TargetsFile
 from .trials import TrialsConfig
+from .workspace import HookConfig
 
 SchemaKind = Literal["eval", "sidecar", "targets"]
 SCHEMA_KINDS: tuple[SchemaKind, ...] = ("eval", "sidecar", "targets")
@@ -61,6 +63,9 @@ _MODELS: dict[str, type[BaseModel]] = {
         ContentSegment,
         TargetsFile,
         TargetConfig,
+        MatrixEntry,
+        TargetHooks,
+        HookConfig,
         *KIND_SPECS.values(),
     )
 }

@@ -25,6 +25,7 @@ from ..llm.transports import ModelSpec
 from ..llm.usage import PlannedCall, prompt_tokens, unknown_answer
 from ..loader.validation import FileWarning
 from ..projectfiles import LoadedTargets, Where
+from ..schema.suite import MatrixEntry
 from ..schema.targets import TargetConfig
 from .batch import BatchCliTarget
 from .cli import CliTarget, Healthcheck, cli_timeout
@@ -163,6 +164,21 @@ def delegated(loaded: LoadedTargets, name: str) -> TargetConfig:
     raise ConfigError(f"use_target: more than {MAX_DELEGATION} hops from '{seen[0]}'")
 
 
+def _entry_target(entry: MatrixEntry, spec: CaseSpec) -> str:
+    """The target a matrix entry's ``use_target`` names (``${{ VAR }}``: from the environment)."""
+    value = (entry.use_target or "").strip()
+    match = _ENV_REF.match(value)
+    if match is None:
+        return value
+    resolved = os.environ.get(match.group(1), "").strip()
+    if not resolved:
+        raise ConfigError(
+            f"matrix target '{entry.name}': use_target says {value}, but the "
+            f"environment variable {match.group(1)} is not set; set it to a target's name"
+        )
+    return resolved
+
+
 class TargetCatalog:
     """The targets file of each eval file's folder (read at collection and handed over with
     ``know``), and the targets built from them, once per folder."""
@@ -253,7 +269,11 @@ class TargetCatalog:
                 f"no target for case '{spec.case.id}': define an 'agentv_target' fixture in a "
                 f"conftest.py, or a target named '{name}' in .agentv/targets.yaml"
             )
-        target = delegated(loaded, name)
+        entry = spec.matrix_entry if self.override is None else None
+        if entry is not None and entry.use_target:
+            target = delegated(loaded, _entry_target(entry, spec))
+        else:
+            target = delegated(loaded, name)
         return build_target(
             target,
             loaded,
