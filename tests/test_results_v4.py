@@ -383,3 +383,56 @@ def test_a_v4_file_s_name_is_its_suite(project: pytest.Pytester) -> None:
     assert sorted(suites) == ["billing", "refunds"]
     result = project.runpytest("--agentv-answers=run/index.jsonl", "--agentv-target=none", "-v")
     result.stdout.fnmatch_lines(["a.eval.yaml::same PASSED*", "b.eval.yaml::same FAILED*"])
+
+
+def test_a_v4_run_folder_gets_v4_s_side_files(suite: pytest.Pytester) -> None:
+    """Beside ``index.jsonl``: each test's ``grading.json``, ``timing.json``, ``input.md`` and
+    answer, named in its row (what ``agentv results validate`` looks for), and the run's
+    ``timing.json`` and ``benchmark.json``, as v4's ``run-artifacts.ts`` makes them."""
+    run_v4(suite).assert_outcomes(passed=2, failed=1, xfailed=1, errors=1, skipped=1)
+    folder = suite.path / "run"
+    rows = v4_rows(suite, "run/index.jsonl")
+    for test_id, row in rows.items():
+        assert row["artifact_dir"] == f"refunds/{test_id}"
+        grading = json.loads((folder / row["grading_path"]).read_text())
+        assert grading["assertions"] == [
+            {"text": a["text"], "passed": a["passed"], "evidence": a.get("evidence", "")}
+            for a in row["assertions"]
+        ]
+        total = len(row["assertions"])
+        assert grading["summary"]["total"] == total
+        assert grading["summary"]["passed"] == sum(a["passed"] for a in row["assertions"])
+        assert json.loads((folder / row["timing_path"]).read_text())["duration_ms"] == row.get(
+            "duration_ms", 0
+        )
+        assert (folder / row["input_path"]).read_text() == f"@[user]:\n{row['input'][0]['content']}"
+        if row["output"]:
+            assert (folder / row["answer_path"]).read_text() == row["output"]
+            assert (folder / row["response_path"]).read_text() == row["output"]
+        else:
+            assert "answer_path" not in row
+    tools = json.loads((folder / rows["tools"]["grading_path"]).read_text())
+    assert tools["execution_metrics"]["tool_calls"] == {"search": 1}
+    assert [g["type"] for g in tools["graders"]] == ["tool-trajectory", "composite"]
+    timing = json.loads((folder / rows["tools"]["timing_path"]).read_text())
+    assert (timing["total_tokens"], timing["token_usage"]) == (
+        15,
+        {"input": 10, "output": 5, "reasoning": 0},
+    )
+    bench = json.loads((folder / "benchmark.json").read_text())
+    assert bench["metadata"]["targets"] == ["default", "down", "tools", "unknown"]
+    assert bench["metadata"]["tests_run"] == sorted(rows)
+    assert bench["metadata"]["eval_file"] == "refunds.eval.yaml"
+    assert bench["run_summary"]["tools"]["cost_usd"] == {"mean": 0.25, "stddev": 0}
+    assert bench["run_summary"]["tools"]["tool_calls"] == {"mean": 1, "stddev": 0}
+    assert bench["notes"] == [
+        "2 test(s) had execution errors and are excluded from quality pass_rate"
+    ]
+    assert json.loads((folder / "timing.json").read_text())["total_tokens"] == 15
+
+
+def test_side_files_only_beside_an_index_jsonl(suite: pytest.Pytester) -> None:
+    """Any other results file may sit in a folder of the user's, which they must not fill."""
+    suite.runpytest("--agentv-results=out/results.jsonl", "--agentv-results-format=agentv-v4")
+    assert sorted(p.name for p in (suite.path / "out").iterdir()) == ["results.jsonl"]
+    assert "grading_path" not in (suite.path / "out" / "results.jsonl").read_text()

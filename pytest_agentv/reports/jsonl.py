@@ -20,6 +20,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pytest
 
+from .agentv_v4_run import INDEX_NAME, RunFolder
+
 if TYPE_CHECKING:
     from ..results import ResultRow
     from ..settings import Settings
@@ -127,11 +129,14 @@ class ResultsFile:
         self.error: str | None = None
         self._stream: IO[str] | None = None
         self._line: Callable[[ResultRow], dict[str, Any]] = results_line
+        self._run: RunFolder | None = None
         if settings.results_format == "agentv-v4":
             # Not when the plugin loads: v4's kind names come with the eval files' schema.
             from .agentv_v4 import v4_row
 
             self._line = v4_row
+            if settings.results is not None and Path(settings.results).name == INDEX_NAME:
+                self._run = RunFolder(Path(settings.results).parent)
         if settings.results is not None:
             path = Path(settings.results)
             try:
@@ -178,7 +183,10 @@ class ResultsFile:
             return
         try:
             for row in rows:
-                self._stream.write(compact_json(self._line(row)) + "\n")
+                line = self._line(row)
+                if self._run is not None:
+                    line.update(self._run.add(line, row["file"]))
+                self._stream.write(compact_json(line) + "\n")
             self._stream.flush()
         except OSError as exc:
             self.failed(exc)
@@ -201,6 +209,11 @@ class ResultsFile:
                 stream.close()
 
     def close(self) -> None:
+        if self._run is not None and self._stream is not None:
+            try:
+                self._run.close()
+            except OSError as exc:
+                self.failed(exc)
         if self._stream is not None:
             try:
                 self._stream.close()
