@@ -154,3 +154,54 @@ def test_v4_exit_code_convention_only_in_v4_files(project: pytest.Pytester) -> N
         {"text": "looks fine", "passed": True}
     ]
     assert rows["classic"]["score"] == 0
+
+
+EVENTS_JUDGE = """\
+import json, sys
+p = json.load(sys.stdin)
+events = p["trace"]["events"]
+print(json.dumps({"score": 1, "details": {"events": [
+    [e["event_id"], e["type"], e.get("parent_event_id"), (e.get("tool") or {}).get("name")]
+    for e in events
+], "ordinals": [e["ordinal"] for e in events], "output": events[2]["tool"].get("output")}}))
+"""
+
+
+def test_a_v4_code_grader_gets_the_transcript_s_events(project: pytest.Pytester) -> None:
+    """``trace.events`` as v4 derives them from the messages: each message, each tool call and
+    its result, then the final response (they were empty)."""
+    (project.path / "events.py").write_text(EVENTS_JUDGE)
+    (project.path / ".agentv" / "targets.yaml").write_text(
+        """\
+targets:
+  - name: default
+    provider: mock
+    response:
+      output_messages:
+        - role: assistant
+          tool_calls: [{tool: search, input: {q: refunds}, output: "30 days", id: c1}]
+        - {role: assistant, content: "Within 30 days."}
+"""
+    )
+    write(
+        project,
+        "e.eval.yaml",
+        """
+        tests:
+          - id: e
+            input: q
+            assertions: [{type: code-grader, command: [python, events.py]}]
+        """,
+    )
+    project.runpytest("--agentv-results", "out.jsonl").assert_outcomes(passed=1)
+    [row] = map(json.loads, (project.path / "out.jsonl").read_text().splitlines())
+    details = row["evaluator_results"][0]["details"]
+    assert details["events"] == [
+        ["message-0", "message", None, None],
+        ["message-0-tool-0", "tool_call", "message-0", "search"],
+        ["message-0-tool-0-result", "tool_result", "message-0-tool-0", "search"],
+        ["message-1", "message", None, None],
+        ["final-response", "final_response", "message-1", None],
+    ]
+    assert details["ordinals"] == [0, 1, 2, 3, 4]
+    assert details["output"] == "30 days"

@@ -22,6 +22,7 @@ from ..cases import PreparedCase
 from ..errors import ConfigError
 from ..paths import display_path, resolve_reference
 from ..processes import check_runnable, child_env, python_argv, run_process, scrubbed_env
+from ..reports.agentv_v4 import trace_events
 from .base import EvaluationContext
 
 #: Seconds a script (code judge, prompt script) may run unless its entry or the run says more.
@@ -151,8 +152,8 @@ def script_payload(context: EvaluationContext) -> dict[str, Any]:
 
 def _v4_trace(summary: dict[str, Any] | None, messages: list[Any] | None) -> Any:
     """AgentV v4's ``trace``: the trace summary in v4's names with the transcript, when the
-    answer has one (v4 scripts test ``trace`` before reading the usage); its ``events`` (v4's
-    structured execution events, which pytest-agentv does not record) are empty."""
+    answer has one (v4 scripts test ``trace`` before reading the usage), and the transcript's
+    events as v4 derives them from its messages."""
     if summary is None:
         return None
     keys = ("event_count", "tool_calls", "error_count", "tool_durations")
@@ -160,7 +161,7 @@ def _v4_trace(summary: dict[str, Any] | None, messages: list[Any] | None) -> Any
     assistant = [m for m in messages or () if isinstance(m, dict) and m.get("role") == "assistant"]
     trace["llm_call_count"] = summary.get("llm_call_count", len(assistant))
     trace["messages"] = messages or []
-    trace["events"] = []
+    trace["events"] = trace_events([m for m in messages or () if isinstance(m, dict)])
     return trace
 
 

@@ -10,7 +10,7 @@ v4 has no "not graded" verdict: such a case is ``execution_status: execution_err
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..spellings import v4_kind
@@ -74,32 +74,7 @@ def _trace(row: ResultRow, failure: str | None) -> dict[str, Any]:
         messages.append({"role": "assistant", "tool_calls": calls})
     if answered:
         messages.append({"role": "assistant", "content": row["candidate_answer"]})
-    events: list[dict[str, Any]] = []
-
-    def event(event_id: str, kind: str, **fields: Any) -> None:
-        events.append({"event_id": event_id, "ordinal": len(events), "type": kind, **fields})
-
-    for index, message in enumerate(messages):
-        shown = {key: message[key] for key in ("role", "content") if key in message}
-        event(f"message-{index}", "message", message=shown)
-        for number, call in enumerate(message.get("tool_calls", [])):
-            tool = {"name": call["tool"], "input": call["input"]}
-            event(
-                f"message-{index}-tool-{number}",
-                "tool_call",
-                parent_event_id=f"message-{index}",
-                tool=tool,
-            )
-    if answered:
-        last = len(messages) - 1
-        event(
-            "final-response",
-            "final_response",
-            parent_event_id=f"message-{last}",
-            message=messages[last],
-        )
-    if failure is not None:
-        event("error", "error", error={"message": failure})
+    events = trace_events(messages, failure)
     by_name: dict[str, int] = {}
     for call in calls:
         by_name[call["tool"]] = by_name.get(call["tool"], 0) + 1
@@ -115,6 +90,73 @@ def _trace(row: ResultRow, failure: str | None) -> dict[str, Any]:
         if summary.get(key) is not None:
             trace[key] = summary[key]
     return trace
+
+
+def trace_events(
+    messages: Sequence[Mapping[str, Any]], failure: str | None = None
+) -> list[dict[str, Any]]:
+    """v4's ``trace.events`` of a transcript (``buildTraceFromMessages``): each message, each of
+    its tool calls and their results, the final response, and the error that ended it."""
+    events: list[dict[str, Any]] = []
+
+    def event(event_id: str, kind: str, **fields: Any) -> None:
+        events.append({"event_id": event_id, "ordinal": len(events), "type": kind, **fields})
+
+    def shown(message: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: message[k] for k in ("role", "name", "content") if message.get(k) is not None}
+
+    last = None
+    for index, message in enumerate(messages):
+        event(
+            f"message-{index}", "message", message=shown(message), metadata={"message_index": index}
+        )
+        if message.get("role") == "assistant":
+            last = index
+        calls = message.get("tool_calls")
+        for number, call in enumerate(calls if isinstance(calls, list) else []):
+            if not isinstance(call, Mapping):
+                continue
+            tool_id = f"message-{index}-tool-{number}"
+            failed = call.get("error") or call.get("status") == "error"
+            tool = {"name": call.get("tool"), "status": "error" if failed else "ok"}
+            if call.get("id") is not None:
+                tool["call_id"] = call["id"]
+            place = {"message_index": index, "tool_index": number}
+            timing = (
+                {"duration_ms": call["duration_ms"]} if call.get("duration_ms") is not None else {}
+            )
+            called = {**tool, "input": call.get("input")}
+            if "output" in call:
+                called["output"] = call["output"]
+            event(
+                tool_id,
+                "tool_call",
+                parent_event_id=f"message-{index}",
+                tool=called,
+                metadata=place,
+                **timing,
+            )
+            if "output" in call:
+                result = {**tool, "output": call["output"]}
+                event(
+                    f"{tool_id}-result",
+                    "tool_result",
+                    parent_event_id=tool_id,
+                    tool=result,
+                    metadata=place,
+                )
+    if last is not None:
+        final = shown(messages[last])
+        event(
+            "final-response",
+            "final_response",
+            parent_event_id=f"message-{last}",
+            message=final,
+            metadata={"message_index": last},
+        )
+    if failure is not None:
+        event("error", "error", error={"message": failure})
+    return events
 
 
 def _trials(row: ResultRow) -> dict[str, Any]:
