@@ -539,3 +539,33 @@ def test_trials_repeat_whole_conversations(pytester: pytest.Pytester) -> None:
     [row] = rows(pytester)
     assert [trial["score"] for trial in row["trials"]] == [0.0, 1.0]
     assert [turn["answer"] for turn in row["turns"]] == ["Ada", "Ada"]  # the passing trial's
+
+
+def test_a_v4_row_s_trace_holds_every_turn(pytester: pytest.Pytester) -> None:
+    """With ``--agentv-results-format agentv-v4`` a conversation's ``trace.messages`` are its
+    turns, what the user said and each reply, as v4 keeps the transcript."""
+    mock_turns(pytester, "Hello Ada", "I forgot")
+    write(
+        pytester,
+        "c.eval.yaml",
+        """
+        tests:
+          - id: chat
+            mode: conversation
+            turns:
+              - {input: I am Ada., assertions: [{type: contains, value: Ada}]}
+              - {input: Who am I?, assertions: [{type: contains, value: Ada}]}
+        """,
+    )
+    pytester.runpytest("--agentv-results=r.jsonl", "--agentv-results-format=agentv-v4")
+    [row] = rows(pytester)
+    trace = row["trace"]
+    assert [(m["role"], m["content"]) for m in trace["messages"]] == [
+        ("user", "I am Ada."),
+        ("assistant", "Hello Ada"),
+        ("user", "Who am I?"),
+        ("assistant", "I forgot"),
+    ]
+    assert trace["llm_call_count"] == 2
+    assert trace["events"][-1]["type"] == "final_response"
+    assert trace["events"][-1]["message"]["content"] == "I forgot"

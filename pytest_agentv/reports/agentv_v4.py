@@ -55,11 +55,19 @@ def _answered(row: ResultRow) -> bool:
 
 def _trace(row: ResultRow, failure: str | None) -> dict[str, Any]:
     """v4's ``trace``: the summary counts, the messages (the question, the tool calls and the
-    answer) and their events, as ``buildTraceFromMessages`` derives them."""
+    answer; a conversation's turns, each what the user said and the reply) and their events,
+    as ``buildTraceFromMessages`` derives them."""
     summary = row["trace_summary"] or {}
     answered = _answered(row)
     messages: list[dict[str, Any]] = []
-    if row.get("question"):
+    turns = row.get("turns")
+    if turns:
+        for turn in turns:
+            messages.append({"role": "user", "content": turn["input"]})
+            if turn["answer"] is not None:
+                messages.append({"role": "assistant", "content": turn["answer"]})
+        answered = False  # the last turn's reply is the answer, already in the messages
+    elif row.get("question"):
         messages.append({"role": "user", "content": row.get("question")})
     calls = [
         {
@@ -70,7 +78,7 @@ def _trace(row: ResultRow, failure: str | None) -> dict[str, Any]:
         }
         for call in row.get("tool_calls", [])
     ]
-    if calls:
+    if calls and not turns:
         messages.append({"role": "assistant", "tool_calls": calls})
     if answered:
         messages.append({"role": "assistant", "content": row["candidate_answer"]})
