@@ -287,7 +287,9 @@ class AgentvRun:
             call = partial(self._answer, target)
             return grading.counted(self.workspaces.around(spec, attempted, call))
 
-        return await grade_answers(grading, answer, on_loop=awaited)
+        result = await grade_answers(grading, answer, on_loop=awaited)
+        await self.workspaces.settle(spec, _passed(result))
+        return result
 
     def run_now(
         self, spec: CaseSpec, evaluators: Mapping[str, Evaluator], fixture: FixtureTarget | None
@@ -310,7 +312,9 @@ class AgentvRun:
             ask = partial(_called, fixture)
             talk = Conversation(grading.judgement, spec.conversation, prepared, ask, blocking)
             return run_sync(talk.run())
-        return run_sync(grade_answers(grading, answer, on_loop=blocking))
+        result = run_sync(grade_answers(grading, answer, on_loop=blocking))
+        self.scheduler.run(self.workspaces.settle(spec, _passed(result)))
+        return result
 
     async def _answer(self, target: Target, prepared: PreparedCase) -> TargetResponse:
         if target.timeout is not None:
@@ -378,6 +382,11 @@ def stop_limits(server: LimitServer) -> None:
 async def _called(fixture: FixtureTarget, case: PreparedCase) -> TargetResponse:
     """A sync ``agentv_target`` fixture's answer, called in pytest's thread."""
     return fixture.call_sync(case)
+
+
+def _passed(result: CaseResult) -> bool:
+    grade = result.grade
+    return result.status == "graded" and grade is not None and grade.verdict == "pass"
 
 
 def case_result(spec: CaseSpec, status: Status, **values: Any) -> CaseResult:

@@ -101,6 +101,10 @@ class Opened:
     target: _TargetHooks | None = None
 
 
+def _key(spec: CaseSpec) -> tuple[str, str]:
+    return (spec.loaded.display, spec.label)
+
+
 def _tail(data: bytes) -> str:
     return data.decode("utf-8", errors="replace").strip()[-_OUTPUT_SHOWN:]
 
@@ -114,6 +118,8 @@ class Workspaces:
         self.env_names = env_passthrough
         self.run_id = uuid.uuid4().hex
         self._root: Path | None = None
+        #: The folders made for each case's own attempts (not shared, not static), by case.
+        self._own: dict[tuple[str, str], list[Path]] = {}
         self._shared: dict[Path, _Shared] = {}
         #: What went wrong after the cases were reported (``after_all``), for a warning.
         self.problems: list[str] = []
@@ -241,6 +247,8 @@ class Workspaces:
             await lock.acquire()
         else:
             made = await self._make(plan, case.id, case)
+            if made.path.parent == self._root:
+                self._own.setdefault(_key(spec), []).append(made.path)
         entry = spec.matrix_entry
         target = None
         if entry is not None and entry.hooks is not None:
@@ -286,6 +294,17 @@ class Workspaces:
 
     def _env(self) -> dict[str, str]:
         return repos.git_env(self.env_names)
+
+    async def settle(self, spec: CaseSpec, passed: bool) -> None:
+        """After a case is graded, its own workspaces go at once when it passed (AgentV v4's
+        default: a suite of cloned repositories would otherwise fill the disk until the run
+        ends); a failed case's stay until then, for a look at what its target left."""
+        folders = self._own.pop(_key(spec), [])
+        if passed:
+            for folder in folders:
+                await asyncio.to_thread(shutil.rmtree, folder, True)
+        elif folders:
+            self._own[_key(spec)] = folders
 
     @staticmethod
     def _release(opened: Opened) -> None:

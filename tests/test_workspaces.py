@@ -438,3 +438,43 @@ def test_a_link_in_the_template_is_copied_as_a_link_not_followed_outside(
         """,
     )
     project.runpytest().assert_outcomes(passed=1)
+
+
+#: An agent that notes, beside the project, the workspace it ran in.
+NOTING_AGENT = """\
+import os, pathlib, sys
+with open(pathlib.Path(sys.argv[1]) / "cwd.log", "a") as log:
+    log.write(sys.argv[2] + " " + os.getcwd() + "\\n")
+print(sys.argv[2])
+"""
+
+
+def test_a_passing_case_s_own_workspace_goes_once_it_is_graded(project: pytest.Pytester) -> None:
+    """AgentV v4's default: a case's own workspace (``isolation: per_test``) is removed once the
+    case passed, so a suite of cloned repositories does not fill the disk until the run ends; a
+    failed case's stays until then."""
+    write(project, "tpl/seed.txt", "seed\n")
+    _agent(project, NOTING_AGENT, f"{project.path} {{EVAL_ID}}")
+    project.makeconftest(
+        """
+        import pathlib
+
+        def pytest_sessionfinish(session):
+            lines = sorted(pathlib.Path("cwd.log").read_text().splitlines())
+            print("ALIVE", [(case, pathlib.Path(path).is_dir()) for case, path in
+                            (line.split(" ", 1) for line in lines)])
+        """
+    )
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        workspace: {template: tpl, isolation: per_test}
+        tests:
+          - {id: passes, input: q, assertions: [{type: contains, value: passes}]}
+          - {id: fails, input: q, assertions: [{type: contains, value: never}]}
+        """,
+    )
+    result = project.runpytest("-s")
+    result.assert_outcomes(passed=1, failed=1)
+    assert "ALIVE [('fails', True), ('passes', False)]" in result.stdout.str()
