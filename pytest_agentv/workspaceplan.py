@@ -12,7 +12,7 @@ from typing import Any
 
 from .cases import CaseSpec
 from .errors import ConfigError
-from .loader.validation import validate
+from .loader.validation import FileWarning, unknown_key_warnings, validate
 from .paths import display_path, resolve_reference
 from .schema.workspace import HOOK_NAMES, HookConfig, WorkspaceConfig, WorkspaceHooks
 from .yamlfile import parse_yaml
@@ -21,6 +21,17 @@ from .yamlfile import parse_yaml
 def read_workspace_file(ref: str, folder: Path, rootdir: Path) -> tuple[WorkspaceConfig, Path]:
     """A workspace file (v4: the config object itself, no ``workspace:`` wrapper) and its
     folder, which its relative paths are read from."""
+    config, its_folder, _ = _read(ref, folder, rootdir)
+    return config, its_folder
+
+
+def check_workspace_file(ref: str, folder: Path, rootdir: Path) -> list[FileWarning]:
+    """A workspace file read at collection: its errors raised (``AgentvError``), its unknown
+    keys as warnings."""
+    return _read(ref, folder, rootdir)[2]
+
+
+def _read(ref: str, folder: Path, rootdir: Path) -> tuple[WorkspaceConfig, Path, list[FileWarning]]:
     path = resolve_reference(ref, start=folder, rootdir=rootdir, what="workspace file")
     shown = display_path(path, rootdir)
     root, data = parse_yaml(path, shown)
@@ -29,7 +40,8 @@ def read_workspace_file(ref: str, folder: Path, rootdir: Path) -> tuple[Workspac
             f"{shown}: a workspace file holds the workspace's keys directly; remove the "
             "top-level 'workspace:'"
         )
-    return validate(WorkspaceConfig, data, shown, root), path.parent
+    config = validate(WorkspaceConfig, data, shown, root)
+    return config, path.parent, list(unknown_key_warnings(config, root, shown, path))
 
 
 def merged(suite: WorkspaceConfig | None, case: WorkspaceConfig | None) -> WorkspaceConfig | None:

@@ -478,3 +478,43 @@ def test_a_passing_case_s_own_workspace_goes_once_it_is_graded(project: pytest.P
     result = project.runpytest("-s")
     result.assert_outcomes(passed=1, failed=1)
     assert "ALIVE [('fails', True), ('passes', False)]" in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("workspace_file", "problem"),
+    [
+        (None, "*ws.eval.yaml:2:*: workspace: workspace file*missing.yaml' not found*"),
+        ("isolation: per_tset\n", "shared/workspace.yaml:1:12: isolation: must be*"),
+    ],
+    ids=["missing", "bad-value"],
+)
+def test_a_bad_workspace_file_is_a_collection_error(
+    project: pytest.Pytester, workspace_file: str | None, problem: str
+) -> None:
+    """Found at collection, naming the file and line, rather than when a case first runs."""
+    if workspace_file is not None:
+        write(project, "shared/workspace.yaml", workspace_file)
+    ref = "../shared/workspace.yaml" if workspace_file is not None else "../shared/missing.yaml"
+    write(
+        project,
+        "evals/ws.eval.yaml",
+        f"""
+        workspace: {ref}
+        tests: [{{id: a, criteria: c, input: q}}]
+        """,
+    )
+    result = project.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([problem])
+
+
+def test_an_unknown_key_in_a_workspace_file_is_a_warning_at_collection(
+    project: pytest.Pytester,
+) -> None:
+    write(project, "shared/workspace.yaml", "templte: ./tpl\n")
+    eval_file = "workspace: ../shared/workspace.yaml\ntests: [{id: a, input: q}]\n"
+    write(project, "evals/ws.eval.yaml", eval_file)
+    result = project.runpytest("--co", "-q")
+    result.stdout.fnmatch_lines(
+        ["*shared/workspace.yaml:1: templte: unknown key 'templte' is ignored*'template'*"]
+    )

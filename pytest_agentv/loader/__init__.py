@@ -202,6 +202,13 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
         for i, case in enumerate(suite.evalcases)
         if case.execution and case.execution.trials
     ]
+    # A workspace given as a file is read at collection (``collect``), its errors placed here.
+    trial_blocks += [("workspace",)] if isinstance(suite.workspace, str) else []
+    trial_blocks += [
+        ("evalcases", i, "workspace")
+        for i, case in enumerate(suite.evalcases)
+        if isinstance(case.workspace, str)
+    ]
     for loc in trial_blocks:
         node, matched = locate(root, loc)
         if matched == len(loc):
