@@ -1262,7 +1262,7 @@ tests:
   - id: a
     input: q
     workspace: {isolation: per_test, hooks: {before_each: {script: [sh, x.sh]}}}
-  - {id: b, input: q, workspace: ../workspace.yaml}
+  - {id: b, input: q, workspace: workspace.yaml}
 """
 
 ACCEPTED = [
@@ -1374,6 +1374,7 @@ def test_what_the_loader_reads_the_schema_accepts(
 ) -> None:
     name = "d.eval.jsonl" if sidecar is not None else "a.eval.yaml"
     path = write(tmp_path, name, text, sidecar)
+    (tmp_path / "workspace.yaml").write_text("isolation: shared\n")  # a case names it
     assert loader_accepts(path, tmp_path)
     assert schema_accepts(path, validators)
 

@@ -492,6 +492,12 @@ def test_the_trials_option_and_its_twins(
             "evalcases.0.execution.trials.count: must be a whole number",
         ),
         (
+            "{count: 2.5}",
+            [],
+            "2.5",
+            "evalcases.0.execution.trials.count: must be a whole number",
+        ),
+        (
             "{count: 2, cost_limit_usd: .nan}",
             [],
             ".nan",
@@ -532,7 +538,7 @@ def test_file_and_jsonl_sidecar_blocks(flaky: pytest.Pytester) -> None:
         "d.eval.jsonl",
         '{"id": "fp-sidecar", "input": "Refunds?"}\n'
         '{"id": "fp-own", "input": "Refunds?", '
-        '"execution": {"trials": {"count": 2, "strategy": "mean"}}}\n',
+        '"execution": {"trials": {"count": 2.0, "strategy": "mean"}}}\n',
     )
     write(
         flaky,
@@ -551,6 +557,7 @@ def test_file_and_jsonl_sidecar_blocks(flaky: pytest.Pytester) -> None:
     assert [t["verdict"] for t in found["fp-sidecar"]["trials"]] == ["fail", "pass"]
     assert found["fp-sidecar"]["aggregation"]["planned"] == 4
     assert found["fp-own"]["aggregation"]["strategy"] == "mean"  # the case's block wins whole
+    assert len(found["fp-own"]["trials"]) == 2  # 2.0 is 2, as AgentV (JavaScript) reads it
 
 
 def test_a_trial_that_cannot_be_graded_leaves_the_case_not_graded(flaky: pytest.Pytester) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    BeforeValidator,
     ConfigDict,
     Field,
     field_validator,
@@ -33,20 +34,30 @@ def _trials_rules(schema: dict[str, Any]) -> None:
     schema["else"] = {"allOf": [{"not": {"required": [key]}} for key in ADAPTIVE_KEYS]}
 
 
+def _whole(value: Any) -> Any:
+    """``3.0`` is ``3``, as AgentV (JavaScript) reads a number; ``2.5`` and ``true`` are not
+    counts."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: A number of trials: a whole number from 1 to ``MAX_TRIALS``.
+TrialCount = Annotated[int, BeforeValidator(_whole), Field(ge=1, le=MAX_TRIALS, strict=True)]
+
+
 class TrialsConfig(Model):
     """``execution.trials``: run a case several times and aggregate (file or case; case wins)."""
 
     model_config = ConfigDict(json_schema_extra=_trials_rules)
 
-    count: int | None = Field(None, ge=1, le=MAX_TRIALS, strict=True)
+    count: TrialCount | None = None
     strategy: TrialStrategy = "pass_at_k"
     cost_limit_usd: Annotated[float, FINITE] | None = Field(
         None, gt=0, validation_alias=spelled("TrialsConfig", "cost_limit_usd")
     )
     threshold: Annotated[float, FINITE] | None = Field(None, gt=0, lt=1)
     confidence: Annotated[float, FINITE] | None = Field(None, ge=0.5, lt=1)
-    min: int | None = Field(None, ge=1, le=MAX_TRIALS, strict=True)
-    max: int | None = Field(None, ge=1, le=MAX_TRIALS, strict=True)
+    min: TrialCount | None = None
+    max: TrialCount | None = None
     interval: Literal["wilson", "exact"] | None = None
 
     @field_validator("cost_limit_usd", "threshold", "confidence", mode="before")
