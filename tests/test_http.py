@@ -281,3 +281,20 @@ def test_https_refuses_a_server_no_trusted_ca_signed(monkeypatch: pytest.MonkeyP
     with pytest.raises(ConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
         serve_tls(script, post_all(1))
     assert script.requests == []
+
+
+def test_a_reply_larger_than_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As sent (announced, or streamed until the close) or once decompressed: a body no chat
+    completion has is refused rather than held in memory (a gzip bomb included)."""
+    monkeypatch.setattr(http, "MAX_BODY", 1000)
+    announced = [b"HTTP/1.1 200 OK\r\ncontent-length: 5000\r\n\r\n{"]
+    streamed = [b"HTTP/1.1 200 OK\r\n\r\n", b"x" * 3000]
+    bomb = gzip.compress(b" " * 100_000)
+    zipped = [sized(bomb, OK_HEAD + b"content-encoding: gzip\r\n")]
+    for reply, problem in [
+        (announced, "its body is larger than"),
+        (streamed, "its body is larger than"),
+        (zipped, "its body decompresses to more than"),
+    ]:
+        with pytest.raises(ConnectionError, match=f"the server's reply is refused: {problem}"):
+            serve(Script([reply]), post_all(1))

@@ -1,16 +1,13 @@
-"""One JSON POST over HTTP/1.1 on asyncio's own sockets, with connections kept alive per loop.
-
-A chat completion needs little of HTTP: no redirects, cookies or streaming, one request per
-connection at a time, a small reply framed by ``Content-Length`` or chunks. httpx did this
-before; at 64 calls in flight its pool bookkeeping and stream layers took more of the event
-loop's CPU than everything else a judged case does, and the event loop's CPU is what keeps the
-judge busy. When the environment names a proxy, requests go through httpx instead, which
-honors it (and ``NO_PROXY``) as it always did.
-"""
+"""One JSON POST over HTTP/1.1 on asyncio's own sockets, connections kept alive per loop: a
+chat completion needs no redirects, cookies or streaming. httpx did this before; at 64 calls in
+flight its pool bookkeeping took more of the event loop's CPU, which keeps the judge busy, than
+everything else a judged case does. When the environment names a proxy, httpx carries the
+request, as it honors proxies (and ``NO_PROXY``)."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import ssl
 import sys
@@ -26,6 +23,8 @@ if TYPE_CHECKING:
 
 #: A reply head longer than this is not a chat server's.
 MAX_HEAD = 64 * 1024
+#: A reply body longer than this, as sent or decompressed, is refused: no chat completion is.
+MAX_BODY = 32 * 1024 * 1024
 _PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
 
 
@@ -35,10 +34,6 @@ class Response:
     #: Lower-case names; a repeated header keeps its last value.
     headers: Mapping[str, str]
     body: bytes
-
-    @property
-    def text(self) -> str:
-        return self.body.decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)
@@ -72,19 +67,22 @@ class Route:
     def request(self, body: bytes) -> bytes:
         return self.head + b"content-length: %d\r\n\r\n" % len(body) + body
 
+    @property
+    def where(self) -> str:
+        return f"{self.host}:{self.port}"
+
 
 def _proxied() -> bool:
     return any(name.lower() in _PROXY_VARIABLES and value for name, value in os.environ.items())
 
 
 def ready(route: Route) -> bool:
-    """Whether ``post`` can go without a slow first step (``prepare``)."""
+    """Whether ``post`` can go without ``prepare``'s slow first steps."""
     return (not route.secure or _tls is not None) and (not route.proxied or "httpx" in sys.modules)
 
 
 def prepare(route: Route) -> None:
-    """The slow first steps, for a thread before an attempt's clock starts: the CA bundle,
-    httpx's import."""
+    """The CA bundle, httpx's import: for a thread, before an attempt's clock starts."""
     if route.secure:
         tls_context()
     if route.proxied:
@@ -101,13 +99,10 @@ def tls_context() -> ssl.SSLContext:
     global _tls
     if _tls is None:
         cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
-        if not (cafile or capath):
-            try:
-                import certifi
-            except ImportError:
-                pass
-            else:
-                cafile = certifi.where()
+        if not (cafile or capath) and importlib.util.find_spec("certifi") is not None:
+            import certifi
+
+            cafile = certifi.where()
         context = ssl.create_default_context(cafile=cafile or None, capath=capath or None)
         context.set_alpn_protocols(["http/1.1"])
         _tls = context
@@ -115,11 +110,8 @@ def tls_context() -> ssl.SSLContext:
 
 
 async def post(route: Route, body: bytes, timeout: float) -> Response:
-    """The reply to one POST within ``timeout`` seconds in all, connecting included.
-
-    Raises ``TimeoutError`` or ``ConnectionError`` (what the retry policy reads) with a message
-    for the report.
-    """
+    """The reply to one POST within ``timeout`` seconds in all, connecting included; else
+    ``TimeoutError`` or ``ConnectionError`` (what the retry policy reads) saying why."""
     if route.proxied:
         return await _post_through_httpx(route, body, timeout)
     loop = asyncio.get_running_loop()
@@ -137,11 +129,7 @@ def _idle(loop: asyncio.AbstractEventLoop, route: Route) -> list[_Connection]:
     pools = _pools.get(loop)
     if pools is None:
         pools = _pools[loop] = {}
-    key = (route.host, route.port, route.secure)
-    idle = pools.get(key)
-    if idle is None:
-        idle = pools[key] = []
-    return idle
+    return pools.setdefault((route.host, route.port, route.secure), [])
 
 
 async def _connect(
@@ -159,10 +147,9 @@ async def _connect(
             timeout,
         )
     except asyncio.TimeoutError:
-        where = f"{route.host}:{route.port}"
-        raise TimeoutError(f"no connection to {where} within {timeout:g} s") from None
+        raise TimeoutError(f"no connection to {route.where} within {timeout:g} s") from None
     except (OSError, ssl.SSLError) as exc:
-        raise ConnectionError(f"cannot connect to {route.host}:{route.port}: {exc}") from None
+        raise ConnectionError(f"cannot connect to {route.where}: {exc}") from None
     return connection
 
 
@@ -192,7 +179,7 @@ class _Connection(asyncio.Protocol):
         try:
             response = self._parse()
         except ValueError as exc:
-            self._fail(ConnectionError(f"the server's reply is not HTTP/1.1: {exc}"))
+            self._fail(_unreadable(exc))
             return
         if response is not None:
             self._reply.set_result(response)
@@ -218,7 +205,7 @@ class _Connection(asyncio.Protocol):
             try:
                 reply.set_result(Response(status, headers, _decoded(headers, self._buffer[start:])))
             except ValueError as exc:
-                reply.set_exception(ConnectionError(f"the server's reply is not HTTP/1.1: {exc}"))
+                reply.set_exception(_unreadable(exc))
         elif self._buffer:
             reply.set_exception(
                 ConnectionError("the server closed the connection in the middle of its reply")
@@ -280,6 +267,8 @@ class _Connection(asyncio.Protocol):
             self._framing = _framing(head[1])
         status, headers, start = self._head
         framing = self._framing
+        if len(buffer) - start > MAX_BODY or framing > MAX_BODY:
+            raise _TooLarge(f"its body is larger than {MAX_BODY // 2**20} MiB")
         if framing == _UNTIL_CLOSE:
             return None
         if framing == _CHUNKED:
@@ -298,6 +287,15 @@ class _Connection(asyncio.Protocol):
 
 _UNTIL_CLOSE = -1
 _CHUNKED = -2
+
+
+class _TooLarge(ValueError):
+    """A reply over ``MAX_BODY``."""
+
+
+def _unreadable(exc: ValueError) -> ConnectionError:
+    why = "is refused" if isinstance(exc, _TooLarge) else "is not HTTP/1.1"
+    return ConnectionError(f"the server's reply {why}: {exc}")
 
 
 def _head(raw: bytes) -> tuple[int, dict[str, str]]:
@@ -364,10 +362,14 @@ def _decoded(headers: Mapping[str, str], body: bytes | bytearray) -> bytes:
     if encoding in ("identity", ""):
         return bytes(body)
     if encoding in ("gzip", "x-gzip", "deflate"):
+        inflate = zlib.decompressobj(47 if "gzip" in encoding else 15)
         try:
-            return zlib.decompress(body, 47 if "gzip" in encoding else 15)
+            text = inflate.decompress(body, MAX_BODY + 1)
         except zlib.error as exc:
             raise ValueError(f"a {encoding} body that does not decompress: {exc}") from None
+        if len(text) > MAX_BODY:
+            raise _TooLarge(f"its body decompresses to more than {MAX_BODY // 2**20} MiB")
+        return text
     raise ValueError(f"content-encoding {encoding!r}")
 
 

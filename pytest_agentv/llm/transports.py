@@ -292,7 +292,9 @@ class LeanTransport:
         status = response.status
         if not 200 <= status < 300:
             raise TransportError(
-                f"HTTP {status}: {error_message(response.text)}", status, response.headers
+                f"HTTP {status}: {error_message(response.body.decode('utf-8', 'replace'))}",
+                status,
+                response.headers,
             )
         return self._reply(response.body, status)
 
