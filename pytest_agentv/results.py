@@ -294,6 +294,11 @@ class CaseResult:
     tool_calls: tuple[dict[str, Any], ...] = ()
     turns: tuple[TurnRow, ...] = ()
 
+    @property
+    def passed(self) -> bool:
+        grade = self.grade
+        return self.status == "graded" and grade is not None and grade.verdict == "pass"
+
     def row(self) -> ResultRow:
         """Plain builtins, redacted: what reports, JUnit XML and results files are made of."""
         # A case that was not graded has no score nor verdict, whatever its evaluators said.

@@ -288,7 +288,7 @@ class AgentvRun:
             return grading.counted(self.workspaces.around(spec, attempted, call))
 
         result = await grade_answers(grading, answer, on_loop=awaited)
-        await self.workspaces.settle(spec, _passed(result))
+        await self.workspaces.settle(spec, result.passed)
         return result
 
     def run_now(
@@ -313,7 +313,7 @@ class AgentvRun:
             talk = Conversation(grading.judgement, spec.conversation, prepared, ask, blocking)
             return run_sync(talk.run())
         result = run_sync(grade_answers(grading, answer, on_loop=blocking))
-        self.scheduler.run(self.workspaces.settle(spec, _passed(result)))
+        self.scheduler.run(self.workspaces.settle(spec, result.passed))
         return result
 
     async def _answer(self, target: Target, prepared: PreparedCase) -> TargetResponse:
@@ -382,11 +382,6 @@ def stop_limits(server: LimitServer) -> None:
 async def _called(fixture: FixtureTarget, case: PreparedCase) -> TargetResponse:
     """A sync ``agentv_target`` fixture's answer, called in pytest's thread."""
     return fixture.call_sync(case)
-
-
-def _passed(result: CaseResult) -> bool:
-    grade = result.grade
-    return result.status == "graded" and grade is not None and grade.verdict == "pass"
 
 
 def case_result(spec: CaseSpec, status: Status, **values: Any) -> CaseResult:

@@ -101,6 +101,13 @@ class Opened:
     target: _TargetHooks | None = None
 
 
+def _after_alls(shared: _Shared) -> list[tuple[HookConfig | None, _TargetHooks | None]]:
+    """What runs in a shared workspace when the run ends: the ``after_all`` of each matrix
+    target whose ``before_all`` ran, then the workspace's own."""
+    found = [(t.hooks.after_all, t) for t, failed in shared.targets.values() if failed is None]
+    return [*found, (shared.plan.hook("after_all"), None)]
+
+
 def _key(spec: CaseSpec) -> tuple[str, str]:
     return (spec.loaded.display, spec.label)
 
@@ -134,8 +141,7 @@ class Workspaces:
         target: _TargetHooks | None = None,
     ) -> None:
         """Run a hook's command with v4's context on stdin (``NotGradedError`` if it fails): the
-        workspace's, or ``target``'s (from its eval file's folder, whatever ``hooks.enabled``
-        says of the workspace's)."""
+        workspace's, or ``target``'s (from its eval file's folder, whatever ``hooks.enabled``)."""
         if hook is None or not hook.command or (target is None and not plan.hooks_enabled):
             return
         words = {key: "" if value is None else str(value) for key, value in context.items()}
@@ -262,13 +268,11 @@ class Workspaces:
                 await repos.reset(
                     made.path, made.since, before_each.reset, made.checkouts, self._env()
                 )
-            if before_each is not None and before_each.command:
-                await self.run_hook("before_each", before_each, plan, opened.context)
-                opened.made = replace(made, since=await repos.baseline(made.path, self._env()))
-            if target is not None and target.hooks.before_each is not None:
-                await self.run_hook(
-                    "before_each", target.hooks.before_each, plan, opened.context, target
-                )
+            hooks = [(before_each, None), (target.hooks.before_each if target else None, target)]
+            commands = [(hook, owner) for hook, owner in hooks if hook and hook.command]
+            for hook, owner in commands:
+                await self.run_hook("before_each", hook, plan, opened.context, owner)
+            if commands:  # what the commands did is the case's starting point, not its changes
                 opened.made = replace(made, since=await repos.baseline(made.path, self._env()))
         except BaseException:
             self._release(opened)
@@ -372,12 +376,7 @@ class Workspaces:
 
     def finish_within(self) -> float:
         """How long ``finish`` may take: each ``after_all``'s deadline, and time to clean up."""
-        hooks = [shared.plan.hook("after_all") for shared in self._shared.values()]
-        hooks += [
-            target.hooks.after_all
-            for shared in self._shared.values()
-            for target, _ in shared.targets.values()
-        ]
+        hooks = [hook for shared in self._shared.values() for hook, _ in _after_alls(shared)]
         return 30.0 + sum(
             hook.timeout_ms / 1000 if hook.timeout_ms else TEARDOWN_TIMEOUT
             for hook in hooks
@@ -390,21 +389,12 @@ class Workspaces:
             if not shared.ready.done() or shared.ready.cancelled() or shared.ready.exception():
                 continue
             made = shared.ready.result()
-            for target, failed in shared.targets.values():
-                if failed is not None:
-                    continue
-                context = self._context(shared.plan, made.path, "__target_after_all__", None)
+            for hook, target in _after_alls(shared):
+                test_id = "__after_all__" if target is None else "__target_after_all__"
+                context = self._context(shared.plan, made.path, test_id, None)
                 try:
-                    after = target.hooks.after_all
-                    await self.run_hook("after_all", after, shared.plan, context, target)
+                    await self.run_hook("after_all", hook, shared.plan, context, target)
                 except NotGradedError as exc:
                     self.problems.append(f"{shared.plan.where}: {exc}")
-            context = self._context(shared.plan, made.path, "__after_all__", None)
-            try:
-                await self.run_hook(
-                    "after_all", shared.plan.hook("after_all"), shared.plan, context
-                )
-            except NotGradedError as exc:
-                self.problems.append(f"{shared.plan.where}: {exc}")
         if self._root is not None:
             await asyncio.to_thread(shutil.rmtree, self._root, True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cases import CaseSpec
 from .errors import ConfigError
@@ -17,21 +17,25 @@ from .paths import display_path, resolve_reference
 from .schema.workspace import HOOK_NAMES, HookConfig, WorkspaceConfig, WorkspaceHooks
 from .yamlfile import parse_yaml
 
+if TYPE_CHECKING:
+    import yaml
+
 
 def read_workspace_file(ref: str, folder: Path, rootdir: Path) -> tuple[WorkspaceConfig, Path]:
     """A workspace file (v4: the config object itself, no ``workspace:`` wrapper) and its
     folder, which its relative paths are read from."""
-    config, its_folder, _ = _read(ref, folder, rootdir)
-    return config, its_folder
+    config, path, _ = _read(ref, folder, rootdir)
+    return config, path.parent
 
 
 def check_workspace_file(ref: str, folder: Path, rootdir: Path) -> list[FileWarning]:
     """A workspace file read at collection: its errors raised (``AgentvError``), its unknown
     keys as warnings."""
-    return _read(ref, folder, rootdir)[2]
+    config, path, root = _read(ref, folder, rootdir)
+    return list(unknown_key_warnings(config, root, display_path(path, rootdir), path))
 
 
-def _read(ref: str, folder: Path, rootdir: Path) -> tuple[WorkspaceConfig, Path, list[FileWarning]]:
+def _read(ref: str, folder: Path, rootdir: Path) -> tuple[WorkspaceConfig, Path, yaml.Node]:
     path = resolve_reference(ref, start=folder, rootdir=rootdir, what="workspace file")
     shown = display_path(path, rootdir)
     root, data = parse_yaml(path, shown)
@@ -40,8 +44,7 @@ def _read(ref: str, folder: Path, rootdir: Path) -> tuple[WorkspaceConfig, Path,
             f"{shown}: a workspace file holds the workspace's keys directly; remove the "
             "top-level 'workspace:'"
         )
-    config = validate(WorkspaceConfig, data, shown, root)
-    return config, path.parent, list(unknown_key_warnings(config, root, shown, path))
+    return validate(WorkspaceConfig, data, shown, root), path, root
 
 
 def merged(suite: WorkspaceConfig | None, case: WorkspaceConfig | None) -> WorkspaceConfig | None:

@@ -177,7 +177,7 @@ class LlmJudgeEvaluator:
         memo: dict[str, str] = {}
 
         def render(nonce: str) -> tuple[str, str]:
-            values = prompts.template_values(inputs, nonce, rubrics, memo, extra)
+            values = prompts.TemplateValues(inputs, nonce, rubrics, memo, extra)
             is_template = custom is not None and custom.is_template
             if build is not None:
                 # A custom template in rubric mode is the prompt's head, with its variables

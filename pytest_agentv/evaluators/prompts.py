@@ -233,16 +233,6 @@ _RECIPES: dict[str, Callable[[TemplateValues], str]] = {
 }
 
 
-def template_values(
-    inputs: Mapping[str, Any],
-    nonce: str,
-    rubrics: Sequence[RubricItem] = (),
-    memo: dict[str, str] | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> TemplateValues:
-    return TemplateValues(inputs, nonce, rubrics, {} if memo is None else memo, extra or {})
-
-
 FREEFORM_TEMPLATE = """\
 You are an expert evaluator. Grade how well the candidate_answer achieves the expected_outcome \
 for the original task in question. The reference_answer is a gold standard: it may be a plain \

@@ -196,20 +196,20 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
                 "'expected_output', or the case 'assertions'",
             )
     check_dependencies(suite, fail)
-    trial_blocks: list[Loc] = [("execution", "trials")] if suite.execution else []
-    trial_blocks += [
+    placed: list[Loc] = [("execution", "trials")] if suite.execution else []
+    placed += [
         ("evalcases", i, "execution", "trials")
         for i, case in enumerate(suite.evalcases)
         if case.execution and case.execution.trials
     ]
     # A workspace given as a file is read at collection (``collect``), its errors placed here.
-    trial_blocks += [("workspace",)] if isinstance(suite.workspace, str) else []
-    trial_blocks += [
+    placed += [("workspace",)] if isinstance(suite.workspace, str) else []
+    placed += [
         ("evalcases", i, "workspace")
         for i, case in enumerate(suite.evalcases)
         if isinstance(case.workspace, str)
     ]
-    for loc in trial_blocks:
+    for loc in placed:
         node, matched = locate(root, loc)
         if matched == len(loc):
             positions[loc] = line_col(node)

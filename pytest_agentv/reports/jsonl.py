@@ -20,11 +20,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pytest
 
-from .agentv_v4_run import INDEX_NAME, RunFolder
-
 if TYPE_CHECKING:
     from ..results import ResultRow
     from ..settings import Settings
+    from .agentv_v4_run import RunFolder
 
 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -133,6 +132,7 @@ class ResultsFile:
         if settings.results_format == "agentv-v4":
             # Not when the plugin loads: v4's kind names come with the eval files' schema.
             from .agentv_v4 import v4_row
+            from .agentv_v4_run import INDEX_NAME, RunFolder
 
             self._line = v4_row
             if settings.results is not None and Path(settings.results).name == INDEX_NAME:
