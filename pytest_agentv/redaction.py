@@ -46,7 +46,8 @@ _PATTERNS = (
 _MARKS: tuple[str, ...] = ("://", "sk-", "Bearer", "AIza", "ghp_", "gho_", "ghu_", "ghs_")
 _MARKS += ("ghr_", "github_pat_", "xox", "AKIA")
 #: The case-insensitive pattern's marks, matched as it matches (``ı`` is an ``i`` to ``re``).
-_ANY_CASE_MARKS = re.compile("api|access", re.IGNORECASE)
+_ANY_CASE_WORDS = ("api", "access")
+_ANY_CASE_MARKS = re.compile("|".join(_ANY_CASE_WORDS), re.IGNORECASE)
 _JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 #: Characters of a secret that are matched as written; the rest of it is matched as a token.
 _MIN_SECRET = 8
@@ -121,7 +122,12 @@ class _Redactor:
         self.json_visible = not any(_JSON_ESCAPED.search(start) for start in starts)
 
     def may_match(self, text: str) -> bool:
-        return any(mark in text for mark in self.marks) or bool(_ANY_CASE_MARKS.search(text))
+        if any(mark in text for mark in self.marks):
+            return True
+        if text.isascii():  # the same answer as the pattern, several times faster
+            lowered = text.lower()
+            return any(word in lowered for word in _ANY_CASE_WORDS)
+        return _ANY_CASE_MARKS.search(text) is not None
 
     def sub(self, text: str) -> str:
         return self.pattern.sub(REDACTED, text) if self.may_match(text) else text

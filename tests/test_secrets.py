@@ -135,6 +135,8 @@ PIECES = [
     "API_KEY=",
     "Access-Token=",
     "api-key=",
+    "acce\u017fs_token=",
+    "AP\u0130-KEY=",
     "https://",
     "user:pw@",
     "@",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -34,7 +35,14 @@ _FILLED = (
     *FIELDS["EvalCase"]["expected_messages"],
     "input_files",
 )
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+@cache
+def _messages() -> TypeAdapter[list[Message]]:
+    """Built when a file's suite input has ``{{vars}}`` (rare), not at import."""
+    return TypeAdapter(list[Message])
+
+
 _UNSET = object()
 
 
@@ -125,7 +133,7 @@ def with_suite_input(
             prefix = suite.input
             if names:
                 try:
-                    prefix = _MESSAGES.validate_python(
+                    prefix = _messages().validate_python(
                         as_messages(filled(data["input"], names), "user")
                     )
                 except ValidationError as exc:

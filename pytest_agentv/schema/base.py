@@ -27,8 +27,16 @@ from ..spellings import field_groups, one_spelling
 
 
 class Model(BaseModel):
+    """Validators are built at a model's first use, not at import: a run pays only for the
+    models its files use (a kind's settings, a workspace), and a model used only inside an
+    eval file is built once, as part of that file's model."""
+
     model_config = ConfigDict(
-        extra="allow", frozen=True, populate_by_name=True, ser_json_inf_nan="null"
+        extra="allow",
+        frozen=True,
+        populate_by_name=True,
+        ser_json_inf_nan="null",
+        defer_build=True,
     )
     #: Groups of keys read as one that are not fields (a target's camelCase settings).
     _more_spellings: ClassVar[tuple[tuple[str, ...], ...]] = ()
@@ -39,14 +47,6 @@ class Model(BaseModel):
         if isinstance(value, dict):
             one_spelling(value, (*field_groups(cls), *cls._more_spellings))
         return value
-
-
-class OnDemand(Model):
-    """A model validated on its own, only for a file that uses it (a kind's settings, a
-    workspace): pydantic builds its validator at the first use rather than at import, so a run
-    pays only for what its files use."""
-
-    model_config = ConfigDict(defer_build=True)
 
 
 def finite_number(value: Any) -> float | None:

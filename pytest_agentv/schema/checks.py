@@ -15,7 +15,7 @@ from pydantic import (
 )
 
 from ..spellings import field_groups, spelled
-from .base import Flag, Limit, OnDemand, at_least_zero, choice, limit
+from .base import Flag, Limit, Model, at_least_zero, choice, limit
 
 TrajectoryMode = Literal["any_order", "in_order", "exact", "superset", "subset"]
 TRAJECTORY_MODES: tuple[str, ...] = get_args(TrajectoryMode)
@@ -62,7 +62,7 @@ def _token_rules(schema: dict[str, Any]) -> None:
     schema["anyOf"] = [{"required": [name]} for name in spellings]
 
 
-class TrajectoryStep(OnDemand):
+class TrajectoryStep(Model):
     """One expected tool call of an ``in_order`` or ``exact`` trajectory."""
 
     tool: str = Field(min_length=1)
@@ -80,7 +80,7 @@ class TrajectoryStep(OnDemand):
         return value
 
 
-class ToolTrajectorySpec(OnDemand):
+class ToolTrajectorySpec(Model):
     """``tool_trajectory``: which tools the agent called, in what order, with which arguments."""
 
     model_config = ConfigDict(json_schema_extra=_trajectory_rules)
@@ -115,7 +115,7 @@ class ToolTrajectorySpec(OnDemand):
         return self
 
 
-class FieldSpec(OnDemand):
+class FieldSpec(Model):
     """One field ``field_accuracy`` compares, by its ``a.b[0].c`` path."""
 
     path: str = Field(min_length=1)
@@ -133,7 +133,7 @@ class FieldSpec(OnDemand):
         return choice(value, FIELD_MATCHES, "match", hint)
 
 
-class FieldAccuracySpec(OnDemand):
+class FieldAccuracySpec(Model):
     """``field_accuracy``: fields of a JSON answer against the expected output."""
 
     fields: list[FieldSpec] = Field(min_length=1)
@@ -145,19 +145,19 @@ class FieldAccuracySpec(OnDemand):
         return choice(value, FIELD_AGGREGATIONS, "aggregation")
 
 
-class LatencySpec(OnDemand):
+class LatencySpec(Model):
     """``latency``: the case's duration (ms) is at most ``threshold``."""
 
     threshold: Annotated[float, at_least_zero("threshold (milliseconds)")]
 
 
-class CostSpec(OnDemand):
+class CostSpec(Model):
     """``cost``: the case's cost (USD) is at most ``budget``."""
 
     budget: Annotated[float, at_least_zero("budget (USD)")]
 
 
-class TokenUsageSpec(OnDemand):
+class TokenUsageSpec(Model):
     """``token_usage``: input, output and total tokens within their limits."""
 
     model_config = ConfigDict(json_schema_extra=_token_rules)
@@ -186,7 +186,7 @@ def _metric(what: str) -> Any:
 Metric = Annotated[float, BeforeValidator(partial(limit, what="a threshold"))] | None
 
 
-class ExecutionMetricsSpec(OnDemand):
+class ExecutionMetricsSpec(Model):
     """``execution-metrics`` (AgentV v2.10): limits on tool calls, model calls, tokens, cost
     and duration, and an exploration ratio to stay near; at least one."""
 
@@ -209,7 +209,7 @@ class ExecutionMetricsSpec(OnDemand):
         return self
 
 
-class SkillTriggerSpec(OnDemand):
+class SkillTriggerSpec(Model):
     """``skill-trigger`` (AgentV v3.1): whether the agent used a skill (or did not)."""
 
     skill: str = Field(min_length=1)

@@ -34,7 +34,6 @@ from .base import (
     NOT_EMPTY,
     Limit,
     Model,
-    OnDemand,
     Schema,
     Seconds,
     Weight,
@@ -232,7 +231,7 @@ def _aggregator_rules(schema: dict[str, Any]) -> None:
     schema["allOf"] = [{"if": _typed(code), "then": _needs("path", "script")}]
 
 
-class AggregatorSpec(OnDemand):
+class AggregatorSpec(Model):
     """How a composite turns its members' results into one score."""
 
     model_config = ConfigDict(json_schema_extra=_aggregator_rules)
@@ -279,7 +278,7 @@ class AggregatorSpec(OnDemand):
         return self
 
 
-class CompositeSpec(OnDemand):
+class CompositeSpec(Model):
     """``composite``: member evaluators (composites nest) and their aggregator."""
 
     #: ``assertions`` is AgentV v3's name for the members.

@@ -22,7 +22,7 @@ class Canary(BaseModel):
     """A calibration canary: an answer, what it is graded against, and the verdict a sane judge
     must give it. A format of pytest-agentv's own, so unknown keys are errors, not warnings."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     id: Text
     input: str
@@ -42,7 +42,7 @@ class Canary(BaseModel):
 class CalibrationFile(BaseModel):
     """``.agentv/calibration.yaml``: the canaries a judge is checked against before a run."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     canaries: Annotated[list[Canary], named_once("id", "canary id '{}' is used twice")] = Field(
         min_length=1

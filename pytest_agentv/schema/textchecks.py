@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import PrivateAttr, field_validator
 
-from .base import OnDemand
+from .base import Model
 
 if TYPE_CHECKING:
     import regex
@@ -107,7 +107,7 @@ def compile_js(pattern: str, flags: str) -> regex.Pattern[str]:
         raise ValueError(f"invalid regular expression /{pattern}/: {exc}") from None
 
 
-class TextCheckSpec(OnDemand):
+class TextCheckSpec(Model):
     """A deterministic check's ``value`` (``flags`` for ``regex``), by the kind's shape."""
 
     value: Any = None

@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ..spellings import spelled
-from .base import Flag, Number, OnDemand
+from .base import Flag, Model, Number
 
 #: Text that is not blank.
 Words = Annotated[str, Field(pattern=r"\S")]
@@ -68,7 +68,7 @@ def _argv(value: Any) -> Any:
     return value.split() if isinstance(value, str) else value
 
 
-class HookConfig(OnDemand):
+class HookConfig(Model):
     """One lifecycle hook: a command (its stdin is v4's JSON context) and/or a ``reset``."""
 
     command: Annotated[list[Words], Field(min_length=1)] | None = Field(
@@ -90,7 +90,7 @@ class HookConfig(OnDemand):
 HOOK_NAMES = ("before_all", "before_each", "after_each", "after_all")
 
 
-class WorkspaceHooks(OnDemand):
+class WorkspaceHooks(Model):
     enabled: Flag = True
     before_all: HookConfig | None = None
     before_each: HookConfig | None = None
@@ -114,7 +114,7 @@ def _refused_keys(removed: dict[str, str]) -> Any:
     return extra
 
 
-class RepoConfig(OnDemand):
+class RepoConfig(Model):
     """A repository checked out into the workspace: where, from where, at which commit."""
 
     model_config = ConfigDict(json_schema_extra=_refused_keys(_REMOVED_REPO_KEYS))
@@ -148,7 +148,7 @@ class RepoConfig(OnDemand):
         return self.commit or self.base_commit or "HEAD"
 
 
-class WorkspaceEnv(OnDemand):
+class WorkspaceEnv(Model):
     """What must be installed before the workspace's first hook runs (checked once)."""
 
     required_commands: list[Words] = Field(default_factory=list)
@@ -173,7 +173,7 @@ def _mode_rules(schema: dict[str, Any]) -> None:
     ]
 
 
-class WorkspaceConfig(OnDemand):
+class WorkspaceConfig(Model):
     """A ``workspace:`` mapping (or a workspace file's contents)."""
 
     model_config = ConfigDict(json_schema_extra=_mode_rules)
