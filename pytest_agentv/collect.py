@@ -24,7 +24,6 @@ from .errors import AgentvError, ConfigError
 from .evaluators import ScopedRegistry
 from .evaluators.base import Evaluator
 from .loader import LoadedFile, load_eval_file
-from .loader.validation import FileWarning
 from .paths import display_path
 from .projectfiles import ProjectFiles
 from .redaction import printable, shown
@@ -34,7 +33,6 @@ from .runner import AgentvRun, CaseWork
 from .targets.python import FixtureTarget
 from .trials import policy_for
 from .verdicts import apply_threshold, apply_verdict, settle_ungraded
-from .workspaceplan import check_workspace_file
 from .yamlfile import Loc
 
 
@@ -169,33 +167,7 @@ def load_specs(
         )
     specs = CaseSpec.all_of(loaded, matrix=matrix)
     _check_trials(loaded, specs, trials)
-    found = _check_workspace_files(loaded, rootdir)
-    if found:
-        loaded = replace(loaded, warnings=(*loaded.warnings, *found))
     return loaded, [(spec, registry.evaluators_for(spec.evaluators)) for spec in specs]
-
-
-def _check_workspace_files(loaded: LoadedFile, rootdir: Path) -> list[FileWarning]:
-    """A workspace given as a file (the file's, or a case's) is read now, so that a missing file
-    or a bad value in it is an error at collection (its unknown keys warnings), not a surprise
-    when a case first runs."""
-    suite = loaded.suite
-    places: list[tuple[Loc, Any, int | None]] = [(("workspace",), suite.workspace, None)]
-    places += [
-        (("evalcases", index, "workspace"), case.workspace, index)
-        for index, case in enumerate(suite.evalcases)
-    ]
-    read: set[str] = set()
-    warnings: list[FileWarning] = []
-    for loc, ref, index in places:
-        if not isinstance(ref, str) or ref in read:
-            continue
-        read.add(ref)
-        try:
-            warnings += check_workspace_file(ref, loaded.path.parent, rootdir)
-        except ConfigError as exc:  # no such file (its own errors name their place in it)
-            raise loaded.error_at(loc, str(exc), index) from None
-    return warnings
 
 
 def _check_trials(loaded: LoadedFile, specs: Sequence[CaseSpec], override: int | None) -> None:

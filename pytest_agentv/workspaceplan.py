@@ -1,6 +1,6 @@
 """Which workspace a case runs in, as v4's loader works it out (``yaml-parser.ts``): the file's
 ``workspace:`` and the case's merged (the case's fields replace the file's, hook by hook), a
-workspace file read when one is named, and every path it gives (template, static path, hook
+workspace file as the loader read it (``loader/workspacefile.py``), and every path it gives (template, static path, hook
 ``cwd``) found inside the rootdir, refused outside it like every other path an eval names.
 """
 
@@ -8,43 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .cases import CaseSpec
 from .errors import ConfigError
-from .loader.validation import FileWarning, unknown_key_warnings, validate
-from .paths import display_path, resolve_reference
+from .loader.workspacefile import read_workspace_file
+from .paths import resolve_reference
 from .schema.workspace import HOOK_NAMES, HookConfig, WorkspaceConfig, WorkspaceHooks
-from .yamlfile import parse_yaml
-
-if TYPE_CHECKING:
-    import yaml
-
-
-def read_workspace_file(ref: str, folder: Path, rootdir: Path) -> tuple[WorkspaceConfig, Path]:
-    """A workspace file (v4: the config object itself, no ``workspace:`` wrapper) and its
-    folder, which its relative paths are read from."""
-    config, path, _ = _read(ref, folder, rootdir)
-    return config, path.parent
-
-
-def check_workspace_file(ref: str, folder: Path, rootdir: Path) -> list[FileWarning]:
-    """A workspace file read at collection: its errors raised (``AgentvError``), its unknown
-    keys as warnings."""
-    config, path, root = _read(ref, folder, rootdir)
-    return list(unknown_key_warnings(config, root, display_path(path, rootdir), path))
-
-
-def _read(ref: str, folder: Path, rootdir: Path) -> tuple[WorkspaceConfig, Path, yaml.Node]:
-    path = resolve_reference(ref, start=folder, rootdir=rootdir, what="workspace file")
-    shown = display_path(path, rootdir)
-    root, data = parse_yaml(path, shown)
-    if isinstance(data, dict) and set(data) == {"workspace"}:
-        raise ConfigError(
-            f"{shown}: a workspace file holds the workspace's keys directly; remove the "
-            "top-level 'workspace:'"
-        )
-    return validate(WorkspaceConfig, data, shown, root), path, root
 
 
 def merged(suite: WorkspaceConfig | None, case: WorkspaceConfig | None) -> WorkspaceConfig | None:
@@ -135,8 +105,9 @@ def plan_for(spec: CaseSpec, rootdir: Path) -> WorkspacePlan | None:
     configs: list[WorkspaceConfig | None] = []
     for raw in (suite_raw, case_raw):
         if isinstance(raw, str):
-            read, start = read_workspace_file(raw, folder, rootdir)
-            configs.append(read)
+            read = spec.loaded.workspace_files.get(raw) or read_workspace_file(raw, folder, rootdir)
+            configs.append(read.config)
+            start = read.folder
         else:
             configs.append(raw)
     config = merged(*configs)

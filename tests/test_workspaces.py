@@ -518,3 +518,27 @@ def test_an_unknown_key_in_a_workspace_file_is_a_warning_at_collection(
     result.stdout.fnmatch_lines(
         ["*shared/workspace.yaml:1: templte: unknown key 'templte' is ignored*'template'*"]
     )
+
+
+def test_a_workspace_file_is_read_once_at_collection(project: pytest.Pytester) -> None:
+    """Its cases run with the workspace collection read, not a second reading of the file (a
+    file changed or removed in between does not change the run)."""
+    write(project, "shared/tpl/README.md", "Shared Workspace Template\n")
+    write(project, "shared/workspace.yaml", "template: ./tpl\n")
+    _agent(project, "print(open('README.md').read())")
+    write(
+        project,
+        "conftest.py",
+        """
+        import pathlib
+
+        def pytest_collection_finish(session):
+            pathlib.Path("shared/workspace.yaml").unlink()
+        """,
+    )
+    cases = "\n".join(
+        f"  - {{id: c{n}, input: q, assertions: [{{type: contains, value: Shared}}]}}"
+        for n in range(3)
+    )
+    write(project, "evals/ws.eval.yaml", f"workspace: ../shared/workspace.yaml\ntests:\n{cases}\n")
+    project.runpytest().assert_outcomes(passed=3)

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import yaml
 
-from ..errors import AgentvDeprecationWarning, AgentvWarning, EvalFileError
+from ..errors import AgentvDeprecationWarning, AgentvWarning, ConfigError, EvalFileError
 from ..schema.evalfile import EvalCase, EvalSuite, listed_evaluators
 from ..schema.evaluators import EvaluatorConfig
 from ..spellings import generations, key_at, locate
@@ -25,6 +25,7 @@ from .dependencies import check_dependencies
 from .inputs import with_suite_input, with_vars
 from .jsonl import jsonl_document
 from .validation import FileWarning, unknown_key_warnings, validate
+from .workspacefile import WorkspaceFile, read_workspace_file
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,8 @@ class LoadedFile:
     case_files: tuple[tuple[str, Path], ...] = ()
     #: The file of each position written in another file than the eval file.
     position_files: dict[Loc, str] = field(default_factory=dict)
+    #: The workspace files the file and its cases name, by the reference as written.
+    workspace_files: dict[str, WorkspaceFile] = field(default_factory=dict)
 
     def case_file(self, index: int) -> tuple[str, Path]:
         """The file case ``index`` is written in, as shown and its path."""
@@ -265,6 +268,19 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
         elif where not in warned:
             warned.add(where)
             warn(where, f"{'.'.join(map(str, where))}: {found_here.message}")
+    workspace_files: dict[str, WorkspaceFile] = {}
+    references: list[tuple[Loc, object]] = [(("workspace",), suite.workspace)]
+    references += [
+        (("evalcases", index, "workspace"), case.workspace)
+        for index, case in enumerate(suite.evalcases)
+    ]
+    for loc, ref in references:
+        if isinstance(ref, str) and ref not in workspace_files:
+            try:
+                workspace_files[ref] = read_workspace_file(ref, path.parent, rootdir)
+            except ConfigError as exc:  # no such file (its own errors name their place in it)
+                fail(loc, str(exc))
+            warnings.extend(workspace_files[ref].warnings)
     return LoadedFile(
         path=path,
         display=display,
@@ -274,6 +290,7 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
         warnings=tuple(warnings),
         case_files=tuple(case_files) if datasets.files else (),
         position_files=position_files,
+        workspace_files=workspace_files,
     )
 
 
