@@ -542,3 +542,50 @@ def test_a_workspace_file_is_read_once_at_collection(project: pytest.Pytester) -
     )
     write(project, "evals/ws.eval.yaml", f"workspace: ../shared/workspace.yaml\ntests:\n{cases}\n")
     project.runpytest().assert_outcomes(passed=3)
+
+
+BATCH_IN_WORKSPACE = """\
+import json, os, sys
+out, where = sys.argv[1], sys.argv[2]
+text = open("README.md").read().strip()
+with open(out, "w") as f:
+    for case_id in ("a", "b"):
+        f.write(json.dumps({"id": case_id, "text": f"{case_id}: {text} at {where}"}) + "\\n")
+with open(os.path.join(os.environ["LOG_DIR"], "cwd.log"), "a") as log:
+    log.write(os.getcwd() + "\\n")
+"""
+
+
+def test_a_batch_cli_target_runs_in_the_workspace(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As AgentV's batches run: once, from the (shared) workspace, which ``{WORKSPACE_PATH}``
+    names too; the target's own cwd is not used."""
+    monkeypatch.setenv("LOG_DIR", str(project.path))
+    write(project, "tpl/README.md", "Template Readme\n")
+    write(project, "agent.py", BATCH_IN_WORKSPACE)
+    write(project, "elsewhere/.keep", "")
+    write(
+        project,
+        ".agentv/targets.yaml",
+        f"""
+        targets:
+          - name: default
+            provider: cli
+            provider_batching: true
+            cwd: elsewhere
+            command_template: python {project.path / "agent.py"} {{OUTPUT_FILE}} {{WORKSPACE_PATH}}
+        """,
+    )
+    cases = "\n".join(
+        f"  - {{id: {name}, input: q, assertions: [{{type: contains, value: Template Readme}}]}}"
+        for name in ("a", "b")
+    )
+    write(project, "ws.eval.yaml", f"workspace: {{template: tpl}}\ntests:\n{cases}\n")
+    result = project.runpytest("--agentv-results", "o.jsonl")
+    result.assert_outcomes(passed=2)
+    (ran_in,) = (project.path / "cwd.log").read_text().splitlines()
+    assert Path(ran_in) != project.path / "elsewhere"
+    rows = map(json.loads, (project.path / "o.jsonl").read_text().splitlines())
+    answers = {row["eval_id"]: row["candidate_answer"] for row in rows}
+    assert answers == {name: f"{name}: Template Readme at {ran_in}" for name in ("a", "b")}

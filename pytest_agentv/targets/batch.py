@@ -103,15 +103,16 @@ class BatchCliTarget(CliTarget):
         eval_id: str,
         attempt: int,
     ) -> dict[str, TargetResponse | str]:
-        """Run the command for ``members`` (with these values and their files): each member's
-        answer is the output line with its id, or why it has none."""
+        """Run the command for ``members`` (with these values and their files) in the first
+        member's workspace, as AgentV's batches run (a batch's cases share their file's
+        workspace): each member's answer is the output line with its id, or why it has none."""
         with tempfile.TemporaryDirectory(prefix="agentv-") as scratch:
             output_file = Path(scratch) / "output.jsonl"
             files = self._files(members)
             values = command_values(
                 prompt, guidelines, eval_id, attempt, files, Path(scratch), output_file.name
             )
-            text, elapsed = await self._run(values, output_file)
+            text, elapsed = await self._run(values, output_file, members[0].workspace_path)
         records = self._records(text)
         share = round(elapsed / len(members), 1)
         answers: dict[str, TargetResponse | str] = {}

@@ -241,15 +241,18 @@ class CliTarget:
         )
 
     async def _run(
-        self, values: dict[str, str], output_file: Path, cwd: Path | None = None
+        self, values: dict[str, str], output_file: Path, workspace: str | None
     ) -> tuple[str, float]:
-        """Run the command (from ``cwd``, else the target's); its output text (output file or
-        stdout) and how long it took."""
+        """Run the command from the case's workspace (AgentV v4: where its agent runs, whatever
+        the target's cwd), else from the target's cwd; its output text (output file or stdout)
+        and how long it took."""
         if self.healthcheck is not None:
             await self.healthcheck.ensure()
-        command = render_command(self.template, values)
+        command = render_command(
+            self.template, {**values, "WORKSPACE_PATH": shlex.quote(workspace or "")}
+        )
         result: ProcessResult = await run_process(
-            command, cwd=cwd or self.cwd, timeout=self.timeout
+            command, cwd=Path(workspace) if workspace else self.cwd, timeout=self.timeout
         )
         failure = result.failure(self.what, self.timeout)
         if failure:
@@ -288,10 +291,7 @@ class CliTarget:
                 self._files([case]),
                 Path(scratch),
             )
-            # AgentV v4: a case's workspace is where its agent runs, whatever the target's cwd.
-            workspace = Path(case.workspace_path) if case.workspace_path else None
-            values["WORKSPACE_PATH"] = shlex.quote(case.workspace_path or "")
-            text, elapsed = await self._run(values, output_file, workspace)
+            text, elapsed = await self._run(values, output_file, case.workspace_path)
         if not text.strip():
             raise NotGradedError(f"{self.what} exited 0 but produced an empty answer")
         response = parse_output_text(text, self.what)
