@@ -1,7 +1,8 @@
 """Which workspace a case runs in, as v4's loader works it out (``yaml-parser.ts``): the file's
 ``workspace:`` and the case's merged (the case's fields replace the file's, hook by hook), a
-workspace file as the loader read it (``loader/workspacefile.py``), and every path it gives (template, static path, hook
-``cwd``) found inside the rootdir, refused outside it like every other path an eval names.
+workspace file as the loader read it (``loader/workspacefile.py``), and every path it gives
+(template, static path, hook ``cwd``) found inside the rootdir, refused outside it like every
+other path an eval names.
 """
 
 from __future__ import annotations
