@@ -9,15 +9,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_agentv.answers import tool_calls
 from pytest_agentv.reports.agentv_v4 import v4_row
+from pytest_agentv.reports.agentv_v4_run import RunFolder
 from pytest_agentv.results import AggregationRow, CaseResult, Grade, TrialRow
 from tests.conftest import INI
 from tests.helpers import write
@@ -436,3 +439,237 @@ def test_side_files_only_beside_an_index_jsonl(suite: pytest.Pytester) -> None:
     suite.runpytest("--agentv-results=out/results.jsonl", "--agentv-results-format=agentv-v4")
     assert sorted(p.name for p in (suite.path / "out").iterdir()) == ["results.jsonl"]
     assert "grading_path" not in (suite.path / "out" / "results.jsonl").read_text()
+
+
+#: AgentV v4.42.4's trace envelope (``trace-envelope.ts``, ``TraceEnvelopeWireSchema``, strict):
+#: the keys an envelope, its ``eval`` and its spans may have, and those they must have.
+ENVELOPE_KEYS = {"schema_version", "artifact_id", "created_at", "eval", "projection_identity"}
+ENVELOPE_KEYS |= {"export_metadata", "replay", "trace", "source", "capture"}
+ENVELOPE_KEYS |= {"conversion_warnings", "artifacts", "scores"}
+ENVELOPE_REQUIRED = {"schema_version", "artifact_id", "created_at", "eval", "trace", "source"}
+ENVELOPE_REQUIRED |= {"capture"}
+EVAL_KEYS = {"eval_id", "eval_path", "suite", "test_id", "target", "source_target", "attempt"}
+EVAL_KEYS |= {"variant", "run_id", "category", "experiment"}
+SPAN_KEYS = {"trace_id", "span_id", "parent_span_id", "name", "kind", "start_time_unix_nano"}
+SPAN_KEYS |= {"end_time_unix_nano", "status", "attributes", "events"}
+
+
+def v4_hash(length: int, *parts: str) -> str:
+    """v4's ``hashHex``: the parts joined with NUL, hashed with SHA-256."""
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:length]
+
+
+def check_envelope(envelope: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The envelope has what v4's schema requires, and nothing it refuses; its spans by id."""
+    assert ENVELOPE_REQUIRED <= set(envelope) <= ENVELOPE_KEYS
+    assert envelope["schema_version"] == "agentv.trace.v1"
+    assert isinstance(envelope["artifact_id"], str) and isinstance(envelope["created_at"], str)
+    evaluation = envelope["eval"]
+    assert {"test_id", "target"} <= set(evaluation) <= EVAL_KEYS
+    trace = envelope["trace"]
+    assert trace["format"] == "otlp_openinference_spans"
+    spans = {span["span_id"]: span for span in trace["spans"]}
+    for span in trace["spans"]:
+        assert SPAN_KEYS - {"parent_span_id", "events"} <= set(span) <= SPAN_KEYS
+        assert span["trace_id"] == trace["trace_id"] and isinstance(span["attributes"], dict)
+        assert int(span["start_time_unix_nano"]) <= int(span["end_time_unix_nano"])
+        assert span["status"]["code"] in {"UNSET", "OK", "ERROR"}
+        root = span["span_id"] == trace["root_span_id"]
+        assert span["parent_span_id"] is None if root else span["parent_span_id"] in spans
+    assert envelope["capture"]["content"] in {"none", "metadata", "full"}
+    assert envelope["capture"]["redaction_level"] in {"none", "partial", "full"}
+    assert isinstance(envelope["source"]["kind"], str)
+    return spans
+
+
+def envelopes(folder: Path, rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        test_id: json.loads((folder / row["artifact_dir"] / "outputs" / "trace.json").read_text())
+        for test_id, row in rows.items()
+    }
+
+
+def transcript_lines(folder: Path, row: dict[str, Any]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (folder / row["transcript_path"]).read_text().splitlines()]
+
+
+def operation(span: dict[str, Any]) -> Any:
+    return span["attributes"]["gen_ai.operation.name"]
+
+
+def test_each_v4_test_gets_its_trace_envelope(suite: pytest.Pytester) -> None:
+    """``outputs/trace.json``, as v4's run writer makes it: the run's span carries the row's
+    messages, a chat span each answer and a tool span each tool call; its ids are v4's hashes
+    of the same values, its artifacts name files that are there, its scores are the row's, and
+    it says that the content is full with secrets masked (every row is redacted)."""
+    run_v4(suite).assert_outcomes(passed=2, failed=1, xfailed=1, errors=1, skipped=1)
+    folder = suite.path / "run"
+    rows = v4_rows(suite, "run/index.jsonl")
+    found = envelopes(folder, rows)
+    for test_id, row in rows.items():
+        envelope = found[test_id]
+        spans = check_envelope(envelope)
+        trace_id = v4_hash(
+            32, "execution-trace", row["timestamp"], "refunds", test_id, row["target"], "run"
+        )
+        assert envelope["trace"]["trace_id"] == trace_id
+        assert envelope["eval"] == {
+            "eval_path": "refunds.eval.yaml",
+            "suite": "refunds",
+            "test_id": test_id,
+            "target": row["target"],
+            "source_target": row["target"],
+            "attempt": 0,
+            "variant": None,
+            "run_id": "run",
+        }
+        for path in envelope["artifacts"].values():
+            assert (folder / row["artifact_dir"] / path).is_file()
+        root = spans[envelope["trace"]["root_span_id"]]
+        events = [
+            e["attributes"] for e in root["events"] if e["name"] == "agentv.transcript.message"
+        ]
+        assert [e["agentv.transcript.message"] for e in events] == row["trace"]["messages"]
+        answers = [i for i, m in enumerate(row["trace"]["messages"]) if m["role"] == "assistant"]
+        chats = [s for s in spans.values() if operation(s) == "chat"]
+        assert [s["attributes"]["agentv.message.index"] for s in chats] == answers
+        assert [s["name"] for s in envelope.get("scores", [])] == [g["name"] for g in row["scores"]]
+        assert envelope["capture"]["content"] == "full"
+        assert envelope["capture"]["redaction_level"] == "partial"
+    # The artifact id hashes the score as JavaScript writes it: 1, not 1.0.
+    passes = found["passes"]
+    assert rows["passes"]["score"] == 1.0
+    trace_id = passes["trace"]["trace_id"]
+    assert passes["artifact_id"] == "execution-trace-" + v4_hash(
+        20, trace_id, rows["passes"]["timestamp"], "1"
+    )
+    assert passes["artifacts"] == {
+        "trace_path": "outputs/trace.json",
+        "answer_path": "outputs/answer.md",
+        "response_path": "outputs/response.md",
+        "transcript_path": "outputs/transcript.jsonl",
+    }
+    tools = found["tools"]
+    (call,) = [s for s in tools["trace"]["spans"] if operation(s) == "execute_tool"]
+    assert call["name"] == "execute_tool search"
+    assert call["attributes"]["gen_ai.tool.call.arguments"] == {"q": "refunds"}
+    spent = int(call["end_time_unix_nano"]) - int(call["start_time_unix_nano"])
+    assert spent == 12_000_000  # the call's 12 ms, in nanoseconds
+    # Our tool calls have no id: v4 makes one up, and says so.
+    assert [w["code"] for w in tools["conversion_warnings"]] == ["missing_tool_call_id"]
+    down = found["down"]
+    root = down["trace"]["spans"][0]
+    assert root["status"] == {"code": "ERROR", "message": rows["down"]["error"]}
+    assert root["events"][-1]["attributes"] == {"exception.message": rows["down"]["error"]}
+    assert "answer_path" not in down["artifacts"]
+
+
+def test_a_v4_transcript_is_projected_from_the_trace_envelope(suite: pytest.Pytester) -> None:
+    """``outputs/transcript.jsonl``: a line per message, its tool calls completed from their
+    spans, each line pointing at its span in the envelope; the row names it. v4's ``inspect``
+    and dashboard read it to show the tool calls a row's answer came with."""
+    run_v4(suite)
+    folder = suite.path / "run"
+    rows = v4_rows(suite, "run/index.jsonl")
+    for row in rows.values():
+        transcript = folder / row["artifact_dir"] / "outputs" / "transcript.jsonl"
+        assert row["transcript_path"] == transcript.relative_to(folder).as_posix()
+        assert transcript.is_file()
+    envelope = envelopes(folder, rows)["tools"]
+    spans = {span["span_id"]: span for span in envelope["trace"]["spans"]}
+    lines = transcript_lines(folder, rows["tools"])
+    assert [(line["message_index"], line["role"], line.get("content")) for line in lines] == [
+        (0, "user", "q"),
+        (1, "assistant", None),
+        (2, "assistant", "Within 30 days."),
+    ]
+    for line in lines:
+        assert line["schema_version"] == "agentv.transcript.v1"
+        assert (line["test_id"], line["target"]) == ("tools", "tools")
+        assert line["transcript_token_usage"] == {"input": 10, "output": 5}
+        assert line["transcript_cost_usd"] == 0.25
+        assert line["capture"] == {
+            "content": "full",
+            "redaction_level": "partial",
+            "redacted_fields": [],
+        }
+        assert line["source"]["session_id"] == "run" and line["source"]["kind"] == "agentv_run"
+        assert line["trace"]["artifact_id"] == envelope["artifact_id"]
+        span = spans[line["trace"]["span_id"]]
+        if line["role"] == "user":
+            assert span["span_id"] == envelope["trace"]["root_span_id"]
+        else:
+            assert operation(span) == "chat"
+            assert span["attributes"]["agentv.message.index"] == line["message_index"]
+    (call,) = lines[1]["tool_calls"]
+    span = spans[call.pop("trace")["span_id"]]
+    assert operation(span) == "execute_tool"
+    assert call.pop("start_time") < call.pop("end_time")
+    assert call == {
+        "tool": "search",
+        "input": {"q": "refunds"},
+        "id": span["attributes"]["gen_ai.tool.call.id"],
+        "status": "ok",
+        "duration_ms": 12.0,
+    }
+
+
+CONVERSATION = """\
+tests:
+  - id: tutor
+    mode: conversation
+    input:
+      - {role: system, content: You are a math tutor.}
+    turns:
+      - input: What is 15% of 200?
+        assertions: [{type: contains, value: "30"}]
+      - input: Now double it.
+        assertions: [{type: contains, value: "60"}]
+"""
+
+
+def test_a_conversation_s_transcript_has_its_turns(project: pytest.Pytester) -> None:
+    """A conversation's trace: what the user said and each reply, in turn order, a chat span
+    per reply (its turn's index), the last one the answer."""
+    targets = (
+        "targets:\n  - {name: default, provider: mock, responses: [It is 30., Double is 60.]}\n"
+    )
+    write(project, ".agentv/targets.yaml", targets)
+    write(project, "math.eval.yaml", CONVERSATION)
+    run_v4(project).assert_outcomes(passed=1)
+    folder = project.path / "run"
+    row = v4_rows(project, "run/index.jsonl")["tutor"]
+    envelope = json.loads((folder / row["artifact_dir"] / "outputs/trace.json").read_text())
+    spans = check_envelope(envelope)
+    lines = transcript_lines(folder, row)
+    assert [(line["role"], line["content"]) for line in lines] == [
+        ("user", "What is 15% of 200?"),
+        ("assistant", "It is 30."),
+        ("user", "Now double it."),
+        ("assistant", "Double is 60."),
+    ]
+    assert [line["message_index"] for line in lines] == [0, 1, 2, 3]
+    replies = [spans[line["trace"]["span_id"]] for line in lines if line["role"] == "assistant"]
+    assert [span["attributes"]["agentv.turn_index"] for span in replies] == [0, 1]
+    assert [span["attributes"]["gen_ai.output.messages"] for span in replies] == [
+        "It is 30.",
+        "Double is 60.",
+    ]
+    assert [operation(span) for span in spans.values()].count("chat") == 2
+
+
+def test_no_transcript_for_a_row_without_messages(tmp_path: Path) -> None:
+    """v4 writes a transcript, and names it in the row and the envelope, only for a result with
+    an answer or messages; the envelope is written for every test. Without a suite nor an eval
+    file, v4's projection identity warns that it is less portable."""
+    line = v4_row(CaseResult("error", "quiet", error="no answer").row())
+    assert (line["output"], line["trace"]["messages"]) == ("", [])
+    paths = RunFolder(tmp_path / "run").add(line, None)
+    outputs = tmp_path / "run" / "quiet" / "outputs"
+    assert "transcript_path" not in paths and not (outputs / "transcript.jsonl").exists()
+    envelope = json.loads((outputs / "trace.json").read_text())
+    check_envelope(envelope)
+    assert envelope["artifacts"] == {"trace_path": "outputs/trace.json"}
+    assert [w["code"] for w in envelope["export_metadata"]["identity_warnings"]] == [
+        "missing_suite_or_eval_path"
+    ]

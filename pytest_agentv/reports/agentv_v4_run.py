@@ -1,8 +1,10 @@
 """An AgentV v4 run folder's side files, beside ``--agentv-results .../index.jsonl`` written with
 ``--agentv-results-format agentv-v4``: each test's ``grading.json``, ``timing.json``, ``input.md``
-and ``outputs/answer.md`` (and ``response.md``), named in its index row, and the run's
-``timing.json`` and ``benchmark.json`` — what v4's ``run-artifacts.ts`` writes, so that ``agentv
-results validate``, its dashboard and its ``results`` commands read our runs as their own.
+and ``outputs/answer.md`` (and ``response.md``), its trace envelope ``outputs/trace.json`` and
+its transcript ``outputs/transcript.jsonl`` (``agentv_v4_trace.py``, ``agentv_v4_transcript.py``),
+named in its index row, and the run's ``timing.json`` and ``benchmark.json`` — what v4's
+``run-artifacts.ts`` writes, so that ``agentv results validate``, its dashboard, its ``results``
+and ``inspect`` commands and its replay targets read our runs as their own.
 
 Written only for a results file named ``index.jsonl`` (v4's layout): any other name may sit in a
 folder of the user's, which side files must not fill.
@@ -14,8 +16,12 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from .agentv_v4_trace import has_transcript, trace_envelope
+from .agentv_v4_transcript import transcript
 
 #: v4's pass mark for a grader's score in ``benchmark.json``'s pass rates (``DEFAULT_THRESHOLD``).
 PASS_MARK = 0.8
@@ -198,6 +204,10 @@ def _json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
 
 
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 class RunFolder:
     """The side files of one v4 run folder, written as its rows are."""
 
@@ -218,8 +228,8 @@ class RunFolder:
         return base if owner == target else f"{base}--{_segment(target, 'unknown')}"
 
     def add(self, line: dict[str, Any], eval_file: str | None) -> dict[str, Any]:
-        """Write a test's side files; its index row gains their paths (``OSError`` if they
-        cannot be written)."""
+        """Write a test's side files; its index row gains their paths, in v4's order
+        (``OSError`` if they cannot be written)."""
         subdir = self._subdir(line)
         folder = self.folder / subdir
         paths: dict[str, Any] = {
@@ -231,13 +241,25 @@ class RunFolder:
         _write(folder / "timing.json", _json(timing([line])))
         question = _input_text(line)
         if question is not None:
-            paths["input_path"] = f"{subdir}/input.md"
             _write(folder / "input.md", question)
         answer = line.get("output")
         if isinstance(answer, str) and answer:
             for name in ("answer", "response"):
                 _write(folder / "outputs" / f"{name}.md", answer)
             paths["output_path"] = paths["answer_path"] = f"{subdir}/outputs/answer.md"
+        # v4 names a run after its folder, and an eval file by its path in the repository
+        # (ours: from the rootdir).
+        run_id = self.folder.absolute().name or str(line["timestamp"])
+        now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        envelope = trace_envelope(line, run_id, eval_file, now.replace("+00:00", "Z"))
+        _write(folder / "outputs" / "trace.json", _json(envelope))
+        if has_transcript(line):
+            lines = "".join(f"{_compact(entry)}\n" for entry in transcript(envelope))
+            _write(folder / "outputs" / "transcript.jsonl", lines)
+            paths["transcript_path"] = f"{subdir}/outputs/transcript.jsonl"
+        if question is not None:
+            paths["input_path"] = f"{subdir}/input.md"
+        if "answer_path" in paths:
             paths["response_path"] = f"{subdir}/outputs/response.md"
         self.lines.append(line)
         if eval_file:
