@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from functools import partial
+from functools import cache, partial
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -364,12 +364,15 @@ def evaluator_entries(
         name = "rubric" if all(entry.name != "rubric" for entry in entries) else "inline-rubric"
         entries.insert(0, EvaluatorConfig(name=name, type="llm_judge", rubrics=list(rubrics)))
     if not entries:
-        entries.append(
-            EvaluatorConfig.model_construct(
-                name=default_kind, type=default_kind, weight=1.0, config={}
-            )
-        )
+        entries.append(_default_entry(default_kind))
     return tuple(entries)
+
+
+@cache
+def _default_entry(kind: str) -> EvaluatorConfig:
+    """One entry per default kind, shared by the cases that use it (entries are frozen; a
+    suite of thousands of unlisted cases made one each)."""
+    return EvaluatorConfig.model_construct(name=kind, type=kind, weight=1.0, config={})
 
 
 def python_entries(
