@@ -185,9 +185,30 @@ class CaseSpec:
         return bool(listed or self.conversation)
 
     @property
+    def result_fields(self) -> dict[str, Any]:
+        """What a ``CaseResult`` of the case says of it: its identity in its file, what it
+        asked (and, when that is more than one user message, the messages with their roles:
+        v4's results give them as ``input``) and what it expected."""
+        texts = self._input_texts()
+        return {
+            "eval_id": self.case.id,
+            "dataset": self.dataset,
+            "file": self.loaded.display,
+            "line": self.line + 1,
+            "conversation_id": self.case.conversation_id,
+            "evaluators_listed": self.listed,
+            "question": prompt_text(texts),
+            "input_messages": () if [m["role"] for m in texts] == ["user"] else tuple(texts),
+            "expected_outcome": self.case.expected_outcome,
+        }
+
+    @property
     def question(self) -> str:
         """The text of the case's input messages, without the files they name."""
-        return prompt_text(
+        return prompt_text(self._input_texts())
+
+    def _input_texts(self) -> list[dict[str, str]]:
+        return [
             {
                 "role": message.role,
                 "content": "\n\n".join(
@@ -197,7 +218,7 @@ class CaseSpec:
                 ),
             }
             for message in self.case.input_messages
-        )
+        ]
 
     @property
     def line(self) -> int:

@@ -237,6 +237,8 @@ class ResultRow(TypedDict):
     delta: NotRequired[float | None]
     #: What the case asked and expected (eval cases; not ``assert_judged`` calls).
     question: NotRequired[str]
+    #: The input messages as role and text, when they are more than one user message.
+    input_messages: NotRequired[list[dict[str, str]]]
     expected_outcome: NotRequired[str]
     #: Milliseconds spent waiting for the target's answers, all attempts together.
     duration_ms: NotRequired[float]
@@ -289,6 +291,7 @@ class CaseResult:
     compared: bool = False
     baseline_score: float | None = None
     question: str = ""
+    input_messages: tuple[dict[str, str], ...] = ()
     expected_outcome: str = ""
     duration_ms: float | None = None
     tool_calls: tuple[dict[str, Any], ...] = ()
@@ -337,6 +340,7 @@ class CaseResult:
             )
         for key, value in (
             ("question", self.question),
+            ("input_messages", list(self.input_messages)),
             ("expected_outcome", self.expected_outcome),
             ("duration_ms", None if self.duration_ms is None else round(self.duration_ms, 3)),
             ("tool_calls", list(self.tool_calls)),

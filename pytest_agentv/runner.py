@@ -385,16 +385,5 @@ async def _called(fixture: FixtureTarget, case: PreparedCase) -> TargetResponse:
 
 
 def case_result(spec: CaseSpec, status: Status, **values: Any) -> CaseResult:
-    """A ``CaseResult`` of an eval case, with the case's identity from its file."""
-    return CaseResult(
-        status=status,
-        eval_id=spec.case.id,
-        dataset=spec.dataset,
-        file=spec.loaded.display,
-        line=spec.line + 1,
-        conversation_id=spec.case.conversation_id,
-        evaluators_listed=spec.listed,
-        question=spec.question,
-        expected_outcome=spec.case.expected_outcome,
-        **values,
-    )
+    """A ``CaseResult`` of an eval case."""
+    return CaseResult(status=status, **spec.result_fields, **values)

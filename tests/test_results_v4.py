@@ -673,3 +673,41 @@ def test_no_transcript_for_a_row_without_messages(tmp_path: Path) -> None:
     assert [w["code"] for w in envelope["export_metadata"]["identity_warnings"]] == [
         "missing_suite_or_eval_path"
     ]
+
+
+def test_a_v4_row_s_input_keeps_its_messages_roles(project: pytest.Pytester) -> None:
+    """v4's ``input`` (``buildResultInput``): the case's messages with their roles when there
+    is more than one user message; a single question stays one user message. A conversation
+    whose shared input is a system prompt shows it as ``system``, not as what the user said."""
+    (project.path / ".agentv" / "targets.yaml").write_text(
+        "targets:\n  - name: default\n    provider: mock\n    response: Within 30 days.\n"
+    )
+    write(
+        project,
+        "inputs.eval.yaml",
+        """
+        tests:
+          - id: plain
+            input: How long do refunds take?
+            assertions: [{type: contains, value: days}]
+          - id: with-system
+            input:
+              - {role: system, content: You answer for the refunds desk.}
+              - {role: user, content: How long do refunds take?}
+            assertions: [{type: contains, value: days}]
+          - id: talk
+            mode: conversation
+            input: [{role: system, content: Be brief.}]
+            turns:
+              - input: Hello
+                assertions: [{type: contains, value: days}]
+        """,
+    )
+    run_v4(project).assert_outcomes(passed=3)
+    rows = v4_rows(project, "run/index.jsonl")
+    assert rows["plain"]["input"] == [{"role": "user", "content": "How long do refunds take?"}]
+    system = {"role": "system", "content": "You answer for the refunds desk."}
+    asked = [system, {"role": "user", "content": "How long do refunds take?"}]
+    assert rows["with-system"]["input"] == asked
+    assert rows["with-system"]["trace"]["messages"][:2] == asked
+    assert rows["talk"]["input"] == [{"role": "system", "content": "Be brief."}]

@@ -53,6 +53,15 @@ def _answered(row: ResultRow) -> bool:
     return row["trace_summary"] is not None or bool(row["candidate_answer"])
 
 
+def _input(row: ResultRow) -> list[dict[str, Any]]:
+    """v4's ``input``: the case's messages with their roles (``buildResultInput``), the question
+    as one user message when that is all it asked."""
+    given = row.get("input_messages")
+    if given:
+        return [dict(message) for message in given]
+    return [{"role": "user", "content": row["question"]}] if row.get("question") else []
+
+
 def _trace(row: ResultRow, failure: str | None) -> dict[str, Any]:
     """v4's ``trace``: the summary counts, the messages (the question, the tool calls and the
     answer; a conversation's turns, each what the user said and the reply) and their events,
@@ -67,8 +76,8 @@ def _trace(row: ResultRow, failure: str | None) -> dict[str, Any]:
             if turn["answer"] is not None:
                 messages.append({"role": "assistant", "content": turn["answer"]})
         answered = False  # the last turn's reply is the answer, already in the messages
-    elif row.get("question"):
-        messages.append({"role": "user", "content": row.get("question")})
+    else:
+        messages += _input(row)
     calls = [
         {
             "tool": call["tool"],
@@ -227,7 +236,7 @@ def v4_row(row: ResultRow) -> dict[str, Any]:
     if row.get("duration_ms") is not None:
         line["duration_ms"] = row.get("duration_ms")
     if row.get("question"):
-        line["input"] = [{"role": "user", "content": row.get("question")}]
+        line["input"] = _input(row)
     line["output"] = row["candidate_answer"]
     line["trace"] = _trace(row, failure)
     line.update(_trials(row))
