@@ -678,3 +678,15 @@ def test_eval_file_error_carries_position() -> None:
     error = EvalFileError("a.eval.yaml", 3, 5, "evalcases.0.id: bad")
     assert str(error) == "a.eval.yaml:3:5: evalcases.0.id: bad"
     assert (error.line, error.col) == (3, 5)
+
+
+@pytest.mark.parametrize(
+    ("version", "defers"),
+    [("2.7.0", False), ("2.13.5", False), ("2.14.0", True), ("2.14.0b1", True), ("3.1", True)],
+)
+def test_models_defer_their_build_only_where_pydantic_locks_it(version: str, defers: bool) -> None:
+    """Before pydantic 2.14 a model built at first use could be used half-built by another
+    thread (pytest's and the plugin's event loop both validate): those build at import."""
+    from pytest_agentv.schema import base
+
+    assert base._rebuilds_under_a_lock(version) is defers

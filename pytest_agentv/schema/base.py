@@ -4,6 +4,7 @@ hold (and how weights average), and validation problems in the words error messa
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,22 +22,36 @@ from pydantic import (
     model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
+from pydantic.version import VERSION as PYDANTIC_VERSION
 from pydantic_core import CoreSchema, ErrorDetails
 
 from ..spellings import field_groups, one_spelling
 
 
+def _rebuilds_under_a_lock(version: str) -> bool:
+    """pydantic builds a deferred model at its first use under a lock from 2.14 on; before,
+    two threads using a model first at once (pytest's and the plugin's event loop) could
+    validate with a half-built model, or with its base class's validator."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return found is not None and (int(found[1]), int(found[2])) >= (2, 14)
+
+
+#: Whether models build their validators at first use rather than at import.
+DEFER_BUILD = _rebuilds_under_a_lock(PYDANTIC_VERSION)
+
+
 class Model(BaseModel):
-    """Validators are built at a model's first use, not at import: a run pays only for the
-    models its files use (a kind's settings, a workspace), and a model used only inside an
-    eval file is built once, as part of that file's model."""
+    """Validators are built at a model's first use, not at import (where pydantic makes that
+    safe across threads, ``DEFER_BUILD``): a run pays only for the models its files use (a
+    kind's settings, a workspace), and a model used only inside an eval file is built once, as
+    part of that file's model."""
 
     model_config = ConfigDict(
         extra="allow",
         frozen=True,
         populate_by_name=True,
         ser_json_inf_nan="null",
-        defer_build=True,
+        defer_build=DEFER_BUILD,
     )
     #: Groups of keys read as one that are not fields (a target's camelCase settings).
     _more_spellings: ClassVar[tuple[tuple[str, ...], ...]] = ()

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .base import Model, Text, named_once
+from .base import DEFER_BUILD, Model, Text, named_once
 from .rubrics import Rubrics, rubrics_shorthand
 
 
@@ -22,7 +22,7 @@ class Canary(BaseModel):
     """A calibration canary: an answer, what it is graded against, and the verdict a sane judge
     must give it. A format of pytest-agentv's own, so unknown keys are errors, not warnings."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=DEFER_BUILD)
 
     id: Text
     input: str
@@ -42,7 +42,7 @@ class Canary(BaseModel):
 class CalibrationFile(BaseModel):
     """``.agentv/calibration.yaml``: the canaries a judge is checked against before a run."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=DEFER_BUILD)
 
     canaries: Annotated[list[Canary], named_once("id", "canary id '{}' is used twice")] = Field(
         min_length=1
