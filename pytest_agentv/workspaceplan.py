@@ -13,7 +13,6 @@ from typing import Any
 
 from .cases import CaseSpec
 from .errors import ConfigError
-from .loader.workspacefile import read_workspace_file
 from .paths import resolve_reference
 from .schema.workspace import HOOK_NAMES, HookConfig, WorkspaceConfig, WorkspaceHooks
 
@@ -97,7 +96,8 @@ class WorkspacePlan:
 
 def plan_for(spec: CaseSpec, rootdir: Path) -> WorkspacePlan | None:
     """The case's workspace, or None when neither its file nor the case sets one. Raises
-    ``ConfigError`` for a workspace file or path that cannot be used."""
+    ``ConfigError`` for a path that cannot be used (a workspace file's own problems are the
+    loader's, at collection)."""
     folder = spec.loaded.path.parent
     suite_raw, case_raw = spec.loaded.suite.workspace, spec.case.workspace
     if suite_raw is None and case_raw is None:
@@ -106,7 +106,7 @@ def plan_for(spec: CaseSpec, rootdir: Path) -> WorkspacePlan | None:
     configs: list[WorkspaceConfig | None] = []
     for raw in (suite_raw, case_raw):
         if isinstance(raw, str):
-            read = spec.loaded.workspace_files.get(raw) or read_workspace_file(raw, folder, rootdir)
+            read = spec.loaded.workspace_files[raw]  # read with the eval file
             configs.append(read.config)
             start = read.folder
         else:
