@@ -6,11 +6,11 @@ and its actions from ``tests.fake_openai``.
 
 ``FakeOpenAI`` answers ``POST /v1/chat/completions``. Each request takes the next scripted
 action if there is one, else asks ``responder(request) -> action``. An action is a string (the
-reply content) or one of the fault helpers below. Every request is recorded (body, headers and
-arrival time) so tests can assert on prompts, response formats and attempt counts; the server
-counts requests in flight (``peak_in_flight``) so tests can assert on overlap. The server is
-bounded: at most ``max_requests`` requests, and a hanging or gated request is released when the
-server stops.
+reply content), a function call (``ToolCallReply``) or one of the fault helpers below. Every
+request is recorded (body, headers and arrival time) so tests can assert on prompts, response
+formats and attempt counts; the server counts requests in flight (``peak_in_flight``) so tests
+can assert on overlap. The server is bounded: at most ``max_requests`` requests, and a hanging
+or gated request is released when the server stops.
 """
 
 from __future__ import annotations
@@ -97,7 +97,30 @@ class WithUsage:
     usage: Any
 
 
-Action = str | Status | Hang | Delay | Reset | Drop | NonJson | Truncated | Gate | WithUsage
+@dataclass(frozen=True)
+class ToolCallReply:
+    """Answer, after ``delay`` seconds, with an assistant message that calls the function
+    ``name`` with ``arguments`` (``finish_reason: "tool_calls"``, no text content): what a model
+    sends when a client asks for structured output through an output tool."""
+
+    name: str
+    arguments: dict[str, Any]
+    delay: float = 0.0
+
+
+Action = (
+    str
+    | Status
+    | Hang
+    | Delay
+    | Reset
+    | Drop
+    | NonJson
+    | Truncated
+    | Gate
+    | WithUsage
+    | ToolCallReply
+)
 
 
 @dataclass
@@ -165,6 +188,15 @@ def completion(content: str, model: str) -> dict[str, Any]:
         ],
         "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
     }
+
+
+def tool_call_completion(name: str, arguments: dict[str, Any], model: str) -> dict[str, Any]:
+    body = completion("", model)
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    call = {"id": "call_fake_1", "type": "function", "function": function}
+    body["choices"][0]["message"] = {"role": "assistant", "content": None, "tool_calls": [call]}
+    body["choices"][0]["finish_reason"] = "tool_calls"
+    return body
 
 
 class FakeOpenAI:
@@ -295,6 +327,10 @@ class FakeOpenAI:
                         echo_nonce(action.content, request) if fake.echo_nonce else action.content
                     )
                     self._send(200, json.dumps(completion(reply, model)))
+                elif isinstance(action, ToolCallReply):
+                    fake._stopping.wait(action.delay)
+                    body = tool_call_completion(action.name, action.arguments, model)
+                    self._send(200, json.dumps(body))
                 elif isinstance(action, Hang):
                     fake._stopping.wait(60)
                     self.close_connection = True

@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 import time
+import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Coroutine
 from dataclasses import replace
@@ -23,7 +24,7 @@ from pytest_agentv.llm.reply import Reply
 from pytest_agentv.llm.retry import RetryPolicy
 from pytest_agentv.llm.transports import ModelSpec, uses_lean_transport
 from pytest_agentv.scheduler import shared_loop
-from tests.fake_openai import FakeOpenAI, Status, WithUsage
+from tests.fake_openai import FakeOpenAI, Status, ToolCallReply, WithUsage
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import judge_ini, write
 
@@ -136,6 +137,32 @@ def test_a_body_that_gives_a_key_twice_is_not_a_chat_completion(fake_server: Fak
     spec = ModelSpec("openai/fake-judge", api_base=fake_server.api_base)
     with pytest.raises(NotGradedError, match="HTTP 200 with a body that is not a chat completion"):
         call(spec, "auto")
+
+
+def test_the_fake_server_can_answer_with_a_function_call(fake_server: FakeOpenAI) -> None:
+    fake_server.push(ToolCallReply("final_result", {"passed": True, "reasoning": "ok"}))
+    request = urllib.request.Request(
+        f"{fake_server.api_base}/chat/completions",
+        data=json.dumps({"model": "fake-judge", "messages": []}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = json.load(response)
+    assert body["choices"][0]["finish_reason"] == "tool_calls"
+    assert body["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_fake_1",
+                "type": "function",
+                "function": {
+                    "name": "final_result",
+                    "arguments": '{"passed": true, "reasoning": "ok"}',
+                },
+            }
+        ],
+    }
 
 
 def test_an_unpriced_model_has_an_unknown_cost_and_no_schema(
