@@ -525,6 +525,8 @@ def test_each_v4_test_gets_its_trace_envelope(suite: pytest.Pytester) -> None:
         }
         for path in envelope["artifacts"].values():
             assert (folder / row["artifact_dir"] / path).is_file()
+        for key in ("projection_identity", "export_metadata"):
+            assert row[key] == envelope[key]
         root = spans[envelope["trace"]["root_span_id"]]
         events = [
             e["attributes"] for e in root["events"] if e["name"] == "agentv.transcript.message"

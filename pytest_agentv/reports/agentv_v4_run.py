@@ -261,6 +261,9 @@ class RunFolder:
             paths["input_path"] = f"{subdir}/input.md"
         if "answer_path" in paths:
             paths["response_path"] = f"{subdir}/outputs/response.md"
+        # v4's index row names the test's place in the run as its envelope does.
+        for key in ("projection_identity", "export_metadata"):
+            paths[key] = envelope[key]
         self.lines.append(line)
         if eval_file:
             self.files.add(eval_file)
