@@ -255,20 +255,20 @@ def test_a_failing_middle_turn_is_named_in_the_report(pytester: pytest.Pytester)
     assert '<property name="agentv.turn.3.verdict" value="pass" />' in junit
 
 
+#: Two turns, each checked for the name the user gave in the first.
+ADA_CHAT = """
+tests:
+  - id: chat
+    mode: conversation
+    turns:
+      - {input: I am Ada., assertions: [{type: contains, value: Ada}]}
+      - {input: Who am I?, assertions: [{type: contains, value: Ada}]}
+"""
+
+
 def test_the_html_report_shows_each_turn_and_its_failed_check(pytester: pytest.Pytester) -> None:
     mock_turns(pytester, "Hello Ada", "I forgot", "Hello Ada")
-    write(
-        pytester,
-        "c.eval.yaml",
-        """
-        tests:
-          - id: chat
-            mode: conversation
-            turns:
-              - {input: I am Ada., assertions: [{type: contains, value: Ada}]}
-              - {input: Who am I?, assertions: [{type: contains, value: Ada}]}
-        """,
-    )
+    write(pytester, "c.eval.yaml", ADA_CHAT)
     pytester.runpytest("--agentv-html=r.html").assert_outcomes(failed=1)
     page = (pytester.path / "r.html").read_text()
     turns = page[page.index('<ol class="turns">') : page.index("</ol>", page.index("turns"))]
@@ -545,18 +545,7 @@ def test_a_v4_row_s_trace_holds_every_turn(pytester: pytest.Pytester) -> None:
     """With ``--agentv-results-format agentv-v4`` a conversation's ``trace.messages`` are its
     turns, what the user said and each reply, as v4 keeps the transcript."""
     mock_turns(pytester, "Hello Ada", "I forgot")
-    write(
-        pytester,
-        "c.eval.yaml",
-        """
-        tests:
-          - id: chat
-            mode: conversation
-            turns:
-              - {input: I am Ada., assertions: [{type: contains, value: Ada}]}
-              - {input: Who am I?, assertions: [{type: contains, value: Ada}]}
-        """,
-    )
+    write(pytester, "c.eval.yaml", ADA_CHAT)
     pytester.runpytest("--agentv-results=r.jsonl", "--agentv-results-format=agentv-v4")
     [row] = rows(pytester)
     trace = row["trace"]

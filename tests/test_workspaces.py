@@ -290,10 +290,16 @@ def test_a_docker_workspace_is_a_load_error_naming_the_feature(project: pytest.P
     )
 
 
-def test_a_workspace_file_is_read_from_its_own_folder(project: pytest.Pytester) -> None:
+def _shared_workspace_file(project: pytest.Pytester) -> None:
+    """``shared/workspace.yaml`` with its template beside it, and an agent that prints the
+    template's README from wherever it runs."""
     write(project, "shared/tpl/README.md", "Shared Workspace Template\n")
     write(project, "shared/workspace.yaml", "template: ./tpl\n")
     _agent(project, "print(open('README.md').read())")
+
+
+def test_a_workspace_file_is_read_from_its_own_folder(project: pytest.Pytester) -> None:
+    _shared_workspace_file(project)
     write(
         project,
         "evals/ws.eval.yaml",
@@ -523,9 +529,7 @@ def test_an_unknown_key_in_a_workspace_file_is_a_warning_at_collection(
 def test_a_workspace_file_is_read_once_at_collection(project: pytest.Pytester) -> None:
     """Its cases run with the workspace collection read, not a second reading of the file (a
     file changed or removed in between does not change the run)."""
-    write(project, "shared/tpl/README.md", "Shared Workspace Template\n")
-    write(project, "shared/workspace.yaml", "template: ./tpl\n")
-    _agent(project, "print(open('README.md').read())")
+    _shared_workspace_file(project)
     write(
         project,
         "conftest.py",
