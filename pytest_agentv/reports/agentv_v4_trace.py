@@ -141,7 +141,7 @@ def _identity(dimensions: Mapping[str, Any]) -> dict[str, Any]:
     )
     found: dict[str, Any] = {
         "schema_version": _IDENTITY,
-        "id": "agentv-prj-" + hashlib.sha256(key.encode()).hexdigest()[:32],
+        "id": "agentv-prj-" + _hash((key,), 32),
         "key": key,
         "dimensions": {
             name: given[name]
