@@ -10,7 +10,10 @@ same venv plus N × latency / concurrency, measured in the same run.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from benchmarks import TRIVIAL_MODULE, Result, Row, Sizes, alternate, verdict
@@ -21,10 +24,12 @@ from harness import (
     FakeOpenAI,
     Project,
     PytestRun,
+    child_env,
     fake_server,
     freeform,
     log,
     median,
+    package_from,
     project,
     run_pytest,
 )
@@ -85,9 +90,12 @@ def judged_runs(
     cases: int,
     latency: float,
     repeats: int,
+    *,
+    warm: bool = True,
 ) -> list[tuple[PytestRun, float, int]]:
-    """``repeats`` measured runs after one warm-up: each run, its busy span and its peak of
-    requests in flight; a run that did not pass every case with one request each is an error."""
+    """``repeats`` measured runs after one warm-up (none with ``warm`` off: one run): each run,
+    its busy span and its peak of requests in flight; a run that did not pass every case with
+    one request each is an error."""
     measured = []
     for index in range(repeats + 1):
         server.peak_in_flight = 0
@@ -97,7 +105,7 @@ def judged_runs(
             raise BenchError(
                 f"expected {cases} judge requests, the server saw {len(server.requests) - before}"
             )
-        if index:
+        if index or not warm:
             measured.append((run, busy_span(server, before, latency), server.peak_in_flight))
     return measured
 
@@ -275,3 +283,83 @@ def shared_limit(sizes: Sizes) -> Result:
                 "peaks_in_flight": [peak for _, _, peak in runs],
             }
     return result
+
+
+#: The revision ``versus`` measures this checkout against (``--against``).
+AGAINST = {"revision": "main"}
+
+
+def versus(sizes: Sizes) -> Result:
+    """This checkout's dispatch against another revision's, in one run: the 48 × 250 ms × 16
+    and the largest scenario, each revision's runs alternating after one warm-up each, so both
+    see the same machine. Made to judge a change of the lean transport's HTTP client."""
+    revision = AGAINST["revision"]
+    result = Result("versus")
+    latency = {"seconds": 0.0}
+    small, _, large = sizes.dispatch_cases
+    chosen = (Scenario(small, 0.25, 16), Scenario(large, 0.1, 64))
+    with fake_server(lambda request: Delay(latency["seconds"], freeform(1.0)), 10**6) as server:
+        for scenario in chosen:
+            latency["seconds"] = scenario.latency
+            with project("versus") as proj:
+                proj.ini(api_base=server.api_base, cache_mode="off")
+                proj.probe()
+                proj.mock_target()
+                proj.eval_files(scenario.cases)
+                args = [f"--agentv-concurrency={scenario.concurrency}"]
+                spans: dict[str, list[float]] = {"this checkout": [], revision: []}
+                walls: dict[str, list[float]] = {"this checkout": [], revision: []}
+                for index in range(sizes.dispatch_repeats + 1):
+                    for name in spans:
+                        with package_from(revision) if name == revision else nullcontext():
+                            if index == 0:
+                                _check_package(revision if name == revision else None)
+                            [(run, span, _)] = judged_runs(
+                                server, proj, args, scenario.cases, scenario.latency, 0, warm=False
+                            )
+                        if index:
+                            spans[name].append(span)
+                            walls[name].append(run.wall)
+            for name in spans:
+                span, wall = median(spans[name]), median(walls[name])
+                log(f"  {scenario.label}, {name}: busy {span:.2f}s, whole run {wall:.2f}s")
+                result.rows.append(
+                    Row(
+                        metric=f"{scenario.label}, {name}: judge-busy span / whole command",
+                        measured=span,
+                        unit="s",
+                        baseline=scenario.floor,
+                        baseline_label=f"N×L/C; command {wall:.2f} s",
+                        ratio=span / scenario.floor,
+                        target="",
+                        status="info",
+                    )
+                )
+            ours, theirs = median(spans["this checkout"]), median(spans[revision])
+            result.rows.append(
+                Row(
+                    metric=f"{scenario.label}: this checkout's span against {revision}'s",
+                    measured=ours,
+                    unit="s",
+                    baseline=theirs,
+                    baseline_label=revision,
+                    ratio=ours / theirs,
+                    target="≤ 1.15×",
+                    status=verdict(ours / theirs <= 1.15),
+                )
+            )
+            result.details[scenario.label] = {"spans": spans, "walls": walls}
+    return result
+
+
+def _check_package(revision: str | None) -> None:
+    """The runs really import the revision they are measured as."""
+    where = subprocess.run(
+        [sys.executable, "-c", "import pytest_agentv; print(pytest_agentv.__file__)"],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if (revision is not None) != ("agentv-versus-" in where):
+        raise BenchError(f"the runs measured as {revision or 'this checkout'} import {where}")

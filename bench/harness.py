@@ -46,6 +46,7 @@ __all__ = [
     "freeform",
     "log",
     "median",
+    "package_from",
     "plain_module",
     "project",
     "run_pytest",
@@ -352,6 +353,33 @@ def failure_lines(run: PytestRun, limit: int = 12) -> list[str]:
     return found[:limit]
 
 
+#: A folder holding another revision's ``pytest_agentv``, put ahead of the installed one by
+#: ``package_from`` (``python bench/run.py versus --against REV``).
+_package_path: list[Path] = []
+
+
+@contextmanager
+def package_from(revision: str) -> Iterator[None]:
+    """Runs started inside use ``pytest_agentv`` as ``revision`` has it (``git archive`` of the
+    package into a temporary folder, first on ``PYTHONPATH``); the rest of the venv is shared."""
+    folder = Path(tempfile.mkdtemp(prefix="agentv-versus-"))
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", revision, "pytest_agentv"],
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:
+            raise BenchError(f"git archive {revision}: {archive.stderr.decode().strip()}")
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+        _package_path.append(folder)
+        yield
+    finally:
+        if folder in _package_path:
+            _package_path.remove(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def child_env() -> dict[str, str]:
     """The caller's environment minus anything that configures pytest, the plugin or a model.
 
@@ -362,6 +390,8 @@ def child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_PREFIXES)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONUNBUFFERED"] = "1"
+    if _package_path:
+        env["PYTHONPATH"] = os.pathsep.join([str(_package_path[-1]), env.get("PYTHONPATH", "")])
     return env
 
 

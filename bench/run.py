@@ -4,6 +4,7 @@
     python bench/run.py --quick               # smaller sizes and fewer repeats: a smoke run
     python bench/run.py throughput overhead   # only these
     python bench/run.py peers                 # against its peers: only when named
+    python bench/run.py versus --against REV  # dispatch against another revision's
 
 The table goes to stdout, progress to stderr, and the same data to bench/results/latest.json.
 Exit status 1 means a benchmark could not measure (its run went wrong); a missed target is
@@ -27,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import benchmarks
+import dispatch as dispatch_module
 from benchmarks import Result, Row, Sizes
-from dispatch import dispatch, shared_limit
+from dispatch import dispatch, shared_limit, versus
 from harness import REPO, BenchError, log
 from peers import peers
 
@@ -45,7 +47,8 @@ BENCHMARKS: dict[str, Callable[[Sizes], Result]] = {
     "shared_limit": shared_limit,
 }
 #: Run only when named: the first run installs the peers (network), and they take minutes.
-ON_REQUEST: dict[str, Callable[[Sizes], Result]] = {"peers": peers}
+#: versus: this checkout's dispatch against another revision's (``--against``).
+ON_REQUEST: dict[str, Callable[[Sizes], Result]] = {"peers": peers, "versus": versus}
 KNOWN = {**BENCHMARKS, **ON_REQUEST}
 
 
@@ -164,7 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--json", type=Path, default=RESULTS, help=f"results file (default: {RESULTS})"
     )
+    parser.add_argument(
+        "--against",
+        default="main",
+        metavar="REV",
+        help="the git revision the versus benchmark measures this checkout against",
+    )
     args = parser.parse_args(argv)
+    dispatch_module.AGAINST["revision"] = args.against
     names: list[str] = args.benchmarks or list(BENCHMARKS)
     unknown = sorted(set(names) - set(KNOWN))
     if unknown:

@@ -33,6 +33,7 @@ from .evaluators.base import EvaluationContext, Evaluator, entry_judges
 from .grading import Grading, Judgement, grade_answers, not_graded
 from .llm.budget import Budget, Ledger, SuiteBudgets
 from .llm.client import LlmClient, ModelClients
+from .llm.http import close_session
 from .llm.limits import CallLimits, Limits, LimitServer, RemoteLimits
 from .llm.replay import ReplayStore
 from .llm.retry import RetryPolicy, within
@@ -111,7 +112,12 @@ class AgentvRun:
             RemoteLimits(limits_socket) if limits_socket is not None else call_limits(settings)
         )
         self.clients = ModelClients(
-            policy, self.store, limits, transport=settings.judge_transport, budget=self.budget
+            policy,
+            self.store,
+            limits,
+            transport=settings.judge_transport,
+            budget=self.budget,
+            connections=settings.concurrency,
         )
         answers = (
             RecordedTarget(
@@ -327,6 +333,12 @@ class AgentvRun:
                 f"target '{target.name}' gave no answer within {limit:g}s (--agentv-target-timeout)"
             ) from None
 
+    async def _aclose(self) -> None:
+        """What the run's cases shared: the targets' healthchecks, and the loop's HTTP
+        session."""
+        await self.targets.aclose()
+        await close_session()
+
     def facts(self) -> dict[str, Any]:
         """What this process knows that the controller's summary needs (sent from pytest-xdist
         workers as plain builtins): the cases it collected, and its calibration."""
@@ -336,7 +348,7 @@ class AgentvRun:
         }
 
     def close(self) -> None:
-        self.scheduler.close(self.targets.aclose)
+        self.scheduler.close(self._aclose)
         if self.workspaces.used:  # after the cases: ``after_all`` runs with its own deadline
             done = asyncio.run_coroutine_threadsafe(self.workspaces.finish(), shared_loop())
             try:

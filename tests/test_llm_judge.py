@@ -753,13 +753,16 @@ def test_canary_key_never_leaks(
 def test_litellm_is_imported_on_first_model_call_only(
     project: pytest.Pytester, fake_llm: FakeOpenAI, judge_transport: str
 ) -> None:
-    """...and only by the litellm transport: the lean one serves the fake server's model."""
+    """...and only by the litellm transport: the lean one serves the fake server's model. Its
+    HTTP client, aiohttp, is imported only by a call: not by a run without model calls, nor by
+    a replayed one."""
     project.makeconftest(
         """
         import os, sys
 
         def pytest_sessionfinish():
             print("litellm imported:", "litellm" in sys.modules)
+            print("aiohttp imported:", "aiohttp" in sys.modules)
             print("cost map:", os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"))
         """
     )
@@ -771,17 +774,30 @@ def test_litellm_is_imported_on_first_model_call_only(
     )
     result = project.runpytest_subprocess("-s", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*litellm imported: False*"])
+    result.stdout.fnmatch_lines(["*litellm imported: False*", "*aiohttp imported: False*"])
 
-    project.makeini(judge_ini(fake_llm))
+    project.makeini(
+        judge_ini(fake_llm).replace("agentv_cache_mode = off", "agentv_cache_mode = readwrite")
+    )
     fake_llm.responder = lambda r: freeform_reply(0.9)
     write(project, "judged.eval.yaml", FREEFORM)
     result = project.runpytest_subprocess("-s", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     forced = judge_transport == "litellm"
     result.stdout.fnmatch_lines(
-        [f"*litellm imported: {forced}*", f"*cost map: {'True' if forced else None}*"]
+        [
+            f"*litellm imported: {forced}*",
+            "*aiohttp imported: True*",
+            f"*cost map: {'True' if forced else None}*",
+        ]
     )
+
+    fake_llm.stop()
+    result = project.runpytest_subprocess(
+        "-s", "-p", "no:cacheprovider", "--agentv-cache-mode=replay"
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*litellm imported: False*", "*aiohttp imported: False*"])
 
 
 def test_empty_llm_target_reply_is_not_graded_nor_stored(

@@ -314,7 +314,7 @@ def test_a_store_recorded_with_one_transport_replays_with_the_other(
         import sys
 
         def pytest_sessionfinish():
-            print("imported:", sorted(m for m in ("litellm", "httpx") if m in sys.modules))
+            print("imported:", sorted(m for m in ("litellm", "aiohttp") if m in sys.modules))
         """
     )
     fake_llm.responder = lambda request: freeform_reply(0.9)

@@ -1,9 +1,9 @@
 """The only code that talks to models, for judges and model targets alike.
 
-``client`` (a model client: store, budget, retries, usage), ``transports`` (lean httpx, litellm),
+``client`` (a model client: store, budget, retries, usage), ``transports`` (lean aiohttp, litellm),
 ``reply`` (a reply, with its call's tokens and cost as far as known), ``retry`` (the one retry
 policy), ``usage`` (one token and cost counter, also for estimates),
 ``prices`` (litellm's price table, read without importing litellm), ``replay`` (the record and
 replay store) and ``budget`` (the run's spend ledger). Importing this package imports none of
-httpx or litellm: a replayed run never needs them.
+aiohttp or litellm: a replayed run never needs them.
 """

@@ -7,15 +7,12 @@ import asyncio
 import json
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import ReplayMissError
 from ..redaction import redact, redact_obj
-
-if TYPE_CHECKING:
-    pass
-
 from .budget import Budget
+from .http import CONNECTIONS
 from .limits import UNLIMITED, CallLimits, Grant, Limits
 from .replay import ReplayStore, request_key
 from .reply import Reply
@@ -54,8 +51,10 @@ class LlmClient:
         limits: Limits | None = None,
         transport: str = "auto",
         budget: Budget | None = None,
+        connections: int = CONNECTIONS,
     ) -> None:
         self.spec = spec
+        self.connections = connections
         self.policy = policy or RetryPolicy()
         self.store = store
         self.budget = budget
@@ -72,7 +71,9 @@ class LlmClient:
     def transport(self) -> Transport:
         if self._transport is None:
             lean = uses_lean_transport(self.spec.model, self.transport_choice)
-            self._transport = LeanTransport(self.spec) if lean else LitellmTransport(self.spec)
+            self._transport = (
+                LeanTransport(self.spec, self.connections) if lean else LitellmTransport(self.spec)
+            )
         return self._transport
 
     def supports_response_schema(self) -> bool:
@@ -323,8 +324,10 @@ class ModelClients:
         limits: Limits | None = None,
         transport: str = "auto",
         budget: Budget | None = None,
+        connections: int = CONNECTIONS,
     ) -> None:
         self.policy = policy
+        self.connections = connections
         self.store = store
         self.budget = budget
         self.limits = limits
@@ -343,5 +346,6 @@ class ModelClients:
                     limits=self.limits,
                     transport=self.transport,
                     budget=self.budget,
+                    connections=self.connections,
                 )
             return client

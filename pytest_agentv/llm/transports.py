@@ -2,7 +2,7 @@
 
 ``openai/<model>`` and ``azure/<deployment>`` models — which covers every OpenAI-compatible server
 reached as ``openai/<model>`` with an API base (vLLM, Ollama, LM Studio, OpenRouter, Groq,
-Together...) — go through the lean transport: chat completions over HTTP/1.1 (``http.py``), with
+Together...) — go through the lean transport: chat completions through aiohttp (``http.py``), with
 prices and capabilities read from litellm's price table (``prices.py``) without importing litellm.
 Every other model goes through litellm, imported the first time such a model is called (offline:
 its remote price list is switched off), as does every model when the transport is forced to
@@ -202,8 +202,9 @@ class LeanTransport:
     other than 1, as litellm sends them with ``drop_params``.
     """
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, connections: int = http.CONNECTIONS) -> None:
         self.spec = spec
+        self.connections = connections
         self._endpoint: _Endpoint | None = None
         self._reasoning = False
         self._price: prices.Price | None = None
@@ -288,7 +289,7 @@ class LeanTransport:
         if response_format is not None:
             body["response_format"] = response_format
         content = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        response = await http.post(endpoint.route, content, timeout)
+        response = await http.post(endpoint.route, content, timeout, self.connections)
         status = response.status
         if not 200 <= status < 300:
             raise TransportError(
