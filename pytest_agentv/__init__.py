@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .assertions import AgentvJudge, JudgedAssertionError, assert_judged, assert_judged_async
+    from .assertions.conversation import assert_conversation, assert_conversation_async
     from .cases import PreparedCase
-    from .conversation_assertions import assert_conversation, assert_conversation_async
     from .errors import (
         AgentvDeprecationWarning,
         AgentvError,
@@ -60,8 +60,8 @@ _EXPORTS = {
     "Evaluator": "evaluators.base",
     "EvaluatorResult": "evaluators.base",
     "PreparedCase": "cases",
-    "assert_conversation": "conversation_assertions",
-    "assert_conversation_async": "conversation_assertions",
+    "assert_conversation": "assertions.conversation",
+    "assert_conversation_async": "assertions.conversation",
     "build_evaluator_registry": "evaluators",
     "is_evaluator_kind": "evaluators",
     "run_evaluators_for_case": "evaluators.base",

@@ -60,7 +60,7 @@ class PreparedCase:
     #: The file is written with AgentV v4's names, so v4's defaults apply where they differ
     #: from v2.5.8's (a trajectory's ``args`` compared exactly).
     v4: bool = False
-    #: A conversation's turns (``conversation.py`` asks and grades them one by one).
+    #: A conversation's turns (``conversation/`` asks and grades them one by one).
     turns: tuple[PreparedTurn, ...] = ()
     #: The turn of a conversation this case asks or grades (1, 2...); 0: not a turn.
     turn: int = 0

@@ -18,7 +18,7 @@ import pytest
 from .answers import TargetResponse, response_from
 from .cases import CaseSpec, ConversationPlan, PreparedCase
 from .collect import EvalItem
-from .conversation import graded_view, joined, seen
+from .conversation.turns import Step, joined, walk
 from .errors import AgentvError, JudgeNotConfiguredError
 from .evaluators.base import Evaluator, plan_entries
 from .grading import Judgement
@@ -139,20 +139,17 @@ async def _conversation_calls(
 ) -> list[PlannedCall]:
     """A conversation's calls: each turn's target call (with the history so far) and its
     graders', then the transcript's graders'; every turn counted, as if none stopped it."""
-    history = [dict(message) for message in case.input_messages]
     calls: list[PlannedCall] = []
-    replies: list[TargetResponse] = []
-    for number, (turn, entries) in enumerate(zip(case.turns, plan.turns, strict=True), 1):
-        history.append({"role": "user", "content": turn.input})
-        response, asked = _planned_answer(target, seen(case, history, number, case.attempt))
-        calls += asked
-        view = graded_view(case, plan, history, number, case.attempt)
-        context = replace(judgement.context(response, case.attempt), eval_case=view)
-        calls += await plan_entries(context, entries, judgement.evaluators)
-        history.append({"role": "assistant", "content": response.text})
-        replies.append(response)
+
+    async def take(step: Step) -> TargetResponse:
+        response, asked = _planned_answer(target, step.asked)
+        calls.extend(asked)
+        context = replace(judgement.context(response, case.attempt), eval_case=step.view())
+        calls.extend(await plan_entries(context, step.entries, judgement.evaluators))
+        return response
+
+    replies, transcript = await walk(case, plan, case.attempt, take)
     if plan.transcript:
-        transcript = seen(case, history, 0, case.attempt)
         answer = replace(joined(replies), text=transcript.question)
         context = replace(judgement.context(answer, case.attempt), eval_case=transcript)
         calls += await plan_entries(context, plan.transcript, judgement.evaluators)

@@ -58,7 +58,7 @@ class Judgement:
     #: propagates (``assert_judged``: an agent's exception arrives as ``NotGradedError``).
     catches: tuple[type[BaseException], ...] = (Exception,)
     #: Grades an attempt in place of ``entries``: a conversation, graded turn by turn while it
-    #: was answered (``conversation.py``), concludes here.
+    #: was answered (``conversation/``), concludes here.
     graded: Callable[[EvaluationContext], Awaitable[CaseEvaluation]] | None = None
 
 

@@ -30,7 +30,7 @@ from .dependencies import Dependencies
 from .errors import AgentvWarning, NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
 from .evaluators.base import EvaluationContext, Evaluator, entry_judges
-from .grading import Grading, Judgement, grade_answers, not_graded
+from .grading import Grading, Judgement, OnLoop, grade_answers, not_graded
 from .llm.budget import Budget, Ledger, SuiteBudgets
 from .llm.client import LlmClient, ModelClients
 from .llm.http import close_session
@@ -48,7 +48,7 @@ from .settings import Settings
 from .targets import Target, TargetCatalog
 from .targets.python import FixtureTarget, RecordedTarget
 from .trials import TrialPolicy, policy_for
-from .workspace import Workspaces
+from .workspace import Call, Workspaces
 
 if TYPE_CHECKING:
     from .calibration import Calibration
@@ -277,25 +277,7 @@ class AgentvRun:
         fixture: FixtureTarget | None = None,
     ) -> CaseResult:
         """Run the case to a ``CaseResult``, on the plugin's event loop."""
-        ready = self._grading(spec, evaluators, fixture)
-        if isinstance(ready, CaseResult):
-            return ready
-        grading, prepared, target = ready
-        if spec.conversation is not None:
-            ask = partial(self._answer, target)
-            talk = Conversation(grading.judgement, spec.conversation, prepared, ask, awaited)
-            return await talk.run()
-
-        def answer(attempt: int) -> Awaitable[TargetResponse]:
-            attempted = replace(prepared, attempt=attempt)
-            if isinstance(target, RecordedTarget):  # the answer was made in an earlier run
-                return grading.counted(self._answer(target, attempted))
-            call = partial(self._answer, target)
-            return grading.counted(self.workspaces.around(spec, attempted, call))
-
-        result = await grade_answers(grading, answer, on_loop=awaited)
-        await self.workspaces.settle(spec, result.passed)
-        return result
+        return await self._run(spec, evaluators, fixture, awaited)
 
     def run_now(
         self, spec: CaseSpec, evaluators: Mapping[str, Evaluator], fixture: FixtureTarget | None
@@ -304,22 +286,37 @@ class AgentvRun:
         called right here, like any test code, and the rest runs on the plugin's loop."""
         if fixture is None or fixture.is_async:
             return self.scheduler.run(self.run_case(spec, evaluators, fixture))
+        return run_sync(self._run(spec, evaluators, fixture, self.scheduler.blocking))
+
+    async def _run(
+        self,
+        spec: CaseSpec,
+        evaluators: Mapping[str, Evaluator],
+        fixture: FixtureTarget | None,
+        on_loop: OnLoop[Any],
+    ) -> CaseResult:
+        """The one path of a case, driven on the plugin's loop (``on_loop`` awaits), or in
+        pytest's thread for a sync fixture (``on_loop`` runs loop work there and waits)."""
         ready = self._grading(spec, evaluators, fixture)
         if isinstance(ready, CaseResult):
             return ready
-        grading, prepared, _ = ready
-
-        async def answer(attempt: int) -> TargetResponse:
-            attempted = replace(prepared, attempt=attempt)
-            return self.workspaces.around_sync(spec, attempted, fixture.call_sync, self.scheduler)
-
-        blocking = self.scheduler.blocking
+        grading, prepared, target = ready
+        if fixture is not None and not fixture.is_async:
+            ask: Call = partial(_called, fixture)
+        else:
+            ask = partial(self._answer, target)
         if spec.conversation is not None:
-            ask = partial(_called, fixture)
-            talk = Conversation(grading.judgement, spec.conversation, prepared, ask, blocking)
-            return run_sync(talk.run())
-        result = run_sync(grade_answers(grading, answer, on_loop=blocking))
-        self.scheduler.run(self.workspaces.settle(spec, result.passed))
+            talk = Conversation(grading.judgement, spec.conversation, prepared, ask, on_loop)
+            return await talk.run()
+
+        def answer(attempt: int) -> Awaitable[TargetResponse]:
+            attempted = replace(prepared, attempt=attempt)
+            if isinstance(target, RecordedTarget):  # the answer was made in an earlier run
+                return grading.counted(ask(attempted))
+            return grading.counted(self.workspaces.around(spec, attempted, ask, on_loop))
+
+        result = await grade_answers(grading, answer, on_loop=on_loop)
+        await on_loop(self.workspaces.settle(spec, result.passed))
         return result
 
     async def _answer(self, target: Target, prepared: PreparedCase) -> TargetResponse:

@@ -358,6 +358,46 @@ def test_the_agentv_target_fixture_works_in_the_workspace(project: pytest.Pytest
     assert row["score"] == 1
 
 
+def test_a_sync_fixture_that_raises_in_a_workspace_still_gets_its_after_each(
+    project: pytest.Pytester,
+) -> None:
+    """The sync fixture runs in pytest's thread while the workspace's steps run on the plugin's
+    loop: a fixture that raises leaves its case not graded, and ``after_each`` still runs."""
+    write(project, "tpl/seed.txt", "seed\n")
+    write(project, "hook.py", LOGGING_HOOK)
+    write(
+        project,
+        "conftest.py",
+        """
+        import pytest
+
+        def broken(case):
+            raise RuntimeError("the agent fell over")
+
+        @pytest.fixture
+        def agentv_target():
+            return broken
+        """,
+    )
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        workspace:
+          template: tpl
+          hooks:
+            after_each: {command: [python, hook.py, after_each, '{{workspace_path}}']}
+        tests:
+          - {id: a, criteria: c, input: qa, assertions: [{type: contains, value: x}]}
+        """,
+    )
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*the agent fell over*"])
+    calls = [json.loads(line) for line in (project.path / "hooks.log").read_text().splitlines()]
+    assert [(name, test_id) for name, test_id, *_ in calls] == [("after_each", "a")]
+
+
 def test_an_llm_judge_is_shown_the_diff_fenced(
     project: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:

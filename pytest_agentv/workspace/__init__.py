@@ -17,50 +17,35 @@ How the lifecycle maps onto a pytest run (see docs/workspaces.md):
 - Around each attempt: ``before_each`` (reset, then command), the target, the diff since the
   baseline, then ``after_each`` (reset, then command); grading follows, as in v4.
 
-A setup step or hook that fails, times out or leaves processes running leaves the cases it
-serves not graded, naming the hook, its command and its exit status with its output (redacted).
+The plan (which workspace a case gets) is ``plan.py``, the hooks ``hooks.py``, git (checkouts,
+the baseline commit, the diff, resets) ``repos.py``; this module is the run's workspaces.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
-import shlex
 import shutil
 import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
+from ..answers import TargetResponse
+from ..cases import CaseSpec, PreparedCase
+from ..errors import NotGradedError
+from ..schema.workspace import HookConfig, RepoConfig
 from . import repos
-from .answers import TargetResponse
-from .cases import CaseSpec, PreparedCase
-from .errors import NotGradedError
-from .processes import child_env, run_process
-from .redaction import redact
-from .schema.suite import TargetHooks
-from .schema.workspace import HookConfig, RepoConfig
-from .workspaceplan import WorkspacePlan, plan_for
-
-#: v4's default deadlines: setup hooks, and the hooks after a case.
-SETUP_TIMEOUT = 60.0
-TEARDOWN_TIMEOUT = 30.0
-_OUTPUT_SHOWN = 2000
-_VARIABLE = re.compile(r"\{\{(\w+)\}\}")
+from .hooks import MatrixHooks, deadline, hook_context, preflight, run_hook
+from .plan import WorkspacePlan, plan_for
 
 Call = Callable[[PreparedCase], Awaitable[TargetResponse]]
-SyncCall = Callable[[PreparedCase], TargetResponse]
-T = TypeVar("T")
-
-
-class OnLoop(Protocol):
-    """Runs a coroutine on the plugin's loop and waits for it (the scheduler)."""
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T: ...
+#: How the workspace's own steps reach the plugin's loop: awaited there, or, for a synchronous
+#: ``agentv_target`` fixture called in pytest's thread, run there and waited for.
+OnLoop = Callable[[Coroutine[Any, Any, Any]], Awaitable[Any]]
 
 
 @dataclass
@@ -78,16 +63,13 @@ class _Shared:
     lock: asyncio.Lock
     ready: asyncio.Task[_Made]
     #: The matrix targets whose ``before_all`` ran here, in order (and why it failed, if it did).
-    targets: dict[str, tuple[_TargetHooks, NotGradedError | None]] = field(default_factory=dict)
+    targets: dict[str, tuple[MatrixHooks, NotGradedError | None]] = field(default_factory=dict)
 
-
-@dataclass(frozen=True)
-class _TargetHooks:
-    """A matrix target's hooks, and the folder their commands run from (its eval file's)."""
-
-    name: str
-    hooks: TargetHooks
-    folder: Path
+    def after_alls(self) -> list[tuple[HookConfig | None, MatrixHooks | None]]:
+        """What runs here when the run ends: the ``after_all`` of each matrix target whose
+        ``before_all`` ran, then the workspace's own."""
+        found = [(t.hooks.after_all, t) for t, failed in self.targets.values() if failed is None]
+        return [*found, (self.plan.hook("after_all"), None)]
 
 
 @dataclass
@@ -98,22 +80,11 @@ class Opened:
     made: _Made
     context: dict[str, Any]
     lock: asyncio.Lock | None
-    target: _TargetHooks | None = None
-
-
-def _after_alls(shared: _Shared) -> list[tuple[HookConfig | None, _TargetHooks | None]]:
-    """What runs in a shared workspace when the run ends: the ``after_all`` of each matrix
-    target whose ``before_all`` ran, then the workspace's own."""
-    found = [(t.hooks.after_all, t) for t, failed in shared.targets.values() if failed is None]
-    return [*found, (shared.plan.hook("after_all"), None)]
+    target: MatrixHooks | None = None
 
 
 def _key(spec: CaseSpec) -> tuple[str, str]:
     return (spec.loaded.display, spec.label)
-
-
-def _tail(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace").strip()[-_OUTPUT_SHOWN:]
 
 
 class Workspaces:
@@ -131,77 +102,15 @@ class Workspaces:
         #: What went wrong after the cases were reported (``after_all``), for a warning.
         self.problems: list[str] = []
 
-    # -- hooks --------------------------------------------------------------------------------
-    async def run_hook(
-        self,
-        name: str,
-        hook: HookConfig | None,
-        plan: WorkspacePlan,
-        context: dict[str, Any],
-        target: _TargetHooks | None = None,
-    ) -> None:
-        """Run a hook's command with v4's context on stdin (``NotGradedError`` if it fails): the
-        workspace's, or ``target``'s (from its eval file's folder, whatever ``hooks.enabled``)."""
-        if hook is None or not hook.command or (target is None and not plan.hooks_enabled):
-            return
-        words = {key: "" if value is None else str(value) for key, value in context.items()}
-        if context.get("case_metadata") is not None:
-            words["case_metadata"] = json.dumps(context["case_metadata"])
-        argv = [_VARIABLE.sub(lambda m: words.get(m.group(1), m.group(0)), w) for w in hook.command]
-        default = SETUP_TIMEOUT if name.startswith("before") else TEARDOWN_TIMEOUT
-        timeout = hook.timeout_ms / 1000 if hook.timeout_ms else default
-        owner = "workspace" if target is None else f"target '{target.name}'"
-        what = f"{owner} hook {name} ({shlex.join(argv)})"
-        cwd = plan.hook_cwd(hook, name, None if target is None else target.folder)
-        try:
-            result = await run_process(
-                argv,
-                stdin=json.dumps(context).encode("utf-8"),
-                cwd=cwd,
-                env=repos.git_env(self.env_names),
-                timeout=timeout,
-            )
-        except OSError as exc:
-            raise NotGradedError(redact(f"{what} cannot start: {exc.strerror}")) from None
-        failure = result.failure(what, timeout)
-        if failure is None and result.left_behind:
-            failure = (
-                f"{what} exited but left {result.left_behind} process(es) running; they were killed"
-            )
-        if failure is not None:
-            shown = _tail(result.stdout)
-            raise NotGradedError(redact(failure + (f"\nits output: {shown}" if shown else "")))
+    @property
+    def env(self) -> dict[str, str]:
+        """The hooks' and git's environment, read from this process's at each use."""
+        return repos.git_env(self.env_names)
 
     def _context(
         self, plan: WorkspacePlan, path: Path, test_id: str, case: PreparedCase | None
     ) -> dict[str, Any]:
-        """v4's hook context (stdin JSON, and ``{{name}}`` in the command's words)."""
-        return {
-            "workspace_path": str(path),
-            "test_id": test_id,
-            "eval_run_id": self.run_id,
-            "case_input": case.question if case is not None else None,
-            "case_metadata": plan.metadata if case is not None else None,
-        }
-
-    async def preflight(self, plan: WorkspacePlan, cwd: Path) -> None:
-        """v4's ``env`` checks, before ``before_all``: every command on ``PATH``, every Python
-        module importable; all that is missing is named at once."""
-        env = plan.config.env
-        if env is None:
-            return
-        path = child_env(self._env())["PATH"]
-        missing = [f"command: {c}" for c in env.required_commands if not shutil.which(c, path=path)]
-        for module in env.required_python_modules:
-            result = await run_process(
-                ["python3", "-c", f"import {module}"], cwd=cwd, env=self._env(), timeout=60
-            )
-            if result.returncode != 0:
-                missing.append(f"python module: {module}")
-        if missing:
-            raise NotGradedError(
-                f"workspace env check failed ({plan.where}): missing {', '.join(missing)}"
-            )
+        return hook_context(plan, path, test_id, self.run_id, case)
 
     # -- making a workspace -------------------------------------------------------------------
     def _fresh(self, name: str) -> Path:
@@ -212,7 +121,6 @@ class Workspaces:
 
     async def _make(self, plan: WorkspacePlan, name: str, case: PreparedCase | None) -> _Made:
         """Template, repos, preflight checks, ``before_all``, baseline: a workspace ready."""
-        env = repos.git_env(self.env_names)
         static = plan.static_path()
         path = static or self._fresh(name)
         checkouts: list[tuple[RepoConfig, str]] = []
@@ -223,13 +131,13 @@ class Workspaces:
                 )
             for repo in plan.config.repos or ():
                 checkouts.append(
-                    (repo, await repos.checkout(repo, path, plan.folder, self.rootdir, env))
+                    (repo, await repos.checkout(repo, path, plan.folder, self.rootdir, self.env))
                 )
-        await self.preflight(plan, path)
+        await preflight(plan, path, self.env)
         test_id = case.id if case is not None and not plan.shared else "__before_all__"
         context = self._context(plan, path, test_id, case if not plan.shared else None)
-        await self.run_hook("before_all", plan.hook("before_all"), plan, context)
-        return _Made(path, await repos.baseline(path, env), checkouts)
+        await run_hook("before_all", plan.hook("before_all"), plan, context, self.env)
+        return _Made(path, await repos.baseline(path, self.env), checkouts)
 
     def _shared_for(self, spec: CaseSpec, plan: WorkspacePlan) -> _Shared:
         key = spec.loaded.path
@@ -258,7 +166,7 @@ class Workspaces:
         entry = spec.matrix_entry
         target = None
         if entry is not None and entry.hooks is not None:
-            target = _TargetHooks(entry.name, entry.hooks, spec.loaded.path.parent)
+            target = MatrixHooks(entry.name, entry.hooks, spec.loaded.path.parent)
         opened = Opened(plan, made, self._context(plan, made.path, case.id, case), lock, target)
         try:
             if plan.shared and target is not None:
@@ -266,28 +174,28 @@ class Workspaces:
             before_each = plan.hook("before_each")
             if before_each is not None and before_each.reset not in (None, "none"):
                 await repos.reset(
-                    made.path, made.since, before_each.reset, made.checkouts, self._env()
+                    made.path, made.since, before_each.reset, made.checkouts, self.env
                 )
             hooks = [(before_each, None), (target.hooks.before_each if target else None, target)]
             commands = [(hook, owner) for hook, owner in hooks if hook and hook.command]
             for hook, owner in commands:
-                await self.run_hook("before_each", hook, plan, opened.context, owner)
+                await run_hook("before_each", hook, plan, opened.context, self.env, owner)
             if commands:  # what the commands did is the case's starting point, not its changes
-                opened.made = replace(made, since=await repos.baseline(made.path, self._env()))
+                opened.made = replace(made, since=await repos.baseline(made.path, self.env))
         except BaseException:
             self._release(opened)
             raise
         return opened
 
-    async def _target_started(self, shared: _Shared, target: _TargetHooks, made: _Made) -> None:
+    async def _target_started(self, shared: _Shared, target: MatrixHooks, made: _Made) -> None:
         """A matrix target's ``before_all``, once per shared workspace, after the workspace's
         (the caller holds its lock); a failed one leaves all that target's cases not graded."""
         started = shared.targets.get(target.name)
         if started is None:
             context = self._context(shared.plan, made.path, "__target_before_all__", None)
             try:
-                await self.run_hook(
-                    "before_all", target.hooks.before_all, shared.plan, context, target
+                await run_hook(
+                    "before_all", target.hooks.before_all, shared.plan, context, self.env, target
                 )
             except NotGradedError as exc:
                 shared.targets[target.name] = (target, exc)
@@ -295,9 +203,6 @@ class Workspaces:
             shared.targets[target.name] = (target, None)
         elif started[1] is not None:
             raise NotGradedError(str(started[1]))
-
-    def _env(self) -> dict[str, str]:
-        return repos.git_env(self.env_names)
 
     async def settle(self, spec: CaseSpec, passed: bool) -> None:
         """After a case is graded, its own workspaces go at once when it passed (AgentV v4's
@@ -318,54 +223,43 @@ class Workspaces:
     async def close(self, opened: Opened, *, answered: bool = True) -> str:
         """After the target: the diff since the baseline, then ``after_each`` (reset, command).
         After an attempt that gave no answer the hooks still run and their failures are moot."""
-        made, plan = opened.made, opened.plan
+        made, plan, env = opened.made, opened.plan, self.env
         try:
-            diff = await repos.changes(made.path, made.since, self._env()) if answered else ""
+            diff = await repos.changes(made.path, made.since, env) if answered else ""
             with contextlib.suppress(NotGradedError) if not answered else contextlib.nullcontext():
                 target = opened.target
                 if target is not None:
                     after = target.hooks.after_each
-                    await self.run_hook("after_each", after, plan, opened.context, target)
+                    await run_hook("after_each", after, plan, opened.context, env, target)
                 after_each = plan.hook("after_each")
                 if after_each is not None and after_each.reset not in (None, "none"):
-                    await repos.reset(
-                        made.path, made.since, after_each.reset, made.checkouts, self._env()
-                    )
-                await self.run_hook("after_each", after_each, plan, opened.context)
+                    await repos.reset(made.path, made.since, after_each.reset, made.checkouts, env)
+                await run_hook("after_each", after_each, plan, opened.context, env)
             return diff
         finally:
             self._release(opened)
 
-    async def around(self, spec: CaseSpec, case: PreparedCase, call: Call) -> TargetResponse:
+    async def _abandon(self, opened: Opened) -> None:
+        """``close`` after an attempt that gave no answer, even when its task is cancelled."""
+        await asyncio.shield(self.close(opened, answered=False))
+
+    async def around(
+        self, spec: CaseSpec, case: PreparedCase, call: Call, on_loop: OnLoop
+    ) -> TargetResponse:
         """One attempt of the case answered in its workspace, with the workspace's path and the
-        diff on the answer for its graders; ``call`` alone when the case has no workspace."""
-        opened = await self.open(spec, case)
+        diff on the answer for its graders; ``call`` alone when the case has no workspace. The
+        workspace's steps go through ``on_loop``, so that a synchronous fixture's ``call`` runs
+        in pytest's thread, like test code, while they run on the plugin's loop."""
+        opened: Opened | None = await on_loop(self.open(spec, case))
         if opened is None:
             return await call(case)
         path = str(opened.made.path)
         try:
             response = await call(replace(case, workspace_path=path))
         except BaseException:
-            await asyncio.shield(self.close(opened, answered=False))
+            await on_loop(self._abandon(opened))
             raise
-        diff = await self.close(opened)
-        return replace(response, workspace_path=path, file_changes=diff)
-
-    def around_sync(
-        self, spec: CaseSpec, case: PreparedCase, call: SyncCall, loop: OnLoop
-    ) -> TargetResponse:
-        """``around`` for a synchronous ``agentv_target`` fixture, called in this thread like
-        test code while the workspace's steps run on the plugin's loop."""
-        opened = loop.run(self.open(spec, case))
-        if opened is None:
-            return call(case)
-        path = str(opened.made.path)
-        try:
-            response = call(replace(case, workspace_path=path))
-        except BaseException:
-            loop.run(self.close(opened, answered=False))
-            raise
-        diff = loop.run(self.close(opened))
+        diff: str = await on_loop(self.close(opened))
         return replace(response, workspace_path=path, file_changes=diff)
 
     # -- the end of the run -------------------------------------------------------------------
@@ -376,12 +270,8 @@ class Workspaces:
 
     def finish_within(self) -> float:
         """How long ``finish`` may take: each ``after_all``'s deadline, and time to clean up."""
-        hooks = [hook for shared in self._shared.values() for hook, _ in _after_alls(shared)]
-        return 30.0 + sum(
-            hook.timeout_ms / 1000 if hook.timeout_ms else TEARDOWN_TIMEOUT
-            for hook in hooks
-            if hook is not None
-        )
+        hooks = [hook for shared in self._shared.values() for hook, _ in shared.after_alls()]
+        return 30.0 + sum(deadline("after_all", hook) for hook in hooks if hook is not None)
 
     async def finish(self) -> None:
         """``after_all`` in each shared workspace made; then the temporary folders go."""
@@ -389,11 +279,11 @@ class Workspaces:
             if not shared.ready.done() or shared.ready.cancelled() or shared.ready.exception():
                 continue
             made = shared.ready.result()
-            for hook, target in _after_alls(shared):
+            for hook, target in shared.after_alls():
                 test_id = "__after_all__" if target is None else "__target_after_all__"
                 context = self._context(shared.plan, made.path, test_id, None)
                 try:
-                    await self.run_hook("after_all", hook, shared.plan, context, target)
+                    await run_hook("after_all", hook, shared.plan, context, self.env, target)
                 except NotGradedError as exc:
                     self.problems.append(f"{shared.plan.where}: {exc}")
         if self._root is not None:

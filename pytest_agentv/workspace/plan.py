@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .cases import CaseSpec
-from .errors import ConfigError
-from .paths import resolve_reference
-from .schema.workspace import HOOK_NAMES, HookConfig, WorkspaceConfig, WorkspaceHooks
+from ..cases import CaseSpec
+from ..errors import ConfigError
+from ..paths import resolve_reference
+from ..schema.workspace import HOOK_NAMES, HookConfig, WorkspaceConfig, WorkspaceHooks
 
 
 def merged(suite: WorkspaceConfig | None, case: WorkspaceConfig | None) -> WorkspaceConfig | None:

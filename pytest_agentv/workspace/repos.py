@@ -13,11 +13,11 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .errors import NotGradedError
-from .paths import resolve_reference
-from .processes import run_process, scrubbed_env
-from .redaction import redact
-from .schema.workspace import RepoConfig
+from ..errors import NotGradedError
+from ..paths import resolve_reference
+from ..processes import run_process, scrubbed_env
+from ..redaction import redact
+from ..schema.workspace import RepoConfig
 
 #: How long one git command may take (v4: five minutes).
 GIT_TIMEOUT = 300.0

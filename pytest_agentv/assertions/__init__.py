@@ -22,21 +22,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .errors import AgentvError
-from .keywords import JudgeOptions, check_options
-from .scheduler import awaited, run_sync
+from ..errors import AgentvError
+from ..keywords import JudgeOptions, check_options
+from ..scheduler import awaited, run_sync
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .answers import TargetResponse
-    from .cases import PreparedCase
-    from .evaluators.base import CaseEvaluation, EvaluationContext, EvaluationScore
-    from .grading import Judgement, OnLoop, ResultOf
-    from .results import CaseResult, ResultRow
-    from .runner import AgentvRun
-    from .schema.evaluators import EvaluatorConfig
-    from .schema.trials import TrialsConfig
+    from ..answers import TargetResponse
+    from ..cases import PreparedCase
+    from ..evaluators.base import CaseEvaluation, EvaluationContext, EvaluationScore
+    from ..grading import Judgement, OnLoop, ResultOf
+    from ..results import CaseResult, ResultRow
+    from ..runner import AgentvRun
+    from ..schema.evaluators import EvaluatorConfig
+    from ..schema.trials import TrialsConfig
 
 
 @dataclass(frozen=True)
@@ -124,9 +124,9 @@ class AgentvJudge:
 
     def _judgement(self, options: JudgeOptions, trials: TrialsConfig | None) -> Judgement:
         """What grades the answers, prepared in the test's own thread (``judgement_for``)."""
-        from .cases import PreparedCase
-        from .schema.evaluators import python_entries
-        from .schema.messages import render_content
+        from ..cases import PreparedCase
+        from ..schema.evaluators import python_entries
+        from ..schema.messages import render_content
 
         entries = python_entries(options.get("evaluators"), options.get("rubrics"))
         question = options.get("question") or ""
@@ -155,10 +155,10 @@ class AgentvJudge:
         """What grades ``case``'s answers with ``entries``: the ``trace``'s metrics checked,
         hooks asked for evaluator kinds, the needed judges looked for
         (``JudgeNotConfiguredError``); a mistake is raised in the test's frame."""
-        from .answers import TargetResponse, checked_trace
-        from .evaluators.base import EvaluationContext, entry_judges
-        from .grading import Judgement
-        from .trials import policy_for
+        from ..answers import TargetResponse, checked_trace
+        from ..evaluators.base import EvaluationContext, entry_judges
+        from ..grading import Judgement
+        from ..trials import policy_for
 
         trace = checked_trace(options.get("trace"), "assert_judged(trace=...)")
         hook = self.item.ihook if self.item is not None else self.run.config.hook
@@ -196,8 +196,8 @@ class AgentvJudge:
         self, answer: Callable[[], Awaitable[Any]], options: JudgeOptions, on_loop: OnLoop[Any]
     ) -> CaseEvaluation:
         __tracebackhide__ = True
-        from .answers import response_from
-        from .grading import Grading
+        from ..answers import response_from
+        from ..grading import Grading
 
         grading = Grading(self._judgement(options, None))
         if grading.judgement.gate is not None:
@@ -216,9 +216,9 @@ class AgentvJudge:
         """The one core: the answers graded on the plugin's loop, the result recorded on the
         test, then pass (the score), xfail, skip or fail."""
         __tracebackhide__ = True
-        from .answers import response_from
-        from .grading import Grading, grade_answers, not_graded
-        from .trials import trials_from_argument
+        from ..answers import response_from
+        from ..grading import Grading, grade_answers, not_graded
+        from ..trials import trials_from_argument
 
         async def answer_at(attempt: int) -> TargetResponse:
             return response_from(await answer(), "assert_judged candidate")
@@ -237,7 +237,7 @@ class AgentvJudge:
 
     def _result(self, options: JudgeOptions) -> ResultOf:
         """A ``CaseResult`` of this test's judgement."""
-        from .results import CaseResult
+        from ..results import CaseResult
 
         listed = bool(options.get("evaluators") or options.get("rubrics"))
         return partial(CaseResult, eval_id=self.eval_id, evaluators_listed=listed)
@@ -245,8 +245,8 @@ class AgentvJudge:
     def settle(self, result: CaseResult, caller: str = "assert_judged") -> None:
         """Put the result on the calling test, then return (pass), xfail, skip or fail."""
         __tracebackhide__ = True
-        from .reports.junit import record_judged
-        from .verdicts import apply_verdict, settle_ungraded
+        from ..reports.junit import record_judged
+        from ..verdicts import apply_verdict, settle_ungraded
 
         row = result.row()
         if self.item is not None:
@@ -273,7 +273,7 @@ async def _answer_of(candidate: Any, on_loop: OnLoop[Any] | None = None) -> Any:
     one is awaited in the caller's event loop, or with ``on_loop`` (the sync wrapper: on the
     plugin's loop, never suspending). What the agent raises leaves the test not graded, as an
     ``agentv_target`` fixture's exception leaves its case; the test's own code is not in here."""
-    from .targets.python import agent_call, callable_name
+    from ..targets.python import agent_call, callable_name
 
     with agent_call(f"assert_judged agent ({callable_name(candidate)})"):
         answer = candidate() if callable(candidate) else candidate

@@ -17,14 +17,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .answers import TargetResponse
-from .cases import ConversationPlan, PreparedCase, prompt_text
-from .errors import JudgeNotConfiguredError, NotGradedError
-from .evaluators.base import CaseEvaluation, EvaluationContext, EvaluationScore, EvaluatorResult
-from .grading import Grading, Judgement, OnLoop, grade_answers, not_graded
-from .llm.usage import Usage, current_usage
-from .results import CaseResult, Status, TurnRow
-from .schema.evaluators import EvaluatorConfig
+from ..answers import TargetResponse
+from ..cases import ConversationPlan, PreparedCase
+from ..errors import JudgeNotConfiguredError, NotGradedError
+from ..evaluators.base import CaseEvaluation, EvaluationContext, EvaluationScore, EvaluatorResult
+from ..grading import Grading, Judgement, OnLoop, grade_answers, not_graded
+from ..llm.usage import Usage, current_usage
+from ..results import CaseResult, Status, TurnRow
+from ..schema.evaluators import EvaluatorConfig
+from .turns import Step, joined, walk
 
 #: Asks the target one turn: the case holds the history so far.
 Ask = Callable[[PreparedCase], Awaitable[TargetResponse]]
@@ -37,63 +38,6 @@ _AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
     "min": min,
     "max": max,
 }
-
-
-def window(history: Sequence[dict[str, Any]], size: int | None) -> tuple[dict[str, Any], ...]:
-    """What a turn's graders see of the history up to its user message: the system messages,
-    then the last ``size`` turns (the current one included), as AgentV v4's window does."""
-    if size is None:
-        return tuple(history)
-    others = [m for m in history if m["role"] != "system"]
-    return (*(m for m in history if m["role"] == "system"), *others[-(2 * size - 1) :])
-
-
-def seen(
-    case: PreparedCase, messages: Sequence[dict[str, Any]], number: int, attempt: int
-) -> PreparedCase:
-    """The case as turn ``number``'s target sees it (the messages so far) or, with 0, as the
-    transcript's graders see the whole conversation."""
-    shown = tuple(dict(message) for message in messages)
-    files = case.turns[number - 1].input_files if number else ()
-    return replace(
-        case,
-        question=prompt_text(shown),
-        input_messages=shown,
-        authored_input=shown,
-        input_files=(*case.input_files, *files),
-        turn=number,
-        attempt=attempt,
-    )
-
-
-def graded_view(
-    case: PreparedCase,
-    plan: ConversationPlan,
-    history: Sequence[dict[str, Any]],
-    number: int,
-    attempt: int,
-) -> PreparedCase:
-    """The case as turn ``number``'s graders see it: the window of the history up to its user
-    message, and the turn's expected reply."""
-    turn = case.turns[number - 1]
-    return replace(
-        seen(case, window(history, plan.window_size), number, attempt),
-        expected_messages=turn.expected_messages,
-        reference_answer=turn.reference_answer,
-    )
-
-
-def joined(replies: Sequence[TargetResponse]) -> TargetResponse:
-    """The replies of a conversation as one answer: the last reply's text, every reply's
-    messages, and the cost and time they report together."""
-    costs = [r.cost_usd for r in replies if r.cost_usd is not None]
-    times = [r.duration_ms for r in replies if r.duration_ms is not None]
-    return TargetResponse(
-        text=replies[-1].text if replies else "",
-        output_messages=tuple(m for r in replies for m in r.output_messages),
-        cost_usd=sum(costs) if costs else None,
-        duration_ms=sum(times) if times else None,
-    )
 
 
 def turn_row(
@@ -208,34 +152,32 @@ class Conversation:
             raise
 
     async def _play(self, played: Played, attempt: int) -> TargetResponse:
-        history = [dict(message) for message in self.case.input_messages]
-        replies: list[TargetResponse] = []
         failed = 0
-        for number, (turn, entries) in enumerate(
-            zip(self.case.turns, self.plan.turns, strict=True), 1
-        ):
+
+        async def take(step: Step) -> TargetResponse | None:
+            nonlocal failed
             if failed:
                 reason = f"not sent: turn {failed} did not pass (on_turn_failure: stop)"
                 unsent = EvaluationScore.graded(0.0, misses=(reason,))
-                played.turns.append(turn_row(number, turn.input, None, unsent, reason))
-                played.results.append(EvaluatorResult(f"turn-{number}", TURN_TYPE, 1.0, unsent))
-                continue
-            history.append({"role": "user", "content": turn.input})
-            asked = seen(self.case, history, number, attempt)
-            response = await self._answer(played, asked)
-            replies.append(response)
-            if entries:
-                view = graded_view(self.case, self.plan, history, number, attempt)
-                score = await self._grade(played, f"turn-{number}", entries, view, response)
-                played.turns.append(turn_row(number, turn.input, response.text, score))
+                played.turns.append(turn_row(step.number, step.said, None, unsent, reason))
+                played.results.append(
+                    EvaluatorResult(f"turn-{step.number}", TURN_TYPE, 1.0, unsent)
+                )
+                return None
+            response = await self._answer(played, step.asked)
+            if step.entries:
+                name = f"turn-{step.number}"
+                score = await self._grade(played, name, step.entries, step.view(), response)
+                played.turns.append(turn_row(step.number, step.said, response.text, score))
                 passed = score.verdict == "pass"
-                failed = number if self.plan.on_turn_failure == "stop" and not passed else 0
+                failed = step.number if self.plan.on_turn_failure == "stop" and not passed else 0
             else:
-                played.turns.append(turn_row(number, turn.input, response.text))
-            history.append({"role": "assistant", "content": response.text})
+                played.turns.append(turn_row(step.number, step.said, response.text))
+            return response
+
+        replies, transcript = await walk(self.case, self.plan, attempt, take)
         answer = joined(replies)
         if self.plan.transcript:
-            transcript = seen(self.case, history, 0, attempt)
             whole = replace(answer, text=transcript.question)
             await self._grade(played, "conversation", self.plan.transcript, transcript, whole)
         return answer

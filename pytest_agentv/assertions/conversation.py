@@ -3,7 +3,7 @@
 The agent is a callable taking the messages so far (the shared ``input``, every earlier user
 turn and the agent's own replies) and returning its reply, as an ``agentv_target`` fixture
 answers a conversation case. Turns and assertions are written as in an eval file's ``mode:
-conversation`` case, and the conversation runs the same path (``conversation.py``) and ends
+conversation`` case, and the conversation runs the same path (``conversation/``) and ends
 like ``assert_judged``: pass returns the score, borderline xfails, fail raises.
 """
 
@@ -16,19 +16,19 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from .assertions import AgentvJudge, _judge
-from .errors import AgentvError
-from .keywords import check_options
-from .scheduler import awaited, run_sync
+from ..errors import AgentvError
+from ..keywords import check_options
+from ..scheduler import awaited, run_sync
+from . import AgentvJudge, _judge
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .answers import TargetResponse
-    from .cases import PreparedCase
-    from .conversation import Conversation
-    from .evaluators.base import EvaluationScore
-    from .grading import OnLoop
+    from ..answers import TargetResponse
+    from ..cases import PreparedCase
+    from ..conversation import Conversation
+    from ..evaluators.base import EvaluationScore
+    from ..grading import OnLoop
 
 #: An agent: the messages so far in, its reply out (text, messages, a mapping; or awaitable).
 Agent = Callable[[list[dict[str, Any]]], Any]
@@ -41,7 +41,7 @@ Case = Mapping[str, Any]
 
 def _text(segments: Sequence[Any], loc: tuple[int | str, ...]) -> str:
     """A message's text; a file segment is refused (a unit test passes the file's text)."""
-    from .schema.messages import render_content
+    from ..schema.messages import render_content
 
     if any(segment.type == "file" for segment in segments):
         where = ".".join(map(str, loc))
@@ -69,15 +69,15 @@ def _conversation(call: _Call) -> Conversation:
     __tracebackhide__ = True
     from pydantic import ValidationError
 
-    from .answers import response_from
-    from .casefiles import expected_replies
-    from .cases import PreparedCase, PreparedTurn, conversation_plan
-    from .conversation import Conversation
-    from .results import CaseResult
-    from .schema.base import problems
-    from .schema.evalfile import EvalSuite
-    from .targets.python import agent_call, callable_name
-    from .trials import trials_from_argument
+    from ..answers import response_from
+    from ..casefiles import expected_replies
+    from ..cases import PreparedCase, PreparedTurn, conversation_plan
+    from ..conversation import Conversation
+    from ..results import CaseResult
+    from ..schema.base import problems
+    from ..schema.evalfile import EvalSuite
+    from ..targets.python import agent_call, callable_name
+    from ..trials import trials_from_argument
 
     judge, agent, on_loop = call.judge, call.agent, call.on_loop
     try:
@@ -135,8 +135,8 @@ async def _assert(call: _Call) -> EvaluationScore:
     """The one core: the conversation played and graded, its result recorded on the test,
     then pass (the score), xfail, skip or fail."""
     __tracebackhide__ = True
-    from .grading import not_graded
-    from .results import CaseResult
+    from ..grading import not_graded
+    from ..results import CaseResult
 
     judge = call.judge
     try:
