@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .answers import TargetResponse
     from .assertions import AgentvJudge, JudgedAssertionError, assert_judged, assert_judged_async
     from .assertions.conversation import assert_conversation, assert_conversation_async
     from .cases import PreparedCase
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from .schema.evalfile import EvalCase, EvalSuite
     from .schema.evaluators import EvaluatorConfig
     from .schema.rubrics import RubricItem
+    from .targets.base import Target, TargetDefinition
+    from .targets.kinds import TARGET_KINDS
     from .verdicts import score_to_verdict
 
 _EXPORTS = {
@@ -72,11 +75,16 @@ _EXPORTS = {
     "EvalSuite": "schema.evalfile",
     "EvaluatorConfig": "schema.evaluators",
     "RubricItem": "schema.rubrics",
+    "TARGET_KINDS": "targets.kinds",
+    "Target": "targets.base",
+    "TargetDefinition": "targets.base",
+    "TargetResponse": "answers",
     "score_to_verdict": "verdicts",
 }
 
 __all__ = [
     "EVALUATOR_KINDS",
+    "TARGET_KINDS",
     "AgentvDeprecationWarning",
     "AgentvError",
     "AgentvJudge",
@@ -100,6 +108,9 @@ __all__ = [
     "PreparedCase",
     "ReplayMissError",
     "RubricItem",
+    "Target",
+    "TargetDefinition",
+    "TargetResponse",
     "__version__",
     "assert_conversation",
     "assert_conversation_async",

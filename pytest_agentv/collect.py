@@ -25,12 +25,14 @@ from .evaluators import ScopedRegistry
 from .evaluators.base import Evaluator
 from .loader import LoadedFile, load_eval_file
 from .paths import display_path
+from .plan import CasePlan, CaseWork
 from .projectfiles import ProjectFiles
 from .redaction import printable, shown
 from .reports.junit import record_properties, result_key
 from .results import ResultRow
-from .runner import AgentvRun, CaseWork
-from .targets.python import FixtureTarget
+from .runner import AgentvRun
+from .targets import Target, TargetDefinition
+from .targets.fixture import FixtureTarget
 from .trials import policy_for
 from .verdicts import apply_threshold, apply_verdict, settle_ungraded
 from .yamlfile import Loc
@@ -201,6 +203,11 @@ class EvalFile(pytest.File):
         registry = run.registry.scoped(
             lambda kind: hook.pytest_agentv_make_evaluator(config=self.config, kind=kind)
         )
+
+        def make(target: TargetDefinition) -> Target | None:
+            built: Target | None = hook.pytest_agentv_make_target(config=self.config, target=target)
+            return built
+
         try:
             loaded, cases = load_specs(
                 self.path,
@@ -214,9 +221,9 @@ class EvalFile(pytest.File):
         except AgentvError as exc:
             raise self.CollectError(shown(str(exc))) from None
         try:
-            run.targets.know(self.path.parent, run.files.targets_for(self.path.parent))
+            run.planner.targets.know(self.path.parent, run.files.targets_for(self.path.parent))
         except AgentvError as exc:  # its cases are not graded, for this reason
-            run.targets.know(self.path.parent, exc)
+            run.planner.targets.know(self.path.parent, exc)
         for warning in loaded.warnings:
             file = str(warning.path or self.path)
             warnings.warn_explicit(shown(warning.message), warning.category, file, warning.line)
@@ -229,15 +236,14 @@ class EvalFile(pytest.File):
                 name += f"[{_UNSAFE.sub('_', printable(spec.matrix_target))}]"
             run.collected.add((spec.loaded.display, spec.dataset, spec.case.id))
             if not defined:
-                for file, warning in run.targets.setting_notes(spec):
+                for file, warning in run.planner.targets.setting_notes(spec):
                     warnings.warn_explicit(warning.message, warning.category, file, warning.line)
             item = EvalItem.from_parent(
                 self,
                 name=name,
                 callobj=callobj,
                 run=run,
-                spec=spec,
-                evaluators=evaluators,
+                plan=run.planner.plan_case(spec, evaluators, make),
             )
             item.add_marker("agentv")
             for tag in loaded.suite.tags or []:
@@ -247,18 +253,18 @@ class EvalFile(pytest.File):
 
 
 class EvalItem(pytest.Function):
-    def __init__(
-        self,
-        *,
-        run: AgentvRun,
-        spec: CaseSpec,
-        evaluators: Mapping[str, Evaluator],
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, run: AgentvRun, plan: CasePlan, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.run = run
-        self.spec = spec
-        self.evaluators = evaluators
+        self.plan = plan
+
+    @property
+    def spec(self) -> CaseSpec:
+        return self.plan.spec
+
+    @property
+    def evaluators(self) -> Mapping[str, Evaluator]:
+        return self.plan.evaluators
 
     def setup(self) -> None:
         super().setup()
@@ -277,7 +283,7 @@ class EvalItem(pytest.Function):
         if fixture is None and run.scheduler.planned(self.nodeid):
             result = run.scheduler.result(self.nodeid)
         else:
-            result = run.run_now(self.spec, self.evaluators, fixture)
+            result = run.run_now(self.plan, fixture)
         run.compare(result, self.spec)
         row = self.stash[result_key] = result.row()
         apply_threshold(row, self.spec.threshold(run.settings.threshold))
@@ -348,7 +354,7 @@ def planned_work(items: Sequence[pytest.Item]) -> tuple[list[CaseWork], list[Cas
             # budget for what the file spent: it runs when its item does.
             spec = item.spec
             waits = fixture or bool(spec.case.depends_on) or spec.budget_usd is not None
-            (later if waits else early).append((item.nodeid, spec, item.evaluators))
+            (later if waits else early).append((item.nodeid, item.plan))
     return early, later
 
 

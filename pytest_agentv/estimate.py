@@ -15,31 +15,28 @@ from dataclasses import replace
 
 import pytest
 
-from .answers import TargetResponse, response_from
-from .cases import CaseSpec, ConversationPlan, PreparedCase
+from .answers import TargetResponse
+from .cases import ConversationPlan, PreparedCase
 from .collect import EvalItem
 from .conversation.turns import Step, joined, walk
 from .errors import AgentvError, JudgeNotConfiguredError
-from .evaluators.base import Evaluator, plan_entries
+from .evaluators.base import plan_entries
 from .grading import Judgement
-from .llm.usage import REPLY_TOKENS, PlannedCall, Usage, unknown_answer
+from .llm.usage import REPLY_TOKENS, PlannedCall, Usage
+from .plan import CasePlan
 from .redaction import shown
 from .results import usd
 from .runner import AgentvRun
 from .targets import Target, planned_answer
 
-#: A case, its evaluators, and whether an ``agentv_target`` fixture answers it.
-EstimateWork = tuple[CaseSpec, Mapping[str, Evaluator], bool]
+#: A case's plan, and whether an ``agentv_target`` fixture answers it.
+EstimateWork = tuple[CasePlan, bool]
 
 
 def estimate_lines(run: AgentvRun, items: Sequence[pytest.Item]) -> list[str]:
     """The estimate of the selected items as the terminal shows it."""
     work = [
-        (
-            item.spec,
-            item.evaluators,
-            "agentv_target" in item.fixturenames and item.run.settings.answers is None,
-        )
+        (item.plan, "agentv_target" in item.fixturenames and item.run.settings.answers is None)
         for item in items
         if isinstance(item, EvalItem)
     ]
@@ -63,10 +60,11 @@ async def estimate(
     skipped = failing = early = 0
     first_failure = ""
     judged_any = False
-    for spec, evaluators, fixture in work:
+    for plan, fixture in work:
+        spec = plan.spec
         usage = by_file.setdefault(spec.loaded.display, Usage())
         try:
-            calls, judged = await _planned_calls(run, spec, evaluators, fixture)
+            calls, judged = await _planned_calls(run, plan, fixture)
         except JudgeNotConfiguredError:
             skipped += 1
             continue
@@ -105,11 +103,12 @@ async def estimate(
 
 
 async def _planned_calls(
-    run: AgentvRun, spec: CaseSpec, evaluators: Mapping[str, Evaluator], fixture: bool
+    run: AgentvRun, plan: CasePlan, fixture: bool
 ) -> tuple[list[PlannedCall], bool]:
     """A case's model calls over all its trials: its target's, then its evaluators'; and
     whether the session's judge grades it."""
-    judgement, prepared, target = run.start(spec, evaluators, lookup_target=not fixture)
+    spec, evaluators = plan.spec, plan.evaluators
+    judgement, prepared, target = run.start(plan, answered=not fixture)
     judged = judgement.gate is not None
     policy = run.trial_policy(spec)
     calls: list[PlannedCall] = []
@@ -118,20 +117,12 @@ async def _planned_calls(
         if spec.conversation is not None:
             calls += await _conversation_calls(judgement, spec.conversation, case, target)
             continue
-        response, asked = _planned_answer(target, case)
+        response, asked = planned_answer(target, case)
         calls += asked
         calls += await plan_entries(
             judgement.context(response, attempt), spec.evaluators, evaluators
         )
     return calls, judged
-
-
-def _planned_answer(
-    target: Target | None, case: PreparedCase
-) -> tuple[TargetResponse, list[PlannedCall]]:
-    if target is None:
-        return response_from(unknown_answer(), ""), []
-    return planned_answer(target, case)
 
 
 async def _conversation_calls(
@@ -142,7 +133,7 @@ async def _conversation_calls(
     calls: list[PlannedCall] = []
 
     async def take(step: Step) -> TargetResponse:
-        response, asked = _planned_answer(target, step.asked)
+        response, asked = planned_answer(target, step.asked)
         calls.extend(asked)
         context = replace(judgement.context(response, case.attempt), eval_case=step.view())
         calls.extend(await plan_entries(context, step.entries, judgement.evaluators))

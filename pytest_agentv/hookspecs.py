@@ -14,6 +14,7 @@ import pytest
 
 if TYPE_CHECKING:
     from .evaluators.base import Evaluator
+    from .targets import Target, TargetDefinition
 
 
 @pytest.hookspec(firstresult=True)
@@ -29,4 +30,30 @@ def pytest_agentv_make_evaluator(config: pytest.Config, kind: str) -> Evaluator 
     is any object with a ``kind`` attribute and an ``evaluate(context)`` method returning an
     ``EvaluationScore``, sync or async; the entry's own settings are in ``context.evaluator``.
     A kind nobody answers is a collection error naming the file and line.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_agentv_make_target(config: pytest.Config, target: TargetDefinition) -> Target | None:
+    """Return the target for a target of a targets file, or None when its ``provider`` is not
+    yours.
+
+    Called at collection through the hook proxy of the eval file whose cases use the target
+    (once per target and folder of eval files), so a ``conftest.py`` adds providers for its own
+    folder. ``target`` is a ``TargetDefinition``: ``name``, ``provider``, ``settings`` (with
+    ``${{ VAR }}`` resolved), ``folder`` (the eval file's: resolve relative paths from it),
+    ``rootdir``, ``judge_target``, ``file`` (the targets file) and ``where(key)`` (a setting's
+    ``file:line:col``, for errors). The first non-None result wins; pytest-agentv's built-in
+    providers (``TARGET_KINDS``: ``mock``, ``cli``, the LLM providers) answer last, so an
+    implementation may also replace them. A provider nobody answers leaves the cases that use it
+    not graded, naming the providers known.
+
+    A target is any object with ``name``, ``judge_target`` (None, or the name of an LLM target
+    whose model judges its cases), ``timeout`` (seconds it enforces itself, or None for
+    ``--agentv-target-timeout``) and ``async invoke(case, attempt)`` returning a
+    ``TargetResponse`` (or a string, a mapping or a list of messages); raising
+    ``NotGradedError`` leaves the case not graded with the reason. It may also have
+    ``planned(case)``, ``expect(spec)`` and ``async aclose()`` (see ``targets/base.py``). Raise
+    ``ConfigError`` for bad settings: the cases using the target are not graded, with your
+    message.
     """

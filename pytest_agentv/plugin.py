@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .llm.budget import Ledger
     from .llm.limits import LimitServer
     from .runner import AgentvRun
+    from .targets import Target, TargetDefinition
 
 reporter_key = pytest.StashKey[AgentvReporter]()
 #: ``--agentv-budget-usd``: the ledger every process of the run shares (the controller's file).
@@ -137,9 +138,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         ledger.path.unlink(missing_ok=True)  # this process made it
     server = config.stash.get(_limits_key, None)
     if server is not None:
-        from .runner import stop_limits
+        from .llm.limits import stop_limits
+        from .scheduler import shared_loop
 
-        stop_limits(server)
+        stop_limits(server, shared_loop())
         del config.stash[_limits_key]
 
 
@@ -151,10 +153,12 @@ def pytest_configure_node(node: Any) -> None:
     if ledger is not None:
         node.workerinput[_LEDGER_INPUT] = str(ledger.path)
     if _limits_key not in config.stash:
-        from .runner import serve_limits
+        from .llm.limits import CallLimits, serve_limits
+        from .scheduler import shared_loop
 
         try:
-            config.stash[_limits_key] = serve_limits(config.stash[settings_key])
+            limits = CallLimits.for_run(config.stash[settings_key])
+            config.stash[_limits_key] = serve_limits(limits, shared_loop())
         except OSError as exc:
             from .errors import AgentvWarning
 
@@ -206,6 +210,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 @pytest.hookimpl(trylast=True)
 def pytest_agentv_make_evaluator(config: pytest.Config, kind: str) -> Evaluator | None:
     return _run(config).registry.builtin(kind)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_agentv_make_target(config: pytest.Config, target: TargetDefinition) -> Target | None:
+    return _run(config).planner.make_target(target)
 
 
 @pytest.hookimpl(trylast=True)

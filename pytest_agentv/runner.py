@@ -1,7 +1,8 @@
 """``AgentvRun``: the run's lifetime (settings, model clients, targets, the evaluator registry,
 the replay store, calibration and the scheduler), its plan, and each case from its files to a
-``CaseResult``: ``run_case`` reads the case's files, picks its target and judge, and hands the
-answers to the one grading path (``grading.py``). It never raises: every way a case can end —
+``CaseResult``: collection plans each case (``plan_case``: its target and judge resolved), and
+``run_case`` reads its files, asks its target and hands the answers to the one grading path
+(``grading.py``). It never raises: every way a case can end —
 graded, not graded (error) or skipped — is a ``CaseResult``, which the pytest item turns into an
 outcome.
 """
@@ -9,11 +10,8 @@ outcome.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import shutil
-import tempfile
 import warnings
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -21,32 +19,33 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from .answers import TargetResponse
+from .answers import TargetResponse, response_from
 from .baseline import CaseKey, PreviousResults, graded_score
 from .casefiles import prepare_case
 from .cases import CaseSpec, PreparedCase
 from .conversation import Conversation
 from .dependencies import Dependencies
-from .errors import AgentvWarning, NotGradedError
+from .errors import AgentvError, AgentvWarning, ConfigError, NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
-from .evaluators.base import EvaluationContext, Evaluator, entry_judges
+from .evaluators.base import EvaluationContext, entry_judges
 from .grading import Grading, Judgement, OnLoop, grade_answers, not_graded
-from .llm.budget import Budget, Ledger, SuiteBudgets
+from .llm.budget import Ledger, SuiteBudgets
 from .llm.client import LlmClient, ModelClients
 from .llm.http import close_session
-from .llm.limits import CallLimits, Limits, LimitServer, RemoteLimits
-from .llm.replay import ReplayStore
-from .llm.retry import RetryPolicy, within
+from .llm.limits import CallLimits, Limits, RemoteLimits
+from .llm.retry import within
 from .llm.transports import ModelSpec
 from .paths import display_path
+from .plan import CasePlan, CaseWork, Planner
 from .processes import limit_children
 from .projectfiles import ProjectFiles
 from .redaction import refresh_secrets
 from .results import CaseResult, Status
 from .scheduler import Scheduler, awaited, run_sync, shared_loop
 from .settings import Settings
-from .targets import Target, TargetCatalog
-from .targets.python import FixtureTarget, RecordedTarget
+from .targets import Target, TargetCatalog, TargetServices
+from .targets.fixture import FixtureTarget
+from .targets.recorded import RecordedTarget
 from .trials import TrialPolicy, policy_for
 from .workspace import Call, Workspaces
 
@@ -54,9 +53,6 @@ if TYPE_CHECKING:
     from .calibration import Calibration
 
 T = TypeVar("T")
-
-#: An eval item's case as the scheduler gets it: its key, the case, and its evaluators by kind.
-CaseWork = tuple[str, CaseSpec, Mapping[str, Evaluator]]
 
 
 class AgentvRun:
@@ -83,42 +79,18 @@ class AgentvRun:
         self.collected: set[CaseKey] = set()
         self.dependencies = Dependencies()
         self.suite_budgets = SuiteBudgets()
-        self.budget = (
-            Budget(settings.budget_usd, ledger)
-            if settings.budget_usd is not None and ledger is not None
-            else None
-        )
         if baseline is None and settings.baseline is not None:
             shown = display_path(settings.baseline, config.rootpath)
             baseline = PreviousResults(settings.baseline, shown, "--agentv-baseline", scored=True)
         self.baseline = baseline
-        self.store = (
-            ReplayStore(
-                settings.cache_dir,
-                settings.cache_mode,
-                display_path(settings.cache_dir, config.rootpath),
-            )
-            if settings.cache_mode != "off"
-            else None
-        )
-        policy = RetryPolicy(
-            retries=settings.judge_retries,
-            deadline=settings.judge_timeout,
-            attempt_timeout=settings.judge_attempt_timeout,
-            backoff=settings.judge_backoff,
-        )
         # Under pytest-xdist the limits are the controller's, for every worker at once.
         limits: Limits = (
-            RemoteLimits(limits_socket) if limits_socket is not None else call_limits(settings)
+            RemoteLimits(limits_socket)
+            if limits_socket is not None
+            else CallLimits.for_run(settings)
         )
-        self.clients = ModelClients(
-            policy,
-            self.store,
-            limits,
-            transport=settings.judge_transport,
-            budget=self.budget,
-            connections=settings.concurrency,
-        )
+        self.clients = ModelClients.for_run(settings, self.rootdir, ledger, limits)
+        self.services = TargetServices(self.clients)
         answers = (
             RecordedTarget(
                 settings.answers, display_path(settings.answers, config.rootpath), self.collected
@@ -126,9 +98,8 @@ class AgentvRun:
             if settings.answers is not None
             else None
         )
-        self.targets = TargetCatalog(
-            self.rootdir, self.clients, override=settings.target, answers=answers
-        )
+        targets = TargetCatalog(self.rootdir, override=settings.target, answers=answers)
+        self.planner = Planner(targets, self.services, self.session_judge())
         self.files = ProjectFiles(self.rootdir, settings.targets)
         self.workspaces = Workspaces(self.rootdir, settings.code_judge_env)
         self.registry = EvaluatorRegistry(
@@ -162,7 +133,8 @@ class AgentvRun:
         )
 
     def resolve_judge(self, context: EvaluationContext) -> LlmClient | None:
-        """Evaluator ``model:`` > the target's ``judge_target`` > the session's judge model."""
+        """Evaluator ``model:`` > ``assert_judged(model=...)`` > the case's judge (its target's
+        ``judge_target``, else the session's judge model)."""
         entry = context.evaluator
         if entry is not None and entry.model:
             # Another model is called at its provider's endpoint unless the entry names one:
@@ -171,10 +143,9 @@ class AgentvRun:
             return self.clients(ModelSpec(model=entry.model, api_base=str(base) if base else None))
         if context.judge_model:
             return self.clients(ModelSpec(model=context.judge_model))
-        if context.judge_target:
-            folder = context.eval_case.folder
-            return self.clients(self.targets.judge_target(context.judge_target, folder))
-        return self.session_judge()
+        if isinstance(context.judge, AgentvError):
+            raise ConfigError(str(context.judge))
+        return context.judge if isinstance(context.judge, LlmClient) else None
 
     async def trusted(self) -> None:
         """Wait until the session's judge passed calibration (raise ``NotGradedError`` if it
@@ -197,18 +168,16 @@ class AgentvRun:
         and tell batching targets which cases this run may send them: those, and the ``later``
         ones, which run when their items do (an ``agentv_target`` fixture that returns None
         passes its case on to the file's target, which batches it with the others)."""
-        new = [
-            (key, spec, evaluators) for key, spec, evaluators in work if key not in self._expected
-        ]
-        for key, spec, _ in [*new, *(case for case in later if case[0] not in self._expected)]:
+        new = [(key, plan) for key, plan in work if key not in self._expected]
+        for key, plan in [*new, *(case for case in later if case[0] not in self._expected)]:
             self._expected.add(key)
             # A case run several times is not batched: each trial is a call of its own; nor is
             # a conversation, whose every turn waits for the reply before it.
-            if self.trial_policy(spec) is None and spec.conversation is None:
-                self.targets.expect(spec)
-        self.scheduler.plan(
-            [(key, partial(self.run_case, spec, evaluators)) for key, spec, evaluators in new]
-        )
+            spec = plan.spec
+            expect = getattr(plan.target, "expect", None)
+            if callable(expect) and self.trial_policy(spec) is None and spec.conversation is None:
+                expect(spec)
+        self.scheduler.plan([(key, partial(self.run_case, plan)) for key, plan in new])
 
     def trial_policy(self, spec: CaseSpec) -> TrialPolicy | None:
         """The case's trials (``execution.trials`` and ``--agentv-trials``); None: it runs once.
@@ -216,35 +185,33 @@ class AgentvRun:
         return policy_for(spec.trials, self.settings.trials)
 
     def start(
-        self,
-        spec: CaseSpec,
-        evaluators: Mapping[str, Evaluator],
-        fixture: Target | None = None,
-        *,
-        lookup_target: bool = True,
+        self, plan: CasePlan, fixture: Target | None = None, *, answered: bool = True
     ) -> tuple[Judgement, PreparedCase, Target | None]:
         """The synchronous start of a case (raises ``AgentvError``), before any answer: its
-        target (the fixture's, else the one its files name, unless ``lookup_target`` is off),
-        its judges (``JudgeNotConfiguredError`` when one is missing), its files read, and its
-        trials (checked at collection)."""
+        target (the fixture's, else its plan's; none when it is not ``answered`` by one yet:
+        an estimate), its judges (``JudgeNotConfiguredError`` when one is missing), its files
+        read, and its trials (checked at collection)."""
+        spec = plan.spec
         if (limit := spec.budget_usd) is not None:
             self.suite_budgets.check(spec.loaded.display, limit)
         target = fixture
-        if target is None and lookup_target:
-            target = self.targets.target_for(spec)
+        if target is None and answered:
+            if isinstance(plan.target, AgentvError):
+                raise ConfigError(str(plan.target))
+            target = plan.target
         # A matrix pair answers under its entry's name, whichever target its use_target names.
         name = (spec.matrix_target or target.name) if target else ""
-        judge_target = target.judge_target if target else None
-        seen_by = partial(EvaluationContext.for_answer, target=name, judge_target=judge_target)
-        # Judges are found from the case's folder: before its files are read, a case that needs
-        # one nobody configured is skipped.
+        judge = plan.judge if fixture is None else self.session_judge()
+        seen_by = partial(EvaluationContext.for_answer, target=name, judge=judge)
+        # Judges are found before the case's files are read: a case that needs one nobody
+        # configured is skipped.
         unread = PreparedCase(spec.case.id, "", (), folder=spec.loaded.path.parent)
-        judges = entry_judges(spec.evaluators, evaluators, seen_by(unread, None))
+        judges = entry_judges(spec.evaluators, plan.evaluators, seen_by(unread, None))
         session = self.session_judge()
         prepared = prepare_case(spec, self.rootdir)
         judgement = Judgement(
             entries=spec.evaluators,
-            evaluators=evaluators,
+            evaluators=plan.evaluators,
             context=partial(seen_by, prepared),
             result=partial(case_result, spec, target=name or None),
             policy=policy_for(spec.trials, self.settings.trials),
@@ -254,14 +221,12 @@ class AgentvRun:
         return judgement, prepared, target
 
     def _grading(
-        self,
-        spec: CaseSpec,
-        evaluators: Mapping[str, Evaluator],
-        fixture: FixtureTarget | None,
+        self, plan: CasePlan, fixture: FixtureTarget | None
     ) -> tuple[Grading, PreparedCase, Target] | CaseResult:
         """The case ready to grade, or how it ended when it cannot even start."""
+        spec = plan.spec
         try:
-            judgement, prepared, target = self.start(spec, evaluators, fixture)
+            judgement, prepared, target = self.start(plan, fixture)
         except Exception as exc:
             return not_graded(
                 partial(case_result, spec, target=spec.matrix_target or (fixture and fixture.name)),
@@ -270,37 +235,27 @@ class AgentvRun:
         assert target is not None
         return Grading(judgement), prepared, target
 
-    async def run_case(
-        self,
-        spec: CaseSpec,
-        evaluators: Mapping[str, Evaluator],
-        fixture: FixtureTarget | None = None,
-    ) -> CaseResult:
+    async def run_case(self, plan: CasePlan, fixture: FixtureTarget | None = None) -> CaseResult:
         """Run the case to a ``CaseResult``, on the plugin's event loop."""
-        return await self._run(spec, evaluators, fixture, awaited)
+        return await self._run(plan, fixture, awaited)
 
-    def run_now(
-        self, spec: CaseSpec, evaluators: Mapping[str, Evaluator], fixture: FixtureTarget | None
-    ) -> CaseResult:
+    def run_now(self, plan: CasePlan, fixture: FixtureTarget | None) -> CaseResult:
         """Run a case at item time, from pytest's thread: a sync ``agentv_target`` fixture is
         called right here, like any test code, and the rest runs on the plugin's loop."""
         if fixture is None or fixture.is_async:
-            return self.scheduler.run(self.run_case(spec, evaluators, fixture))
-        return run_sync(self._run(spec, evaluators, fixture, self.scheduler.blocking))
+            return self.scheduler.run(self.run_case(plan, fixture))
+        return run_sync(self._run(plan, fixture, self.scheduler.blocking))
 
     async def _run(
-        self,
-        spec: CaseSpec,
-        evaluators: Mapping[str, Evaluator],
-        fixture: FixtureTarget | None,
-        on_loop: OnLoop[Any],
+        self, plan: CasePlan, fixture: FixtureTarget | None, on_loop: OnLoop[Any]
     ) -> CaseResult:
         """The one path of a case, driven on the plugin's loop (``on_loop`` awaits), or in
         pytest's thread for a sync fixture (``on_loop`` runs loop work there and waits)."""
-        ready = self._grading(spec, evaluators, fixture)
+        ready = self._grading(plan, fixture)
         if isinstance(ready, CaseResult):
             return ready
         grading, prepared, target = ready
+        spec, workspace = plan.spec, plan.workspace
         if fixture is not None and not fixture.is_async:
             ask: Call = partial(_called, fixture)
         else:
@@ -313,27 +268,35 @@ class AgentvRun:
             attempted = replace(prepared, attempt=attempt)
             if isinstance(target, RecordedTarget):  # the answer was made in an earlier run
                 return grading.counted(ask(attempted))
-            return grading.counted(self.workspaces.around(spec, attempted, ask, on_loop))
+            if isinstance(workspace, AgentvError):
+                return grading.counted(_raise(workspace))
+            around = self.workspaces.around(workspace, spec, attempted, ask, on_loop)
+            return grading.counted(around)
 
         result = await grade_answers(grading, answer, on_loop=on_loop)
         await on_loop(self.workspaces.settle(spec, result.passed))
         return result
 
     async def _answer(self, target: Target, prepared: PreparedCase) -> TargetResponse:
-        if target.timeout is not None:
-            return await target.invoke(prepared, prepared.attempt)
+        """The target's answer within its deadline (its own, else ``--agentv-target-timeout``);
+        a plugin's target may answer as a fixture may (text, a mapping, messages)."""
+        asked = target.invoke(prepared, prepared.attempt)
         limit = self.settings.target_timeout
         try:
-            return await within(target.invoke(prepared, prepared.attempt), limit)
+            answer: Any = await (asked if target.timeout is not None else within(asked, limit))
         except asyncio.TimeoutError:
             raise NotGradedError(
                 f"target '{target.name}' gave no answer within {limit:g}s (--agentv-target-timeout)"
             ) from None
+        if isinstance(answer, TargetResponse):
+            return answer
+        return response_from(answer, f"target '{target.name}'")
 
     async def _aclose(self) -> None:
-        """What the run's cases shared: the targets' healthchecks, and the loop's HTTP
-        session."""
-        await self.targets.aclose()
+        """What the run's cases shared: what its targets hold (a CLI target's healthcheck), and
+        the loop's HTTP session."""
+        for check in list(self.services.healthchecks.values()):
+            await check.aclose()
         await close_session()
 
     def facts(self) -> dict[str, Any]:
@@ -357,35 +320,9 @@ class AgentvRun:
         limit_children(None)
 
 
-def call_limits(settings: Settings) -> CallLimits:
-    """The run's limits on model calls, from its options."""
-    return CallLimits(settings.concurrency, settings.rpm, settings.tpm, settings.rate_window)
-
-
-#: A Unix socket's path is at most 107 bytes on Linux (103 on macOS).
-_SOCKET_PATH_MAX = 100
-
-
-def serve_limits(settings: Settings) -> LimitServer:
-    """The controller's limits, served to pytest-xdist workers from the plugin's loop. Raises
-    ``OSError`` when no socket can be made (the caller falls back to each worker's own)."""
-    folder = Path(tempfile.mkdtemp(prefix="agentv-"))
-    if len(str(folder / "limits.sock")) > _SOCKET_PATH_MAX:  # a deep TMPDIR
-        folder.rmdir()
-        folder = Path(tempfile.mkdtemp(prefix="agentv-", dir="/tmp"))
-    server = LimitServer(call_limits(settings), folder / "limits.sock")
-    try:
-        asyncio.run_coroutine_threadsafe(server.start(), shared_loop()).result(timeout=30)
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
-    return server
-
-
-def stop_limits(server: LimitServer) -> None:
-    with contextlib.suppress(Exception):
-        asyncio.run_coroutine_threadsafe(server.close(), shared_loop()).result(timeout=30)
-    shutil.rmtree(server.path.parent, ignore_errors=True)
+async def _raise(error: AgentvError) -> TargetResponse:
+    """A problem found at collection, raised where the case needs what it spoils."""
+    raise ConfigError(str(error))
 
 
 async def _called(fixture: FixtureTarget, case: PreparedCase) -> TargetResponse:

@@ -348,7 +348,73 @@ def test_unsupported_provider(project: pytest.Pytester) -> None:
     write(project, "u.eval.yaml", "evalcases:" + expect_case("a", "x"))
     result = project.runpytest()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*provider 'codex' is not supported by pytest-agentv*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*.agentv/targets.yaml:2:*: provider 'codex' is not supported by pytest-agentv; "
+            "known: anthropic, azure, cli, gemini, litellm, mock, openai, openrouter (or an "
+            "agentv_target fixture; plugins add providers with the pytest_agentv_make_target "
+            "hook)*"
+        ]
+    )
+
+
+#: A conftest that adds an ``echo`` provider: it answers with its ``prefix`` setting and the
+#: question, and refuses a target without one.
+ECHO_PROVIDER = """
+import pytest
+from pytest_agentv import ConfigError
+
+
+class Echo:
+    timeout = None
+
+    def __init__(self, target):
+        if "prefix" not in target.settings:
+            raise ConfigError(f"{target.what}: an echo target needs a 'prefix'")
+        self.name = target.name
+        self.judge_target = target.judge_target
+        self.prefix = target.settings["prefix"]
+
+    async def invoke(self, case, attempt):
+        return f"{self.prefix} {case.question}"
+
+
+@pytest.hookimpl
+def pytest_agentv_make_target(config, target):
+    return Echo(target) if target.provider == "echo" else None
+"""
+
+
+def test_a_plugin_adds_a_provider_through_the_hook_alone(project: pytest.Pytester) -> None:
+    write(project, "conftest.py", ECHO_PROVIDER)
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - {name: default, provider: echo, prefix: "echo:"}
+          - {name: bare, provider: echo}
+          - {name: other, provider: parrot}
+        """,
+    )
+    write(
+        project,
+        "e.eval.yaml",
+        "evalcases:"
+        + expect_case("echoed", "echo: What is the refund window?")
+        + expect_case("bare", "x", "\n    execution: {target: bare}")
+        + expect_case("unknown", "x", "\n    execution: {target: other}"),
+    )
+    reprec = project.inline_run()
+    passed, _, failed = reprec.listoutcomes()
+    assert [r.nodeid.rpartition("::")[2] for r in passed] == ["echoed"]
+    errors = {r.nodeid.rpartition("::")[2]: str(r.longrepr) for r in failed}
+    assert "target 'bare'" in errors["bare"] and "an echo target needs a 'prefix'" in errors["bare"]
+    # The providers known at that moment include the one the conftest answered.
+    assert (
+        "provider 'parrot' is not supported by pytest-agentv; known: anthropic, azure, cli, "
+        "echo, gemini, litellm, mock, openai, openrouter" in errors["unknown"]
+    )
 
 
 def test_agentv_target_fixture_sync_and_async(project: pytest.Pytester) -> None:

@@ -176,6 +176,7 @@ class AgentvJudge:
                 attempt=attempt,
                 output_messages=response.output_messages,
                 judge_model=options.get("model"),
+                judge=self.run.session_judge(),
                 # The answer's own trace summary, with what the test passed winning.
                 trace_summary={**(answered or {}), **trace} if trace is not None else answered,
             )
@@ -273,7 +274,7 @@ async def _answer_of(candidate: Any, on_loop: OnLoop[Any] | None = None) -> Any:
     one is awaited in the caller's event loop, or with ``on_loop`` (the sync wrapper: on the
     plugin's loop, never suspending). What the agent raises leaves the test not graded, as an
     ``agentv_target`` fixture's exception leaves its case; the test's own code is not in here."""
-    from ..targets.python import agent_call, callable_name
+    from ..targets.fixture import agent_call, callable_name
 
     with agent_call(f"assert_judged agent ({callable_name(candidate)})"):
         answer = candidate() if callable(candidate) else candidate

@@ -76,7 +76,7 @@ def _conversation(call: _Call) -> Conversation:
     from ..results import CaseResult
     from ..schema.base import problems
     from ..schema.evalfile import EvalSuite
-    from ..targets.python import agent_call, callable_name
+    from ..targets.fixture import agent_call, callable_name
     from ..trials import trials_from_argument
 
     judge, agent, on_loop = call.judge, call.agent, call.on_loop

@@ -41,7 +41,10 @@ class EvaluationContext:
     attempt: int = 0
     evaluator: EvaluatorConfig | None = None
     judge_model: str | None = None
-    judge_target: str | None = None
+    #: The case's judge, as its plan resolved it at collection: its target's ``judge_target``,
+    #: else the session's (None: not configured); the error when the target names one that
+    #: cannot judge, raised only if an entry needs a judge.
+    judge: JudgeClient | AgentvError | None = None
     trace_summary: dict[str, Any] | None = None
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     #: The evaluators by kind this case runs with, so a composite can run its members.
@@ -58,7 +61,7 @@ class EvaluationContext:
         attempt: int = 0,
         *,
         target: str = "",
-        judge_target: str | None = None,
+        judge: JudgeClient | AgentvError | None = None,
     ) -> EvaluationContext:
         """What a case's evaluators see of one attempt's answer (none yet: to find judges)."""
         return cls(
@@ -67,7 +70,7 @@ class EvaluationContext:
             target=target,
             attempt=attempt,
             output_messages=response.output_messages if response else None,
-            judge_target=judge_target,
+            judge=judge,
             trace_summary=response.trace_summary() if response else None,
             workspace_path=response.workspace_path if response else None,
             file_changes=response.file_changes if response else None,

@@ -7,11 +7,14 @@ import asyncio
 import json
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ReplayMissError
+from ..paths import display_path
 from ..redaction import redact, redact_obj
-from .budget import Budget
+from ..settings import Settings
+from .budget import Budget, Ledger
 from .http import CONNECTIONS
 from .limits import UNLIMITED, CallLimits, Grant, Limits
 from .replay import ReplayStore, request_key
@@ -314,8 +317,43 @@ JudgeClient = LlmClient
 
 
 class ModelClients:
-    """One client per model and endpoint for the whole run, sharing its policy, store and
-    transport choice."""
+    """One client per model and endpoint for the whole run, sharing its policy, store, limits,
+    budget and transport choice."""
+
+    @classmethod
+    def for_run(
+        cls, settings: Settings, rootdir: Path, ledger: Ledger | None, limits: Limits
+    ) -> ModelClients:
+        """The run's clients, from its options: the replay store (``--agentv-cache-mode``),
+        the retry policy, the budget (``--agentv-budget-usd``, on the run's ``ledger``)."""
+        store = (
+            ReplayStore(
+                settings.cache_dir,
+                settings.cache_mode,
+                display_path(settings.cache_dir, rootdir),
+            )
+            if settings.cache_mode != "off"
+            else None
+        )
+        policy = RetryPolicy(
+            retries=settings.judge_retries,
+            deadline=settings.judge_timeout,
+            attempt_timeout=settings.judge_attempt_timeout,
+            backoff=settings.judge_backoff,
+        )
+        budget = (
+            Budget(settings.budget_usd, ledger)
+            if settings.budget_usd is not None and ledger is not None
+            else None
+        )
+        return cls(
+            policy,
+            store,
+            limits,
+            transport=settings.judge_transport,
+            budget=budget,
+            connections=settings.concurrency,
+        )
 
     def __init__(
         self,

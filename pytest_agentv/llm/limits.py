@@ -16,6 +16,8 @@ import asyncio
 import contextlib
 import json
 import math
+import shutil
+import tempfile
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -23,6 +25,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
+
+from ..settings import Settings
 
 #: The window ``--agentv-rpm`` and ``--agentv-tpm`` count in, unless ``--agentv-rate-window``.
 MINUTE = 60.0
@@ -65,6 +69,11 @@ class _Window:
 
 class CallLimits:
     """The limits themselves, on one event loop (the plugin's, in the process that holds them)."""
+
+    @classmethod
+    def for_run(cls, settings: Settings) -> CallLimits:
+        """The run's limits, from its options."""
+        return cls(settings.concurrency, settings.rpm, settings.tpm, settings.rate_window)
 
     def __init__(
         self,
@@ -298,3 +307,29 @@ class RemoteLimits:
 
     def succeeded(self) -> None:
         self._tell("succeeded")
+
+
+#: A Unix socket's path is at most 107 bytes on Linux (103 on macOS).
+_SOCKET_PATH_MAX = 100
+
+
+def serve_limits(limits: CallLimits, loop: asyncio.AbstractEventLoop) -> LimitServer:
+    """``limits`` served to pytest-xdist workers from ``loop`` (the plugin's). Raises
+    ``OSError`` when no socket can be made (the caller falls back to each worker's own)."""
+    folder = Path(tempfile.mkdtemp(prefix="agentv-"))
+    if len(str(folder / "limits.sock")) > _SOCKET_PATH_MAX:  # a deep TMPDIR
+        folder.rmdir()
+        folder = Path(tempfile.mkdtemp(prefix="agentv-", dir="/tmp"))
+    server = LimitServer(limits, folder / "limits.sock")
+    try:
+        asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=30)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return server
+
+
+def stop_limits(server: LimitServer, loop: asyncio.AbstractEventLoop) -> None:
+    with contextlib.suppress(Exception):
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(timeout=30)
+    shutil.rmtree(server.path.parent, ignore_errors=True)

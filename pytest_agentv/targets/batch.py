@@ -15,7 +15,8 @@ from ..casefiles import prepare_case
 from ..cases import CaseSpec, PreparedCase
 from ..errors import AgentvError, EvalFileError, NotGradedError
 from ..jsonlines import json_lines
-from .cli import CliTarget, command_values
+from .base import TargetDefinition, TargetServices
+from .cli import CliTarget, command_values, healthcheck
 
 
 class BatchCliTarget(CliTarget):
@@ -149,3 +150,15 @@ class BatchCliTarget(CliTarget):
         except EvalFileError as exc:
             raise NotGradedError(str(exc)) from None
         return records
+
+
+def build(target: TargetDefinition, services: TargetServices) -> BatchCliTarget:
+    return BatchCliTarget(
+        target.name,
+        dict(target.settings),
+        target.folder,
+        target.rootdir,
+        target.where,
+        target.judge_target,
+        healthcheck(target, services),
+    )

@@ -29,6 +29,7 @@ from ..projectfiles import Where
 from ..redaction import redact
 from ..schema.targets import CLI_PLACEHOLDERS
 from ..settings import special_file
+from .base import TargetDefinition, TargetServices
 
 DEFAULT_CLI_TIMEOUT = 120.0
 
@@ -298,3 +299,37 @@ class CliTarget:
         if response.duration_ms is None:
             response = replace(response, duration_ms=round(elapsed, 1))
         return response
+
+
+def healthcheck(target: TargetDefinition, services: TargetServices) -> Healthcheck | None:
+    """The target's healthcheck, one per targets file and target for the whole run, whichever
+    folder builds the target."""
+    settings = target.settings
+    key = (target.file, target.name)
+    check = services.healthchecks.get(key)
+    if isinstance(check, Healthcheck):
+        return check
+    if settings.get("healthcheck") is not None:
+        timeout = cli_timeout(target.name, dict(settings), target.where)
+        check = services.healthchecks[key] = Healthcheck(
+            target.name,
+            settings["healthcheck"],
+            target.folder,
+            target.rootdir,
+            timeout,
+            target.where,
+        )
+        return check
+    return None
+
+
+def build(target: TargetDefinition, services: TargetServices) -> CliTarget:
+    return CliTarget(
+        target.name,
+        dict(target.settings),
+        target.folder,
+        target.rootdir,
+        target.where,
+        target.judge_target,
+        healthcheck(target, services),
+    )

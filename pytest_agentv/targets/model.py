@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..answers import TargetResponse
+from ..answers import TargetResponse, response_from
 from ..casefiles import GUIDELINES_HEADER
 from ..cases import PreparedCase
 from ..errors import ConfigError, NotGradedError
 from ..llm.client import LlmClient
 from ..llm.transports import ModelSpec
+from ..llm.usage import PlannedCall, prompt_tokens, unknown_answer
+from .base import TargetDefinition, TargetServices
 
 #: AgentV providers that are LLM APIs, and the litellm prefix each maps onto.
 LLM_PROVIDERS = {
@@ -38,7 +40,7 @@ def chat_messages(case: PreparedCase) -> list[dict[str, str]]:
 
 
 class LlmTarget:
-    """Asks an LLM through litellm; replies go through the record/replay store like judges'."""
+    """Asks an LLM (see ``llm/``); replies go through the record/replay store like judges'."""
 
     timeout: float | None = None
 
@@ -64,6 +66,21 @@ class LlmTarget:
                 f"target '{self.name}' ({self.client.model}) returned an empty reply"
             )
         return text
+
+    def planned(self, case: PreparedCase) -> tuple[TargetResponse, list[PlannedCall]]:
+        """The reply when the store has it; one call of the model either way."""
+        messages = chat_messages(case)
+        stored = self.client.stored_reply(
+            messages,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            trial=case.attempt,
+            protocol="target",
+        )
+        call = PlannedCall(
+            self.client.model, prompt_tokens(messages), stored is not None, self.max_tokens
+        )
+        return response_from(stored if stored is not None else unknown_answer(), ""), [call]
 
     async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
         text, reply = await self.client.complete(
@@ -103,4 +120,11 @@ def model_spec(provider: str, settings: dict[str, Any], what: str) -> ModelSpec:
         api_base=str(base) if base else None,
         api_key=str(key) if key else None,
         api_version=str(version) if version else None,
+    )
+
+
+def build(target: TargetDefinition, services: TargetServices) -> LlmTarget:
+    spec = model_spec(target.provider.lower(), dict(target.settings), target.what)
+    return LlmTarget(
+        target.name, services.clients(spec), dict(target.settings), target.judge_target
     )

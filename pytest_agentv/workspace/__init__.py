@@ -42,6 +42,8 @@ from . import repos
 from .hooks import MatrixHooks, deadline, hook_context, preflight, run_hook
 from .plan import WorkspacePlan, plan_for
 
+__all__ = ["Call", "Opened", "WorkspacePlan", "Workspaces", "plan_for"]
+
 Call = Callable[[PreparedCase], Awaitable[TargetResponse]]
 #: How the workspace's own steps reach the plugin's loop: awaited there, or, for a synchronous
 #: ``agentv_target`` fixture called in pytest's thread, run there and waited for.
@@ -148,9 +150,11 @@ class Workspaces:
         return shared
 
     # -- a case's attempt ---------------------------------------------------------------------
-    async def open(self, spec: CaseSpec, case: PreparedCase) -> Opened | None:
-        """The workspace for one attempt of the case, set up; None when it has none."""
-        plan = plan_for(spec, self.rootdir)
+    async def open(
+        self, plan: WorkspacePlan | None, spec: CaseSpec, case: PreparedCase
+    ) -> Opened | None:
+        """The workspace for one attempt of the case (its ``plan``, made at collection), set
+        up; None when it has none."""
         if plan is None:
             return None
         lock: asyncio.Lock | None = None
@@ -244,13 +248,18 @@ class Workspaces:
         await asyncio.shield(self.close(opened, answered=False))
 
     async def around(
-        self, spec: CaseSpec, case: PreparedCase, call: Call, on_loop: OnLoop
+        self,
+        plan: WorkspacePlan | None,
+        spec: CaseSpec,
+        case: PreparedCase,
+        call: Call,
+        on_loop: OnLoop,
     ) -> TargetResponse:
         """One attempt of the case answered in its workspace, with the workspace's path and the
         diff on the answer for its graders; ``call`` alone when the case has no workspace. The
         workspace's steps go through ``on_loop``, so that a synchronous fixture's ``call`` runs
         in pytest's thread, like test code, while they run on the plugin's loop."""
-        opened: Opened | None = await on_loop(self.open(spec, case))
+        opened: Opened | None = await on_loop(self.open(plan, spec, case))
         if opened is None:
             return await call(case)
         path = str(opened.made.path)

@@ -1,134 +1,20 @@
-"""Targets answered in Python or from data: a mock's canned response, the ``agentv_target``
-fixture's callable, and recorded answers from a previous results file (``--agentv-answers``)."""
+"""``--agentv-answers``: recorded answers from a previous results file as every case's target."""
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-import json
-from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection
 from dataclasses import replace
-from math import inf
 from pathlib import Path
 from typing import Any
 
 from ..answers import TargetResponse, checked_answer, response_from
 from ..baseline import CaseKey, PreviousResults, not_graded_reason
 from ..cases import PreparedCase
-from ..errors import ConfigError, NotGradedError
+from ..errors import NotGradedError
+from ..llm.usage import PlannedCall
 from ..paths import display_path
-from ..projectfiles import Where
-from ..redaction import redact
 from ..reports.agentv_v4 import agent_messages
-
-DEFAULT_MOCK_RESPONSE = "Mock target response. Set 'response' on the mock target to change it."
-
-
-class MockTarget:
-    """Answers every case with the same canned ``response`` after an optional delay; or, with
-    ``responses`` (a list), each turn of a conversation with its own (a case: the first)."""
-
-    timeout: float | None = None
-
-    def __init__(
-        self, name: str, settings: dict[str, Any], where: Where, judge_target: str | None = None
-    ) -> None:
-        self.name = name
-        self.judge_target = judge_target
-        response = settings.get("response", DEFAULT_MOCK_RESPONSE)
-        self.response = response if isinstance(response, (str, dict, list)) else str(response)
-        responses = settings.get("responses")
-        if responses is not None and (not isinstance(responses, list) or not responses):
-            raise ConfigError(
-                f"mock target '{name}' ({where('responses')}): responses must be a list of "
-                "answers, one per turn of a conversation"
-            )
-        self.responses: list[Any] = responses or []
-        delay = settings.get("delay_ms", 0)
-        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < inf:
-            raise ConfigError(
-                f"mock target '{name}' ({where('delay_ms')}): delay_ms must be a number of "
-                f"milliseconds >= 0, not {delay!r}"
-            )
-        self.delay = float(delay) / 1000
-
-    async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        return self.answer(case.turn)
-
-    def answer(self, turn: int = 0) -> TargetResponse:
-        value = self.response
-        if self.responses:
-            if turn > len(self.responses):
-                raise NotGradedError(
-                    f"mock target '{self.name}' has {len(self.responses)} responses: none for "
-                    f"turn {turn}"
-                )
-            value = self.responses[max(turn, 1) - 1]
-        if isinstance(value, dict) and not ("text" in value or "output_messages" in value):
-            value = json.dumps(value)
-        return response_from(value, f"mock target '{self.name}'")
-
-
-TargetFunction = Callable[[PreparedCase], Any]
-
-
-def callable_name(function: Callable[..., Any]) -> str:
-    return getattr(function, "__name__", type(function).__name__)
-
-
-@contextmanager
-def agent_call(what: str) -> Iterator[None]:
-    """Where an agent written in Python runs (``agentv_target``, ``assert_judged``'s callable):
-    its exception ends the case as not graded with the redacted reason, as a CLI agent's exit
-    code does. pytest's outcomes (``pytest.skip``...) and interrupts are not exceptions of it."""
-    try:
-        yield
-    except NotGradedError:
-        raise
-    except (Exception, SystemExit) as exc:
-        raise NotGradedError(f"{what} raised {type(exc).__name__}: {redact(str(exc))}") from exc
-
-
-class FixtureTarget:
-    """The callable returned by an ``agentv_target`` fixture (sync or async).
-
-    A sync callable is called in pytest's own thread, like any test code; an async one is
-    awaited on the plugin's event loop. It is called once per trial, with the case whose
-    ``attempt`` is that trial's index.
-    """
-
-    judge_target: str | None = None
-    timeout: float | None = None
-
-    def __init__(self, function: TargetFunction) -> None:
-        self.name = "agentv_target"
-        self.function = function
-        self.what = f"agentv_target fixture ({callable_name(function)})"
-
-    @property
-    def is_async(self) -> bool:
-        method = type(self.function).__call__
-        return inspect.iscoroutinefunction(self.function) or inspect.iscoroutinefunction(method)
-
-    def call_sync(self, case: PreparedCase) -> TargetResponse:
-        with agent_call(self.what):
-            value = self.function(case)
-        if inspect.isawaitable(value):
-            close = getattr(value, "close", None)
-            if callable(close):
-                close()
-            raise NotGradedError(f"{self.what} returned an awaitable; define it with 'async def'")
-        return response_from(value, self.what)
-
-    async def invoke(self, case: PreparedCase, attempt: int) -> TargetResponse:
-        with agent_call(self.what):
-            value = self.function(case)
-            if inspect.isawaitable(value):
-                value = await value
-        return response_from(value, self.what)
 
 
 class RecordedTarget:
@@ -161,6 +47,9 @@ class RecordedTarget:
         # The file is read once, off the loop: a large one must not hold up every other case.
         await asyncio.to_thread(self.results.rows)
         return self.answer(case)
+
+    def planned(self, case: PreparedCase) -> tuple[TargetResponse, list[PlannedCall]]:
+        return self.answer(case), []
 
     def answer(self, case: PreparedCase) -> TargetResponse:
         row = self.find(case)
