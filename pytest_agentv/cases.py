@@ -11,7 +11,8 @@ from typing import Any
 
 from .loader import LoadedFile
 from .schema.evalfile import EvalCase, EvalSuite, listed_evaluators
-from .schema.evaluators import EvaluatorConfig, evaluator_entries
+from .schema.evaluators import EvaluatorConfig
+from .schema.grading import evaluator_entries
 from .schema.messages import render_content
 from .schema.suite import MatrixEntry
 from .schema.trials import TrialsConfig

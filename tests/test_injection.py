@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from pytest_agentv.evaluators.prompts import fence, neutralize, new_nonce, substitute
+from pytest_agentv.evaluators.fencing import fence, neutralize, new_nonce
+from pytest_agentv.evaluators.prompts import substitute
 from tests.fake_openai import FakeOpenAI
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import write

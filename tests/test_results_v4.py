@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from pytest_agentv.answers import tool_calls
-from pytest_agentv.reports.agentv_v4 import v4_row
-from pytest_agentv.reports.agentv_v4_run import RunFolder
+from pytest_agentv.reports.agentv_v4.rows import v4_row
+from pytest_agentv.reports.agentv_v4.run_folder import RunFolder
 from pytest_agentv.results import AggregationRow, CaseResult, Grade, TrialRow
 from tests.conftest import INI
 from tests.helpers import write

@@ -13,7 +13,7 @@ import pytest
 from pytest_agentv.cases import PreparedCase
 from pytest_agentv.evaluators import build_evaluator_registry
 from pytest_agentv.evaluators.base import EvaluationContext, aggregate, evaluate_entries
-from pytest_agentv.schema.evaluators import python_entries
+from pytest_agentv.schema.grading import python_entries
 from tests.helpers import assert_load_error, write
 
 #: (entry, answer, AgentV's score, AgentV's assertion text)

@@ -125,7 +125,7 @@ class AgentvJudge:
     def _judgement(self, options: JudgeOptions, trials: TrialsConfig | None) -> Judgement:
         """What grades the answers, prepared in the test's own thread (``judgement_for``)."""
         from ..cases import PreparedCase
-        from ..schema.evaluators import python_entries
+        from ..schema.grading import python_entries
         from ..schema.messages import render_content
 
         entries = python_entries(options.get("evaluators"), options.get("rubrics"))

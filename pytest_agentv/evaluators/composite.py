@@ -30,7 +30,6 @@ from ..loader import EntryProblem, zero_weights
 from ..results import AssertionRow, js_number
 from ..schema.evaluators import AggregatorSpec, CompositeSpec, EvaluatorConfig
 from ..yamlfile import Loc
-from . import prompts
 from .base import (
     NEEDS_SETTINGS,
     EvaluationContext,
@@ -44,6 +43,7 @@ from .base import (
 )
 from .code_judge import parse_judge_output
 from .llm_judge import LlmJudgeEvaluator
+from .promptfiles import read_prompt
 from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts
 
 RESULTS_VARIABLE = "EVALUATOR_RESULTS_JSON"
@@ -313,7 +313,7 @@ def aggregator_prompt(aggregator: AggregatorSpec, *, start: Path, rootdir: Path)
     results appended."""
     if aggregator.prompt is None:
         return DEFAULT_AGGREGATOR_PROMPT
-    found = prompts.read_prompt(aggregator.prompt, start=start, rootdir=rootdir)
+    found = read_prompt(aggregator.prompt, start=start, rootdir=rootdir)
     text = aggregator.prompt if found is None else found
     if not _RESULTS_PLACED.search(text):
         text = f"{text.rstrip()}\n\n[[ ## evaluator_results ## ]]\n{{{{{RESULTS_VARIABLE}}}}}\n"

@@ -30,6 +30,8 @@ from ..schema.rubrics import RubricItem, rubric_items
 from . import prompts
 from .base import EvaluationContext, EvaluationScore, ResolveJudge
 from .contract import PROTOCOL_VERSION, Contract, contract_for, correction
+from .fencing import new_nonce
+from .promptfiles import FILE_PREFIX, load_prompt_file, read_prompt
 from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts, script_payload
 
 MAX_ATTEMPTS = 3
@@ -111,12 +113,12 @@ class LlmJudgeEvaluator:
         candidate variable."""
         if isinstance(entry.prompt, str):
             try:
-                prompts.load_prompt_file(entry.prompt, start=folder, rootdir=rootdir, v4=entry.v4)
+                load_prompt_file(entry.prompt, start=folder, rootdir=rootdir, v4=entry.v4)
             except ConfigError as exc:
                 yield EntryProblem(("prompt",), str(exc))
-            if entry.v4 and not entry.prompt.strip().startswith(prompts.FILE_PREFIX):
+            if entry.v4 and not entry.prompt.strip().startswith(FILE_PREFIX):
                 with contextlib.suppress(ConfigError):
-                    if prompts.read_prompt(entry.prompt, start=folder, rootdir=rootdir):
+                    if read_prompt(entry.prompt, start=folder, rootdir=rootdir):
                         yield EntryProblem(
                             ("prompt",),
                             f"AgentV v4 reads 'prompt: {entry.prompt.strip()}' as inline text, "
@@ -255,7 +257,7 @@ class LlmJudgeEvaluator:
         problem = ""
         rejected: tuple[str, str] | None = None  # the last reply outside the contract, its nonce
         for _attempt in range(MAX_ATTEMPTS):
-            nonce = prompts.new_nonce(*request.untrusted)
+            nonce = new_nonce(*request.untrusted)
             messages = request.messages(nonce)
             if rejected is not None:
                 reply_text, old_nonce = rejected
@@ -303,7 +305,7 @@ class LlmJudgeEvaluator:
             if not run_scripts:
                 return None
             return await self._scripted_prompt(prompt, entry, context)
-        text = prompts.load_prompt_file(
+        text = load_prompt_file(
             prompt, start=case.folder, rootdir=case.rootdir, v4=bool(entry and entry.v4)
         )
         if text is not None:

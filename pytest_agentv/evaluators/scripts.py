@@ -22,7 +22,7 @@ from ..cases import PreparedCase
 from ..errors import ConfigError
 from ..paths import display_path, resolve_reference
 from ..processes import check_runnable, child_env, python_argv, run_process, scrubbed_env
-from ..reports.agentv_v4 import trace_events
+from ..reports.agentv_v4.rows import trace_events
 from .base import EvaluationContext
 
 #: Seconds a script (code judge, prompt script) may run unless its entry or the run says more.

@@ -23,7 +23,7 @@ import pytest
 if TYPE_CHECKING:
     from ..results import ResultRow
     from ..settings import Settings
-    from .agentv_v4_run import RunFolder
+    from .agentv_v4.run_folder import RunFolder
 
 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -131,8 +131,8 @@ class ResultsFile:
         self._run: RunFolder | None = None
         if settings.results_format == "agentv-v4":
             # Not when the plugin loads: v4's kind names come with the eval files' schema.
-            from .agentv_v4 import v4_row
-            from .agentv_v4_run import INDEX_NAME, RunFolder
+            from .agentv_v4.rows import v4_row
+            from .agentv_v4.run_folder import INDEX_NAME, RunFolder
 
             self._line = v4_row
             if settings.results is not None and Path(settings.results).name == INDEX_NAME:

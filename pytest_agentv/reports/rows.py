@@ -21,7 +21,7 @@ from ..jsonlines import json_lines
 from ..results import no_usage
 from ..verdicts import score_to_verdict
 from ..yamlfile import read_text
-from .agentv_v4 import JUDGE_NOT_CONFIGURED
+from .agentv_v4.rows import JUDGE_NOT_CONFIGURED
 from .spool import RowSpool
 from .view import RunFacts
 

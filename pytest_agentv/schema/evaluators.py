@@ -4,8 +4,8 @@ aggregators, and the evaluators a case is graded by."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from functools import cache, partial
+from collections.abc import Sequence
+from functools import partial
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -40,7 +40,6 @@ from .base import (
     choice,
     limit,
     named_once,
-    problems,
 )
 from .checks import (
     CostSpec,
@@ -52,7 +51,7 @@ from .checks import (
     ToolTrajectorySpec,
 )
 from .entries import v4_entries
-from .rubrics import RubricItem, Rubrics, rubric_items, rubrics_shorthand
+from .rubrics import Rubrics, rubrics_shorthand
 from .textchecks import LIST_VALUE_KINDS, ONE_VALUE_KINDS, TextCheckSpec
 
 
@@ -351,45 +350,3 @@ KIND_SPECS: dict[str, type[KindSpec]] = {
     "execution_metrics": ExecutionMetricsSpec,
     "skill_trigger": SkillTriggerSpec,
 }
-
-
-def evaluator_entries(
-    listed: Sequence[EvaluatorConfig], rubrics: Sequence[RubricItem] | None, default_kind: str
-) -> tuple[EvaluatorConfig, ...]:
-    """The evaluators that grade an answer: inline ``rubrics`` become an ``llm_judge`` named
-    ``rubric`` placed first (``inline-rubric`` when that name is taken); with none at all, the
-    default kind."""
-    entries = list(listed)
-    if rubrics:
-        name = "rubric" if all(entry.name != "rubric" for entry in entries) else "inline-rubric"
-        entries.insert(0, EvaluatorConfig(name=name, type="llm_judge", rubrics=list(rubrics)))
-    if not entries:
-        entries.append(_default_entry(default_kind))
-    return tuple(entries)
-
-
-@cache
-def _default_entry(kind: str) -> EvaluatorConfig:
-    """One entry per default kind, shared by the cases that use it (entries are frozen; a
-    suite of thousands of unlisted cases made one each)."""
-    return EvaluatorConfig.model_construct(name=kind, type=kind, weight=1.0, config={})
-
-
-def python_entries(
-    evaluators: Iterable[Mapping[str, Any] | EvaluatorConfig] | None,
-    rubrics: Iterable[str | Mapping[str, Any] | RubricItem] | None,
-) -> tuple[EvaluatorConfig, ...]:
-    """The entries that grade an ``assert_judged`` answer, given in Python like an eval file's
-    (inline rubrics become an ``llm_judge``); an invalid one is a ``ValueError`` naming it."""
-    entries: list[EvaluatorConfig] = []
-    given = [e if isinstance(e, EvaluatorConfig) else dict(e) for e in evaluators or ()]
-    for index, entry in enumerate(v4_entries(given, strings=False)):
-        if isinstance(entry, EvaluatorConfig):
-            entries.append(entry)
-            continue
-        try:
-            entries.append(EvaluatorConfig.model_validate(entry))
-        except ValidationError as exc:
-            raise ValueError(f"evaluators[{index}] is invalid: {problems(exc)}") from None
-    items = [dict(item) if isinstance(item, Mapping) else item for item in rubrics or ()]
-    return evaluator_entries(entries, rubric_items(items), "llm_judge")

@@ -14,7 +14,7 @@ from ..cases import PreparedCase
 from ..errors import NotGradedError
 from ..llm.usage import PlannedCall
 from ..paths import display_path
-from ..reports.agentv_v4 import agent_messages
+from ..reports.agentv_v4.rows import agent_messages
 
 
 class RecordedTarget:

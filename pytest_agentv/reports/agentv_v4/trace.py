@@ -18,20 +18,18 @@ the ``policy`` says what the trace holds (v4's default policy, metadata only, wo
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
-from decimal import Decimal
 from typing import Any, TypeGuard
-from urllib.parse import quote
+
+from .identity import hash_hex, projection_identity
 
 SCHEMA = "agentv.trace.v1"
 #: The transcript event that carries a message on the run's span.
 MESSAGE_EVENT = "agentv.transcript.message"
 NANOS = 1_000_000
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_IDENTITY = "agentv.projection_identity.v1"
 
 #: What our traces hold: messages and tool arguments in full, secrets masked wherever they
 #: appear; no tool results, screenshots nor thinking (rows do not keep them).
@@ -52,11 +50,6 @@ CAPTURE: dict[str, Any] = {
 _MESSAGE_KEYS = ["role", "name", "content", "tool_calls", "start_time", "end_time"]
 _MESSAGE_KEYS += ["duration_ms", "metadata", "token_usage"]
 _CALL_KEYS = ("tool", "input", "output", "id", "status", "start_time", "end_time", "duration_ms")
-#: A projection identity's dimensions, in the order of its key; its wire form starts at
-#: ``run_id`` and ends with the first two.
-_DIMENSIONS = ["projection_format", "projection_version", "run_id", "suite", "eval_path"]
-_DIMENSIONS += ["test_id", "target", "source_target", "attempt", "variant", "envelope_id"]
-_DIMENSIONS += ["trace_id", "root_span_id"]
 
 
 def defined(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,31 +63,6 @@ def present(value: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
 
 def number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _js_number(value: float) -> str:
-    """A number as JavaScript's ``JSON.stringify`` writes it (``1`` for ``1.0``, ``1e-7``)."""
-    if value == 0:
-        return "0"
-    _, numerals, exponent = Decimal(repr(abs(value))).normalize().as_tuple()
-    digits = "".join(map(str, numerals))
-    k, n = len(digits), len(digits) + int(exponent)
-    if k <= n <= 21:
-        text = digits + "0" * (n - k)
-    elif 0 < n <= 21:
-        text = f"{digits[:n]}.{digits[n:]}"
-    elif -6 < n <= 0:
-        text = f"0.{'0' * -n}{digits}"
-    else:
-        fraction = f".{digits[1:]}" if k > 1 else ""
-        text = f"{digits[0]}{fraction}e{'+' if n > 1 else '-'}{abs(n - 1)}"
-    return ("-" if value < 0 else "") + text
-
-
-def _hash(parts: Iterable[str | float | None], length: int) -> str:
-    """v4's ``hashHex``: strings as they are, numbers as JSON writes them, undefined as nothing."""
-    text = "\0".join("" if p is None else p if isinstance(p, str) else _js_number(p) for p in parts)
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
 def _epoch_ms(text: Any) -> int:
@@ -126,40 +94,6 @@ def _usage(usage: Any) -> dict[str, Any]:
             "llm.token_count.completion": got.get("output"),
         }
     )
-
-
-def _identity(dimensions: Mapping[str, Any]) -> dict[str, Any]:
-    """v4's projection identity: where the test is in the run, as a key and its hash (text
-    dimensions trimmed, blank ones left out; ``variant`` is null when there is none)."""
-    given = {
-        name: (value.strip() or None) if isinstance(value, str) else value
-        for name, value in dimensions.items()
-    }
-    key = f"{_IDENTITY}:" + "|".join(
-        f"{name}=" + ("~" if given[name] is None else quote(str(given[name]), safe="!'()*"))
-        for name in _DIMENSIONS
-    )
-    found: dict[str, Any] = {
-        "schema_version": _IDENTITY,
-        "id": "agentv-prj-" + _hash((key,), 32),
-        "key": key,
-        "dimensions": {
-            name: given[name]
-            for name in (*_DIMENSIONS[2:], *_DIMENSIONS[:2])
-            if given[name] is not None or name == "variant"
-        },
-    }
-    if given["suite"] is None and given["eval_path"] is None:
-        found["issues"] = [
-            {
-                "code": "missing_suite_or_eval_path",
-                "severity": "warning",
-                "field": "suite/evalPath",
-                "message": "Projection identity is more portable when at least one of suite "
-                "or evalPath is present.",
-            }
-        ]
-    return found
 
 
 def _messages(line: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -215,7 +149,7 @@ def _answers(
     warnings: list[dict[str, Any]] = []
     answers = [(i, m) for i, m in enumerate(_messages(line)) if m.get("role") == "assistant"]
     for turn, (index, message) in enumerate(answers):
-        chat_id = _hash((trace_id, "chat", index, turn), 16)
+        chat_id = hash_hex((trace_id, "chat", index, turn), 16)
         # v4 names the model that a message's metadata gives; ours give none: the target.
         attributes = {
             "gen_ai.operation.name": "chat",
@@ -234,9 +168,9 @@ def _answers(
         spans.append(_span(ids, f"chat {target}", times, {"code": "OK"}, attributes))
         for place, call in enumerate(message.get("tool_calls") or ()):
             tool, call_id = str(call.get("tool")), call.get("id")
-            span_id = _hash((trace_id, "tool", index, place, tool), 16)
+            span_id = hash_hex((trace_id, "tool", index, place, tool), 16)
             if call_id is None:
-                call_id = f"agentv-tool-{_hash((test_id, target, index, place), 12)}"
+                call_id = f"agentv-tool-{hash_hex((test_id, target, index, place), 12)}"
                 warnings.append(
                     {
                         "code": "missing_tool_call_id",
@@ -306,8 +240,8 @@ def trace_envelope(
         line.get("suite"),
     )
     output, error, duration = line.get("output"), line.get("error"), line.get("duration_ms")
-    trace_id = _hash(("execution-trace", timestamp, suite, test_id, target, run_id), 32)
-    root_id = _hash((trace_id, "root"), 16)
+    trace_id = hash_hex(("execution-trace", timestamp, suite, test_id, target, run_id), 32)
+    root_id = hash_hex((trace_id, "root"), 16)
     start = _epoch_ms(timestamp)
     times = (start, max(start, start + duration) if number(duration) else start)
     events = [_event(index, message) for index, message in enumerate(_messages(line))]
@@ -342,10 +276,10 @@ def trace_envelope(
         (trace_id, root_id, None), f"invoke_agent {target}", times, status, attributes, events
     )
     spans, warnings = _answers(line, trace_id, root_id, times)
-    artifact_id = "execution-trace-" + _hash((trace_id, timestamp, line["score"]), 20)
+    artifact_id = "execution-trace-" + hash_hex((trace_id, timestamp, line["score"]), 20)
     evaluation = defined({"eval_path": eval_path, "suite": suite, "test_id": test_id})
     evaluation.update(target=target, source_target=target, attempt=0, variant=None, run_id=run_id)
-    identity = _identity(
+    identity = projection_identity(
         {
             **evaluation,
             "suite": suite,

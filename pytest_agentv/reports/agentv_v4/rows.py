@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..spellings import v4_kind
+from ...spellings import v4_kind
 
 if TYPE_CHECKING:
-    from ..results import EvaluatorRow, ResultRow
+    from ...results import EvaluatorRow, ResultRow
 
 #: The ``failure_reason_code`` of a case skipped because it needed a judge and none was
 #: configured (v4 has no skipped cases: the row is an execution error, and reads back skipped).

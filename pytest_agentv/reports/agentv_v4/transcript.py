@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from .agentv_v4_trace import EPOCH, MESSAGE_EVENT, NANOS, SCHEMA, defined, number, present
+from .trace import EPOCH, MESSAGE_EVENT, NANOS, SCHEMA, defined, number, present
 
 TRANSCRIPT_SCHEMA = "agentv.transcript.v1"
 #: A transcript line's message keys, in v4's order (its ``tool_calls`` come after them).

@@ -20,8 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .agentv_v4_trace import has_transcript, trace_envelope
-from .agentv_v4_transcript import transcript
+from .trace import has_transcript, trace_envelope
+from .transcript import transcript
 
 #: v4's pass mark for a grader's score in ``benchmark.json``'s pass rates (``DEFAULT_THRESHOLD``).
 PASS_MARK = 0.8
