@@ -26,9 +26,10 @@ from .evaluators.base import EvaluationContext
 from .evaluators.llm_judge import LlmJudgeEvaluator
 from .llm.client import LlmClient
 from .llm.usage import PlannedCall, Usage, current_usage
+from .results import fmt
 from .schema.evaluators import EvaluatorConfig
 from .schema.project import Canary
-from .verdicts import fmt, score_to_verdict
+from .verdicts import score_to_verdict
 
 Submit = Callable[[Coroutine[Any, Any, Any]], "concurrent.futures.Future[Any]"]
 

@@ -24,6 +24,7 @@ from .errors import AgentvError, ConfigError
 from .evaluators import ScopedRegistry
 from .evaluators.base import Evaluator
 from .loader import LoadedFile, load_eval_file
+from .outcomes import apply_verdict, settle_ungraded
 from .paths import display_path
 from .plan import CasePlan, CaseWork
 from .projectfiles import ProjectFiles
@@ -32,57 +33,10 @@ from .reports.junit import record_properties, result_key
 from .results import ResultRow
 from .runner import AgentvRun
 from .targets import Target, TargetDefinition
-from .targets.fixture import FixtureTarget
+from .targets.fixture import FixtureTarget, target_fixture_defined
 from .trials import policy_for
-from .verdicts import apply_threshold, apply_verdict, settle_ungraded
+from .verdicts import apply_threshold
 from .yamlfile import Loc
-
-
-@pytest.fixture
-def _probe() -> None:
-    """Never requested: its decorated form shows what pytest's fixture decorator returns."""
-
-
-#: What ``@pytest.fixture`` turns a function into. pytest has no public name for this type, nor
-#: a public way to ask, before items run, whether a conftest overrides a fixture (which decides
-#: whether a case may start early); the type comes from the public decorator, and ``name`` is
-#: the name a fixture is registered under. ``test_target_fixture_under_another_function_name`` in
-#: tests/test_targets.py fails if this stops working.
-_FIXTURE_TYPE = type(_probe)
-
-
-def _defines_target_fixture(plugin: object) -> bool:
-    """Whether a plugin or conftest module defines a fixture named ``agentv_target``, also
-    through ``@pytest.fixture(name="agentv_target")`` on a function with another name."""
-    if getattr(plugin, "agentv_target", None) is not None:
-        return True
-    try:
-        values = vars(plugin).values()
-    except TypeError:
-        return False
-    return any(
-        isinstance(value, _FIXTURE_TYPE) and getattr(value, "name", None) == "agentv_target"
-        for value in values
-    )
-
-
-def target_fixture_defined(config: pytest.Config, path: Path) -> bool:
-    """Whether a conftest.py above ``path`` (or a plugin) defines its own ``agentv_target``.
-
-    Only then do eval items request that fixture; the plugin's default returns None anyway.
-    """
-    for plugin in config.pluginmanager.get_plugins():
-        if getattr(plugin, "__name__", "") == "pytest_agentv.plugin":
-            continue
-        if not _defines_target_fixture(plugin):
-            continue
-        file = getattr(plugin, "__file__", None)
-        if not (file and Path(file).name == "conftest.py"):
-            return True
-        if path.is_relative_to(Path(file).parent):
-            return True
-    return False
-
 
 #: Why a case was failed without running: a dependency failed (``on_dependency_failure: fail``).
 _held_key = pytest.StashKey[str]()

@@ -51,8 +51,8 @@ def test_the_package_keeps_its_layers_and_has_no_cycles(tmp_path: Path) -> None:
             "pytest_agentv.settings is not allowed to import pytest_agentv.runner",
         ),
         (
-            "results.py",
-            "from .evaluators.base import EvaluationScore",
+            "results/__init__.py",
+            "from ..evaluators.base import EvaluationScore",
             "pytest_agentv.results is not allowed to import pytest_agentv.evaluators",
         ),
         # Same layer, but evaluators read the case: importing them back is a cycle.

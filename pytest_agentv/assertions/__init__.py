@@ -246,8 +246,8 @@ class AgentvJudge:
     def settle(self, result: CaseResult, caller: str = "assert_judged") -> None:
         """Put the result on the calling test, then return (pass), xfail, skip or fail."""
         __tracebackhide__ = True
+        from ..outcomes import apply_verdict, settle_ungraded
         from ..reports.junit import record_judged
-        from ..verdicts import apply_verdict, settle_ungraded
 
         row = result.row()
         if self.item is not None:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, JudgeNotConfiguredError, NotGradedError
-from ..llm.client import NONCE_PLACEHOLDER, LlmClient, ReplyError
+from ..llm.client import LlmClient, ReplyError
+from ..llm.replay import NONCE_PLACEHOLDER
 from ..llm.reply import Reply
 from ..llm.usage import PlannedCall, prompt_tokens
 from ..loader import EntryProblem

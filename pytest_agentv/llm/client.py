@@ -12,12 +12,18 @@ from typing import Any, TypeVar
 
 from ..errors import ReplayMissError
 from ..paths import display_path
-from ..redaction import redact, redact_obj
 from ..settings import Settings
 from .budget import Budget, Ledger
 from .http import CONNECTIONS
 from .limits import UNLIMITED, CallLimits, Grant, Limits
-from .replay import ReplayStore, request_key
+from .replay import (
+    NONCE_PLACEHOLDER,
+    ReplayStore,
+    keeps_meaning,
+    recorded_reply,
+    request_key,
+    stored_reply,
+)
 from .reply import Reply
 from .retry import RetryPolicy, with_retries
 from .transports import (
@@ -36,9 +42,6 @@ class ReplyError(ValueError):
     """A reply that does not answer its request's contract; ``reply`` is its text."""
 
     reply: str = ""
-
-
-NONCE_PLACEHOLDER = "{nonce}"
 
 
 class LlmClient:
@@ -143,7 +146,7 @@ class LlmClient:
                     text = text.replace(
                         recorded if isinstance(recorded, str) else NONCE_PLACEHOLDER, nonce
                     )
-                reply = _recorded_reply(text, stored)
+                reply = recorded_reply(text, stored)
                 if usage is not None:
                     usage.reuse(reply)
                 return judged(text), reply
@@ -163,9 +166,9 @@ class LlmClient:
         if usage is not None:
             usage.charge(reply)
         value = judged(reply.text)
-        if store is not None and _keeps_meaning(reply.text, value, accept):
+        if store is not None and keeps_meaning(reply.text, value, accept):
             request = fingerprint(response_format)
-            store.put(request_key(request), request, _stored_reply(reply, nonce))
+            store.put(request_key(request), request, stored_reply(reply, nonce))
         return value, reply
 
     def _request(
@@ -257,59 +260,6 @@ class LlmClient:
             model=self.spec.model,
             estimate=prompt_tokens(messages) + (max_tokens or REPLY_TOKENS),
         )
-
-
-def _recorded_reply(text: str, stored: dict[str, Any]) -> Reply:
-    """A stored reply, with the tokens and cost of the call that recorded it: what an answer
-    took is part of the answer (a replayed agent's answer keeps its usage and cost). Usage that
-    is not counts of tokens is unknown, as from a server (``Reply``)."""
-    usage = stored.get("usage")
-    usage = usage if isinstance(usage, dict) else {}
-    return Reply(
-        text,
-        cached=True,
-        prompt_tokens=usage.get("prompt_tokens"),
-        completion_tokens=usage.get("completion_tokens"),
-        cost_usd=stored.get("cost_usd"),
-    )
-
-
-def _keeps_meaning(text: str, value: Any, accept: Callable[[str], Any]) -> bool:
-    """Whether the store may keep a reply: it keeps it redacted, as every report shows it, so
-    the redacted reply must be read as the same answer (a judge's grade, whose texts reports
-    redact anyway). A reply that is an answer as written (a model target's) is kept only when
-    redaction leaves it alone: its text is graded as it is, and a replayed run must grade the
-    same. A reply that is not kept is called for again: a replayed run says it is missing."""
-    redacted = redact(text)
-    if redacted == text:
-        return True
-    if isinstance(value, str):
-        return False
-    try:
-        again = accept(redacted)
-    except Exception:  # whatever the reader refuses, the redacted reply is another reply
-        return False
-    return bool(redact_obj(again) == redact_obj(value))
-
-
-def _stored_reply(reply: Reply, nonce: str | None) -> dict[str, Any]:
-    """A reply as the store keeps it: the nonce as a placeholder, so that the file is the same
-    every time it is recorded. A reply that already holds the placeholder text (quoted from an
-    answer) keeps its nonce instead, so that replaying never turns that quote into the nonce."""
-    response: dict[str, Any] = {
-        "content": reply.text,
-        "usage": {
-            "prompt_tokens": reply.prompt_tokens,
-            "completion_tokens": reply.completion_tokens,
-        },
-    }
-    if reply.cost_usd is not None:
-        response["cost_usd"] = reply.cost_usd
-    if nonce and NONCE_PLACEHOLDER in reply.text:
-        response["nonce"] = nonce
-    elif nonce:
-        response["content"] = reply.text.replace(nonce, NONCE_PLACEHOLDER)
-    return response
 
 
 #: The judge is a model client like any other.

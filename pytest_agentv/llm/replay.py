@@ -19,13 +19,17 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeGuard, get_args
 
 from ..jsonlines import json_decoder
-from ..redaction import redact_obj
+from ..redaction import redact, redact_obj
+from .reply import Reply
 
 STORE_FORMAT = 1
+#: Where a request's per-call nonce stands in its key and in the replies stored for it.
+NONCE_PLACEHOLDER = "{nonce}"
 #: A temporary file this old belongs to a write that was interrupted, not to one under way.
 STALE_SECONDS = 60.0
 _TEMPORARY = ("*/.*.tmp", "*/.tmp-*.json")  # ours, and those of earlier versions
@@ -113,3 +117,56 @@ class ReplayStore:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+
+
+def recorded_reply(text: str, stored: dict[str, Any]) -> Reply:
+    """A stored reply, with the tokens and cost of the call that recorded it: what an answer
+    took is part of the answer (a replayed agent's answer keeps its usage and cost). Usage that
+    is not counts of tokens is unknown, as from a server (``Reply``)."""
+    usage = stored.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    return Reply(
+        text,
+        cached=True,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        cost_usd=stored.get("cost_usd"),
+    )
+
+
+def keeps_meaning(text: str, value: Any, accept: Callable[[str], Any]) -> bool:
+    """Whether the store may keep a reply: it keeps it redacted, as every report shows it, so
+    the redacted reply must be read as the same answer (a judge's grade, whose texts reports
+    redact anyway). A reply that is an answer as written (a model target's) is kept only when
+    redaction leaves it alone: its text is graded as it is, and a replayed run must grade the
+    same. A reply that is not kept is called for again: a replayed run says it is missing."""
+    redacted = redact(text)
+    if redacted == text:
+        return True
+    if isinstance(value, str):
+        return False
+    try:
+        again = accept(redacted)
+    except Exception:  # whatever the reader refuses, the redacted reply is another reply
+        return False
+    return bool(redact_obj(again) == redact_obj(value))
+
+
+def stored_reply(reply: Reply, nonce: str | None) -> dict[str, Any]:
+    """A reply as the store keeps it: the nonce as a placeholder, so that the file is the same
+    every time it is recorded. A reply that already holds the placeholder text (quoted from an
+    answer) keeps its nonce instead, so that replaying never turns that quote into the nonce."""
+    response: dict[str, Any] = {
+        "content": reply.text,
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+        },
+    }
+    if reply.cost_usd is not None:
+        response["cost_usd"] = reply.cost_usd
+    if nonce and NONCE_PLACEHOLDER in reply.text:
+        response["nonce"] = nonce
+    elif nonce:
+        response["content"] = reply.text.replace(nonce, NONCE_PLACEHOLDER)
+    return response

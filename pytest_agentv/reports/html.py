@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..results import usd
-from ..verdicts import fmt
+from ..results import fmt, usd
 from .view import LABELS, RunFacts, case_view, shown_row
 
 if TYPE_CHECKING:

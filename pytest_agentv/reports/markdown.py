@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..results import usd
-from ..verdicts import fmt
+from ..results import fmt, usd
 from .view import RunFacts, Tally
 
 #: What a cell shows of a reason or an answer.

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..redaction import printable
-from ..results import js_fixed
-from ..verdicts import fmt
+from ..results import fmt, js_fixed
 
 if TYPE_CHECKING:
     from ..baseline import PreviousResults

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..baseline import UNCHANGED
+from ..outcomes import trials_summary
 from ..redaction import redact_obj
-from ..verdicts import fmt, trials_summary
+from ..results import fmt
 
 #: How many of the worst cases each list of the Markdown summary names.
 WORST = 20

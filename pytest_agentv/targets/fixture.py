@@ -1,12 +1,15 @@
-"""The ``agentv_target`` fixture's callable as a target (sync or async), and how an agent
-written in Python ends a case when it raises."""
+"""The ``agentv_target`` fixture: whether a conftest defines one for an eval file, its callable
+as a target (sync or async), and how an agent written in Python ends a case when it raises."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ..answers import TargetResponse, response_from
 from ..cases import PreparedCase
@@ -70,3 +73,49 @@ class FixtureTarget:
             if inspect.isawaitable(value):
                 value = await value
         return response_from(value, self.what)
+
+
+@pytest.fixture
+def _probe() -> None:
+    """Never requested: its decorated form shows what pytest's fixture decorator returns."""
+
+
+#: What ``@pytest.fixture`` turns a function into. pytest has no public name for this type, nor
+#: a public way to ask, before items run, whether a conftest overrides a fixture (which decides
+#: whether a case may start early); the type comes from the public decorator, and ``name`` is
+#: the name a fixture is registered under. ``test_target_fixture_under_another_function_name`` in
+#: tests/test_targets.py fails if this stops working.
+_FIXTURE_TYPE = type(_probe)
+
+
+def _defines_target_fixture(plugin: object) -> bool:
+    """Whether a plugin or conftest module defines a fixture named ``agentv_target``, also
+    through ``@pytest.fixture(name="agentv_target")`` on a function with another name."""
+    if getattr(plugin, "agentv_target", None) is not None:
+        return True
+    try:
+        values = vars(plugin).values()
+    except TypeError:
+        return False
+    return any(
+        isinstance(value, _FIXTURE_TYPE) and getattr(value, "name", None) == "agentv_target"
+        for value in values
+    )
+
+
+def target_fixture_defined(config: pytest.Config, path: Path) -> bool:
+    """Whether a conftest.py above ``path`` (or a plugin) defines its own ``agentv_target``.
+
+    Only then do eval items request that fixture; the plugin's default returns None anyway.
+    """
+    for plugin in config.pluginmanager.get_plugins():
+        if getattr(plugin, "__name__", "") == "pytest_agentv.plugin":
+            continue
+        if not _defines_target_fixture(plugin):
+            continue
+        file = getattr(plugin, "__file__", None)
+        if not (file and Path(file).name == "conftest.py"):
+            return True
+        if path.is_relative_to(Path(file).parent):
+            return True
+    return False
