@@ -171,7 +171,8 @@ def test_loading_the_plugin_imports_nothing_heavy() -> None:
 
     code = (
         "import sys, pytest, pytest_agentv.plugin\n"
-        "print(sorted(m for m in ('pydantic', 'yaml', 'litellm', 'openai') if m in sys.modules))"
+        "heavy = ('pydantic', 'yaml', 'litellm', 'openai', 'aiohttp')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
     )
     shown = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import re
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -219,15 +220,17 @@ def test_refused_connections_name_the_address() -> None:
         asyncio.run(client())
 
 
-def test_a_proxy_in_the_environment_is_honored(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("proxy", ["http://me:pw@127.0.0.1:{port}", "me:pw@127.0.0.1:{port}"])
+def test_a_proxy_in_the_environment_is_honored(monkeypatch: pytest.MonkeyPatch, proxy: str) -> None:
     """The request goes to the proxy, in absolute form, with its own headers and the proxy's
-    credentials from its URL."""
+    credentials from its URL; a proxy named without a scheme is an http:// one, as curl reads
+    it."""
     script = Script([[sized()]])
 
     async def main() -> http.Response:
         server = await asyncio.start_server(script.handle, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        monkeypatch.setenv("HTTP_PROXY", f"http://me:pw@127.0.0.1:{port}")
+        monkeypatch.setenv("HTTP_PROXY", proxy.format(port=port))
         route = http.Route.to("http://judge.invalid/v1/chat", {"authorization": "Bearer k"})
         async with server:
             return await http.post(route, b"{}", 5)
@@ -300,6 +303,104 @@ def test_https_refuses_a_server_no_trusted_ca_signed(monkeypatch: pytest.MonkeyP
     with pytest.raises(ConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
         serve_tls(script, post_all(1))
     assert script.requests == []
+
+
+@dataclass
+class Tunnel:
+    """A loopback proxy that opens a CONNECT tunnel to the address asked for, or answers
+    ``refusal`` instead, and notes each CONNECT."""
+
+    refusal: bytes | None = None
+    connects: list[bytes] = field(default_factory=list)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        self.connects.append(head.split(b"\r\n")[0])
+        if self.refusal is not None:
+            writer.write(self.refusal)
+            writer.close()
+            return
+        host, port = head.split(b" ")[1].decode().rsplit(":", 1)
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except ConnectionError:
+        pass
+    finally:  # cancelled too, when the test's loop ends
+        writer.close()
+
+
+def through_tunnel(
+    tunnel: Tunnel, script: Script, monkeypatch: pytest.MonkeyPatch, requests: int
+) -> list[http.Response]:
+    """``requests`` POSTs to a TLS server (``serve_tls``) with HTTPS_PROXY naming ``tunnel``."""
+
+    async def client(route: http.Route) -> list[http.Response]:
+        proxy = await asyncio.start_server(tunnel.handle, "127.0.0.1", 0)
+        port = proxy.sockets[0].getsockname()[1]
+        monkeypatch.setenv("HTTPS_PROXY", f"http://me:pw@127.0.0.1:{port}")
+        tunnelled = http.Route.to(route.url, {})
+        async with proxy:
+            return await post_all(requests)(tunnelled)
+
+    monkeypatch.setattr(http, "_tls", None)
+    monkeypatch.setenv("SSL_CERT_FILE", str(TLS / "ca.pem"))
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    return serve_tls(script, client)
+
+
+def test_https_goes_through_the_proxys_tunnel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Verified against SSL_CERT_FILE end to end, one tunnel kept alive for both requests."""
+    tunnel, script = Tunnel(), Script([[sized()], [sized()]])
+    responses = through_tunnel(tunnel, script, monkeypatch, 2)
+    assert [r.body for r in responses] == [BODY, BODY]
+    assert [line.split(b" ")[0] for line in tunnel.connects] == [b"CONNECT"]
+    assert script.connections == 1
+
+
+def test_a_proxy_that_will_not_tunnel_is_named_without_its_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tunnel = Tunnel(b"HTTP/1.1 407 Proxy Authentication Required\r\ncontent-length: 0\r\n\r\n")
+    with pytest.raises(ConnectionError) as refused:
+        through_tunnel(tunnel, Script([[sized()]]), monkeypatch, 1)
+    assert re.fullmatch(
+        r"the proxy http://127\.0\.0\.1:\d+ would not reach 127\.0\.0\.1:\d+: "
+        r"HTTP 407 Proxy Authentication Required",
+        str(refused.value),
+    )
+
+
+def test_a_proxy_that_cannot_be_reached_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://me:pw@127.0.0.1:9")
+    route = http.Route.to("http://judge.invalid/v1", {})
+    with pytest.raises(ConnectionError) as refused:
+        asyncio.run(http.post(route, b"{}", 5))
+    assert str(refused.value).startswith(
+        "cannot connect to the proxy http://127.0.0.1:9 for judge.invalid:80: "
+    )
+
+
+def test_a_proxy_aiohttp_cannot_use_is_refused_saying_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SOCKS proxy would otherwise be sent HTTP; the route is refused before any request."""
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("ALL_PROXY", "socks5://me:pw@127.0.0.1:1080")
+    with pytest.raises(ValueError) as refused:
+        http.Route.to("https://judge.invalid/v1", {})
+    assert str(refused.value) == (
+        "the environment's proxy for judge.invalid is socks5://127.0.0.1:1080, and the lean "
+        "transport goes through http:// and https:// proxies only: name one in HTTPS_PROXY (or "
+        "HTTP_PROXY, ALL_PROXY), or list judge.invalid in NO_PROXY"
+    )
 
 
 def test_a_reply_larger_than_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -247,6 +247,18 @@ def test_missing_credentials_are_not_graded_without_a_request(model: str, messag
         on_loop(client.complete([{"role": "user", "content": "x"}], accept=str))
 
 
+def test_a_proxy_the_lean_transport_cannot_use_is_not_graded_without_a_request(
+    monkeypatch: pytest.MonkeyPatch, fake_server: FakeOpenAI
+) -> None:
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    client = LlmClient(ModelSpec("openai/m", api_base=fake_server.api_base), RetryPolicy(retries=3))
+    with pytest.raises(NotGradedError, match=r"^openai/m: the environment's proxy for 127\.0"):
+        on_loop(client.complete([{"role": "user", "content": "x"}], accept=str))
+    assert fake_server.requests == []
+
+
 def test_azure_needs_a_key_or_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AZURE_API_BASE", "https://example.invalid")
     client = LlmClient(ModelSpec("azure/grader"))

@@ -66,17 +66,37 @@ class Route:
         where = f"{host}:{port}"
         return cls(url, tuple(sent.items()), secure, where, _proxy(parts.scheme, host))
 
+    @property
+    def via(self) -> str:
+        """The proxy, without the credentials its URL may carry."""
+        return _address(self.proxy or "")
+
 
 def _proxy(scheme: str, host: str) -> str | None:
     """The proxy for a host, as ``urllib`` reads the environment (credentials in its URL are
-    sent to the proxy alone)."""
+    sent to the proxy alone; one named without a scheme is an http:// proxy, as curl reads
+    it). ``ValueError`` for a proxy aiohttp cannot go through."""
     from urllib.request import getproxies, proxy_bypass  # http.client, email: not at import
 
     proxies = getproxies()
     proxy = proxies.get(scheme) or proxies.get("all")
     if not proxy or proxy_bypass(host):
         return None
+    if "://" not in proxy:
+        proxy = f"http://{proxy}"
+    if urlsplit(proxy).scheme not in ("http", "https"):
+        raise ValueError(
+            f"the environment's proxy for {host} is {_address(proxy)}, and the lean transport "
+            "goes through http:// and https:// proxies only: name one in HTTPS_PROXY (or "
+            f"HTTP_PROXY, ALL_PROXY), or list {host} in NO_PROXY"
+        )
     return proxy
+
+
+def _address(proxy: str) -> str:
+    """A proxy's URL without the credentials it may carry."""
+    parts = urlsplit(proxy)
+    return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
 
 
 def ready(route: Route) -> bool:
@@ -136,23 +156,27 @@ async def post(
         if isinstance(exc, aiohttp.ConnectionTimeoutError):
             raise TimeoutError(f"no connection to {route.where} within {timeout:g} s") from None
         raise TimeoutError(f"no reply within {timeout:g} s") from None
+    except aiohttp.ClientProxyConnectionError as exc:
+        raise ConnectionError(
+            f"cannot connect to the proxy {route.via} for {route.where}: {_reason(exc)}"
+        ) from None
     except aiohttp.ClientConnectorError as exc:
-        raise ConnectionError(f"cannot connect to {route.where}: {exc}") from None
+        raise ConnectionError(f"cannot connect to {route.where}: {_reason(exc)}") from None
     except aiohttp.ServerDisconnectedError:
         raise ConnectionError("the server closed the connection without replying") from None
     except aiohttp.ClientPayloadError as exc:
         raise ConnectionError(
             f"the server closed the connection in the middle of its reply: {_cause(exc)}"
         ) from None
+    except aiohttp.ClientHttpProxyError as exc:
+        raise ConnectionError(
+            f"the proxy {route.via} would not reach {route.where}: HTTP {exc.status} {exc.message}"
+        ) from None
     except aiohttp.ClientResponseError as exc:
         why = " ".join(str(exc.message).split())
         raise ConnectionError(f"the server's reply is not readable HTTP: {why}") from None
     except aiohttp.ClientError as exc:
         raise ConnectionError(f"{type(exc).__name__}: {exc or 'the request failed'}") from None
-
-
-class _TooLarge(Exception):
-    """A reply over ``MAX_BODY``."""
 
 
 async def _body(reply: aiohttp.ClientResponse) -> bytes:
@@ -171,6 +195,12 @@ async def _body(reply: aiohttp.ClientResponse) -> bytes:
 
 def _refused(why: str) -> ConnectionError:
     return ConnectionError(f"the server's reply is refused: {why}")
+
+
+def _reason(exc: aiohttp.ClientConnectorError) -> str:
+    """Why a connection failed, without the rest of aiohttp's message (the address again, its
+    TLS settings' repr)."""
+    return exc.os_error.strerror or str(exc.os_error) or type(exc.os_error).__name__
 
 
 def _cause(exc: BaseException) -> str:

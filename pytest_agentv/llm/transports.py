@@ -267,7 +267,11 @@ class LeanTransport:
             raise NotGradedError(f"the API base of {spec.model} must start with http(s)://")
         self._reasoning = prices.supports(spec.model, "supports_reasoning")
         self._price = prices.price_for(spec.model)
-        return _Endpoint(http.Route.to(url, headers), name)
+        try:
+            route = http.Route.to(url, headers)
+        except ValueError as exc:
+            raise NotGradedError(f"{spec.model}: {exc}") from None
+        return _Endpoint(route, name)
 
     async def send(
         self,
