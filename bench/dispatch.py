@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 
 from benchmarks import TRIVIAL_MODULE, Result, Row, Sizes, alternate, verdict
 from harness import (
@@ -313,7 +314,7 @@ def versus(sizes: Sizes) -> Result:
                     for name in spans:
                         with package_from(revision) if name == revision else nullcontext():
                             if index == 0:
-                                _check_package(revision if name == revision else None)
+                                _check_package(revision if name == revision else None, proj.path)
                             [(run, span, _)] = judged_runs(
                                 server, proj, args, scenario.cases, scenario.latency, 0, warm=False
                             )
@@ -352,10 +353,12 @@ def versus(sizes: Sizes) -> Result:
     return result
 
 
-def _check_package(revision: str | None) -> None:
-    """The runs really import the revision they are measured as."""
+def _check_package(revision: str | None, cwd: Path) -> None:
+    """The runs really import the revision they are measured as, from where they run (``-c``
+    puts the working directory first on the path: from the repository's root, its package)."""
     where = subprocess.run(
         [sys.executable, "-c", "import pytest_agentv; print(pytest_agentv.__file__)"],
+        cwd=cwd,
         env=child_env(),
         capture_output=True,
         text=True,
