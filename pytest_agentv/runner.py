@@ -1,6 +1,6 @@
 """``AgentvRun``: the run's lifetime (settings, model clients, targets, the evaluator registry,
 the replay store, calibration and the scheduler), its plan, and each case from its files to a
-``CaseResult``: collection plans each case (``plan_case``: its target and judge resolved), and
+``CaseResult``: each selected case is planned (``plan_case``: its target and judge resolved), and
 ``run_case`` reads its files, asks its target and hands the answers to the one grading path
 (``grading.py``). It never raises: every way a case can end —
 graded, not graded (error) or skipped — is a ``CaseResult``, which the pytest item turns into an
