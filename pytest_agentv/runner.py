@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -51,8 +51,6 @@ from .workspace import Call, Workspaces
 
 if TYPE_CHECKING:
     from .calibration import Calibration
-
-T = TypeVar("T")
 
 
 class AgentvRun:
