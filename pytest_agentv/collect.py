@@ -13,6 +13,7 @@ import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -158,10 +159,6 @@ class EvalFile(pytest.File):
             lambda kind: hook.pytest_agentv_make_evaluator(config=self.config, kind=kind)
         )
 
-        def make(target: TargetDefinition) -> Target | None:
-            built: Target | None = hook.pytest_agentv_make_target(config=self.config, target=target)
-            return built
-
         try:
             loaded, cases = load_specs(
                 self.path,
@@ -193,11 +190,7 @@ class EvalFile(pytest.File):
                 for file, warning in run.planner.targets.setting_notes(spec):
                     warnings.warn_explicit(warning.message, warning.category, file, warning.line)
             item = EvalItem.from_parent(
-                self,
-                name=name,
-                callobj=callobj,
-                run=run,
-                plan=run.planner.plan_case(spec, evaluators, make),
+                self, name=name, callobj=callobj, run=run, spec=spec, evaluators=evaluators
             )
             item.add_marker("agentv")
             for tag in loaded.suite.tags or []:
@@ -207,18 +200,31 @@ class EvalFile(pytest.File):
 
 
 class EvalItem(pytest.Function):
-    def __init__(self, *, run: AgentvRun, plan: CasePlan, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        run: AgentvRun,
+        spec: CaseSpec,
+        evaluators: Mapping[str, Evaluator],
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.run = run
-        self.plan = plan
+        self.spec = spec
+        self.evaluators = evaluators
 
-    @property
-    def spec(self) -> CaseSpec:
-        return self.plan.spec
+    @cached_property
+    def plan(self) -> CasePlan:
+        """The case's target (built by ``pytest_agentv_make_target``), judge and workspace,
+        resolved when the selected items are planned or estimated: a case that ``-k`` or
+        ``--deselect`` left out builds no target."""
+        return self.run.planner.plan_case(self.spec, self.evaluators, self._make_target)
 
-    @property
-    def evaluators(self) -> Mapping[str, Evaluator]:
-        return self.plan.evaluators
+    def _make_target(self, target: TargetDefinition) -> Target | None:
+        built: Target | None = self.ihook.pytest_agentv_make_target(
+            config=self.config, target=target
+        )
+        return built
 
     def setup(self) -> None:
         super().setup()

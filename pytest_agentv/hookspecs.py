@@ -38,15 +38,16 @@ def pytest_agentv_make_target(config: pytest.Config, target: TargetDefinition) -
     """Return the target for a target of a targets file, or None when its ``provider`` is not
     yours.
 
-    Called at collection through the hook proxy of the eval file whose cases use the target
-    (once per target and folder of eval files), so a ``conftest.py`` adds providers for its own
-    folder. ``target`` is a ``TargetDefinition``: ``name``, ``provider``, ``settings`` (with
-    ``${{ VAR }}`` resolved), ``folder`` (the eval file's: resolve relative paths from it),
-    ``rootdir``, ``judge_target``, ``file`` (the targets file) and ``where(key)`` (a setting's
-    ``file:line:col``, for errors). The first non-None result wins; pytest-agentv's built-in
-    providers (``TARGET_KINDS``: ``mock``, ``cli``, the LLM providers) answer last, so an
-    implementation may also replace them. A provider nobody answers leaves the cases that use it
-    not graded, naming the providers known.
+    Called once collection has chosen the cases to run, through the hook proxy of the eval file
+    whose selected cases use the target (once per target and folder of eval files), so a
+    ``conftest.py`` adds providers for its own folder; a target only cases left out by ``-k`` or
+    ``--deselect`` use is never built. ``target`` is a ``TargetDefinition``: ``name``,
+    ``provider``, ``settings`` (with ``${{ VAR }}`` resolved), ``folder`` (the eval file's:
+    resolve relative paths from it), ``rootdir``, ``judge_target``, ``file`` (the targets file)
+    and ``where(key)`` (a setting's ``file:line:col``, for errors). The first non-None result
+    wins; pytest-agentv's built-in providers (``TARGET_KINDS``: ``mock``, ``cli``, the LLM
+    providers) answer last, so an implementation may also replace them. A provider nobody
+    answers leaves the cases that use it not graded, naming the providers known.
 
     A target is any object with ``name``, ``judge_target`` (None, or the name of an LLM target
     whose model judges its cases), ``timeout`` (seconds it enforces itself, or None for

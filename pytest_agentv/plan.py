@@ -1,7 +1,9 @@
-"""What collection resolves for each case, so that running it never goes back to a project
-file: its target (built by the ``pytest_agentv_make_target`` hook, the built-in kinds last), its
-judge (its target's ``judge_target``, else the session's) and its workspace. What cannot be had
-is kept as the reason the case will not be graded, raised only when it runs."""
+"""What is resolved for each selected case before it runs, so that running it never goes back
+to a project file: its target (built by the ``pytest_agentv_make_target`` hook, the built-in
+kinds last), its judge (its target's ``judge_target``, else the session's) and its workspace.
+The files were read at collection; a case is planned once collection has chosen it (a case
+``-k`` leaves out builds nothing). What cannot be had is kept as the reason the case will not be
+graded, raised only when it runs."""
 
 from __future__ import annotations
 
@@ -20,10 +22,10 @@ from .workspace import WorkspacePlan, plan_for
 
 @dataclass(frozen=True)
 class CasePlan:
-    """A collected case with all a run needs of it resolved at collection: its evaluators by
-    kind, its target (or why it has none), its judge (its target's ``judge_target``, else the
-    session's; or why it has none) and its workspace. Running it never goes back to a targets
-    or workspace file."""
+    """A selected case with all a run needs of it resolved: its evaluators by kind, its target
+    (or why it has none), its judge (its target's ``judge_target``, else the session's; or why
+    it has none) and its workspace. Running it never goes back to a targets or workspace
+    file."""
 
     spec: CaseSpec
     evaluators: Mapping[str, Evaluator]
@@ -38,8 +40,9 @@ CaseWork = tuple[str, CasePlan]
 
 
 class Planner:
-    """Plans the run's cases at collection, with its targets files (``targets``), what the
-    built-in target kinds share (``services``) and the session's judge (None: none)."""
+    """Plans the run's selected cases, with the targets files collection read (``targets``),
+    what the built-in target kinds share (``services``) and the session's judge (None:
+    none)."""
 
     def __init__(
         self, targets: TargetCatalog, services: TargetServices, session: LlmClient | None
@@ -55,9 +58,9 @@ class Planner:
     def plan_case(
         self, spec: CaseSpec, evaluators: Mapping[str, Evaluator], make: Make
     ) -> CasePlan:
-        """At collection: the case's target, built by ``make`` (the eval file's
-        ``pytest_agentv_make_target``), and its judge; what cannot be had is kept as the
-        reason the case will not be graded."""
+        """The case's target, built by ``make`` (the eval file's ``pytest_agentv_make_target``),
+        its judge and its workspace; what cannot be had is kept as the reason the case will
+        not be graded."""
         workspace: WorkspacePlan | AgentvError | None
         try:
             workspace = plan_for(spec, self.targets.rootdir)

@@ -1,6 +1,6 @@
 """``AgentvRun``: the run's lifetime (settings, model clients, targets, the evaluator registry,
 the replay store, calibration and the scheduler), its plan, and each case from its files to a
-``CaseResult``: collection plans each case (``plan_case``: its target and judge resolved), and
+``CaseResult``: each selected case is planned (``plan_case``: its target and judge resolved), and
 ``run_case`` reads its files, asks its target and hands the answers to the one grading path
 (``grading.py``). It never raises: every way a case can end —
 graded, not graded (error) or skipped — is a ``CaseResult``, which the pytest item turns into an
@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -51,8 +51,6 @@ from .workspace import Call, Workspaces
 
 if TYPE_CHECKING:
     from .calibration import Calibration
-
-T = TypeVar("T")
 
 
 class AgentvRun:
@@ -220,21 +218,6 @@ class AgentvRun:
         )
         return judgement, prepared, target
 
-    def _grading(
-        self, plan: CasePlan, fixture: FixtureTarget | None
-    ) -> tuple[Grading, PreparedCase, Target] | CaseResult:
-        """The case ready to grade, or how it ended when it cannot even start."""
-        spec = plan.spec
-        try:
-            judgement, prepared, target = self.start(plan, fixture)
-        except Exception as exc:
-            return not_graded(
-                partial(case_result, spec, target=spec.matrix_target or (fixture and fixture.name)),
-                exc,
-            )
-        assert target is not None
-        return Grading(judgement), prepared, target
-
     async def run_case(self, plan: CasePlan, fixture: FixtureTarget | None = None) -> CaseResult:
         """Run the case to a ``CaseResult``, on the plugin's event loop."""
         return await self._run(plan, fixture, awaited)
@@ -251,18 +234,20 @@ class AgentvRun:
     ) -> CaseResult:
         """The one path of a case, driven on the plugin's loop (``on_loop`` awaits), or in
         pytest's thread for a sync fixture (``on_loop`` runs loop work there and waits)."""
-        ready = self._grading(plan, fixture)
-        if isinstance(ready, CaseResult):
-            return ready
-        grading, prepared, target = ready
         spec, workspace = plan.spec, plan.workspace
+        try:
+            judgement, prepared, target = self.start(plan, fixture)
+        except Exception as exc:  # it cannot even start
+            named = spec.matrix_target or (fixture and fixture.name)
+            return not_graded(partial(case_result, spec, target=named), exc)
+        assert target is not None
         if fixture is not None and not fixture.is_async:
             ask: Call = partial(_called, fixture)
         else:
             ask = partial(self._answer, target)
         if spec.conversation is not None:
-            talk = Conversation(grading.judgement, spec.conversation, prepared, ask, on_loop)
-            return await talk.run()
+            return await Conversation(judgement, spec.conversation, prepared, ask, on_loop).run()
+        grading = Grading(judgement)
 
         def answer(attempt: int) -> Awaitable[TargetResponse]:
             attempted = replace(prepared, attempt=attempt)

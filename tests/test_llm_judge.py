@@ -8,7 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_agentv.evaluators.contract import contract_object, parse_checklist, parse_freeform
+from pytest_agentv.evaluators.contract import contract_object, parse_freeform
+from pytest_agentv.evaluators.contract.rubrics import CHECKLIST as CHECKLIST_MODE
 from pytest_agentv.llm.client import ReplyError
 from pytest_agentv.schema.rubrics import RubricItem
 from tests.fake_openai import (
@@ -227,7 +228,7 @@ def test_numbers_beyond_a_float_are_outside_the_contract() -> None:
     items = [RubricItem(id=name, expected_outcome=name, weight=1.7e308) for name in "ab"]
     checks = [{"id": "a", "satisfied": True}, {"id": "b", "satisfied": False}]
     reply = json.dumps({"checks": checks, "nonce": NONCE})
-    assert parse_checklist(reply, NONCE, items).score == 0.5
+    assert CHECKLIST_MODE.parse(reply, NONCE, items).score == 0.5
 
 
 def test_a_planted_object_fails_the_case_end_to_end(

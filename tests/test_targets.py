@@ -417,6 +417,46 @@ def test_a_plugin_adds_a_provider_through_the_hook_alone(project: pytest.Pyteste
     )
 
 
+def test_only_the_selected_cases_build_their_targets(project: pytest.Pytester) -> None:
+    """A target is built (a plugin's may start a server) for a case the run will send it:
+    never for one that -k or --deselect left out, nor by --collect-only."""
+    logged = ECHO_PROVIDER.replace(
+        "        self.name = target.name\n",
+        "        self.name = target.name\n"
+        "        with open('built.log', 'a') as log:\n"
+        "            print(target.name, file=log)\n",
+    )
+    write(project, "conftest.py", logged)
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - {name: default, provider: echo, prefix: "echo:"}
+          - {name: other, provider: echo, prefix: "echo:"}
+        """,
+    )
+    answer = "echo: What is the refund window?"
+    write(
+        project,
+        "e.eval.yaml",
+        "evalcases:"
+        + expect_case("one", answer)
+        + expect_case("two", answer, "\n    execution: {target: other}"),
+    )
+    log = project.path / "built.log"
+
+    def built(*args: str) -> list[str]:
+        log.unlink(missing_ok=True)
+        project.inline_run(*args)
+        return log.read_text().split() if log.exists() else []
+
+    assert built("-k", "one") == ["default"]
+    assert built("--deselect", "e.eval.yaml::one") == ["other"]
+    assert built("--collect-only") == []
+    assert built() == ["default", "other"]
+
+
 def test_agentv_target_fixture_sync_and_async(project: pytest.Pytester) -> None:
     up = "../expect.py"
     write(

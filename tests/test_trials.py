@@ -20,8 +20,8 @@ from pytest_agentv.trials import (
     exact_interval,
     mean_interval,
     policy_for,
-    policy_from_argument,
     t_critical,
+    trials_from_argument,
     wilson_interval,
 )
 from pytest_agentv.verdicts import score_to_verdict
@@ -225,17 +225,18 @@ def test_adaptive_min_above_max_is_refused_not_lowered() -> None:
 
 
 def test_assert_judged_trials_argument() -> None:
-    assert policy_from_argument(3) == TrialPolicy(count=3)
-    assert policy_from_argument({"strategy": "adaptive", "max": 6}) == TrialPolicy("adaptive", 6)
-    assert policy_from_argument(1) is None
+    assert policy_for(trials_from_argument(3)) == TrialPolicy(count=3)
+    adaptive = trials_from_argument({"strategy": "adaptive", "max": 6})
+    assert policy_for(adaptive) == TrialPolicy("adaptive", 6)
+    assert policy_for(trials_from_argument(1)) is None
     with pytest.raises(ValueError, match="trials must be a count or a mapping"):
-        policy_from_argument(True)
+        trials_from_argument(True)
     with pytest.raises(ValueError, match=r"trials\.count: must be at least 1"):
-        policy_from_argument(0)
+        trials_from_argument(0)
     with pytest.raises(ValueError, match=r"trials\.strategy: must be 'pass_at_k'"):
-        policy_from_argument({"count": 2, "strategy": "best"})
+        trials_from_argument({"count": 2, "strategy": "best"})
     with pytest.raises(ValueError, match="trials: strategy 'adaptive' can never settle"):
-        policy_from_argument({"strategy": "adaptive", "threshold": 0.9})
+        trials_from_argument({"strategy": "adaptive", "threshold": 0.9})
 
 
 # -- the adaptive rule's error rate and savings, simulated ------------------------------------

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from ..errors import ConfigError, JudgeNotConfiguredError, NotGradedError
 from ..llm.client import LlmClient, ReplyError
@@ -36,8 +36,6 @@ from .promptfiles import FILE_PREFIX, load_prompt_file, read_prompt
 from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts, script_payload
 
 MAX_ATTEMPTS = 3
-
-T = TypeVar("T")
 
 NO_JUDGE = (
     "no LLM judge is configured: set AGENTV_JUDGE_MODEL (a litellm model such as "

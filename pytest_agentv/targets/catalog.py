@@ -2,8 +2,9 @@
 targets file collection found for it (or why it has none); a case's target is found by name
 (``--agentv-target`` > the case's > the file's > ``default``), followed through ``use_target``,
 its ``${{ VAR }}`` settings resolved, and built once per folder by the ``make`` it is given
-(the ``pytest_agentv_make_target`` hook, the built-in kinds answering last). All of it happens
-at collection: a running case never goes back to a targets file.
+(the ``pytest_agentv_make_target`` hook, the built-in kinds answering last). The files are
+read at collection and a selected case's target is resolved before it runs: a running case never
+goes back to a targets file.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from .policy import (
     DEFAULT_MAX,
     TrialPolicy,
     policy_for,
-    policy_from_argument,
     trials_from_argument,
 )
 
@@ -40,7 +39,6 @@ __all__ = [
     "exact_interval",
     "mean_interval",
     "policy_for",
-    "policy_from_argument",
     "t_critical",
     "trials_from_argument",
     "wilson_interval",

@@ -121,11 +121,6 @@ def policy_for(config: TrialsConfig | None, override: int | None = None) -> Tria
     return TrialPolicy(strategy=strategy, count=count, cost_limit_usd=config.cost_limit_usd)
 
 
-def policy_from_argument(trials: object) -> TrialPolicy | None:
-    """The trials ``assert_judged(..., trials=...)`` runs (see ``trials_from_argument``)."""
-    return policy_for(trials_from_argument(trials))
-
-
 def trials_from_argument(trials: object) -> TrialsConfig:
     """``assert_judged(..., trials=...)``: a count (with the default strategy) or a mapping like
     an ``execution.trials`` block. Raises ``ValueError`` naming the problem."""

@@ -20,7 +20,7 @@ from ...schema.rubrics import RubricItem
 from ..base import EvaluationScore
 from .freeform import FREEFORM_SCHEMA, freeform_system, parse_freeform
 from .reply import contract_object, with_nonce
-from .rubrics import CHECKLIST, SCORE_RANGES, parse_checklist
+from .rubrics import CHECKLIST, SCORE_RANGES
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -28,7 +28,6 @@ __all__ = [
     "contract_for",
     "contract_object",
     "correction",
-    "parse_checklist",
     "parse_freeform",
 ]
 

@@ -216,7 +216,3 @@ SCORE_RANGES = _RubricMode(
     grade=_scored,
     details=_range_details,
 )
-
-
-def parse_checklist(text: str, nonce: str, rubrics: Sequence[RubricItem]) -> EvaluationScore:
-    return CHECKLIST.parse(text, nonce, rubrics)
