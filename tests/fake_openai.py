@@ -441,7 +441,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     ``litellm`` (forced). Every other test that needs a model uses the default, ``auto``."""
     if "_transport" in metafunc.fixturenames:
         every = metafunc.definition.get_closest_marker("transports") is not None
-        transports = list(TRANSPORTS) if every else ["auto"]
+        transports = [
+            # Under pytest-xdist (--dist loadgroup) one worker runs every litellm test: litellm's
+            # import, seconds long, is paid once.
+            pytest.param(name, marks=pytest.mark.xdist_group(name)) if name == "litellm" else name
+            for name in (TRANSPORTS if every else ["auto"])
+        ]
         metafunc.parametrize("_transport", transports, indirect=True, scope="session")
 
 

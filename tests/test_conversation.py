@@ -120,8 +120,14 @@ def test_the_agentv_target_fixture_is_called_once_per_turn_with_the_messages_so_
 
 
 @pytest.mark.parametrize(
-    ("aggregation", "score", "outcome"),
-    [("mean", "0.67", "xfailed"), ("min", "0.00", "failed"), ("max", "1.00", "passed")],
+    ("aggregation", "score", "outcome", "run_args"),
+    [
+        ("mean", "0.67", "xfailed", []),
+        ("min", "0.00", "failed", []),
+        ("max", "1.00", "passed", []),
+        ("mean", "0.67", "xfailed", ["-n", "2"]),
+    ],
+    ids=["mean", "min", "max", "mean-xdist"],
 )
 def test_aggregation_of_turn_scores(
     pytester: pytest.Pytester, run_args: list[str], aggregation: str, score: str, outcome: str

@@ -159,6 +159,8 @@ def shape(entry: dict[str, Any]) -> tuple[str, float, list[str]]:
     )
 
 
+# Serially only: results crossing pytest-xdist workers are tests/test_integrity.py's.
+@pytest.mark.parametrize("run_args", [[]], ids=["serial"])
 def test_v4_live_conversation_example(
     project: pytest.Pytester, fake_llm: FakeOpenAI, run_args: list[str]
 ) -> None:

@@ -145,10 +145,11 @@ def check_not_graded(server: FakeOpenAI, transport: str, schedule: list[Action])
     assert len(server.requests) == RETRIES + 1
 
 
-# The fourteen transient faults are a small space: each one is checked on its own (against each
-# verdict, and repeated beyond the retry budget). Mixed schedules are sampled, sharded by their
-# first fault so that xdist spreads them too: the profile's example count in all (the deep
-# profile's 500 are today's fault schedules).
+# The fourteen transient faults are a small space: each one is checked on its own (before one of
+# the three verdicts in turn, so that each verdict follows several faults; and repeated beyond
+# the retry budget). Mixed schedules, with any verdict, are sampled, sharded by their first fault
+# so that xdist spreads them too: the profile's example count in all (the deep profile's 500 are
+# today's fault schedules).
 
 
 @pytest.mark.parametrize("score", SCORES)
@@ -158,8 +159,11 @@ def test_a_clean_reply_gives_the_verdict(
     check_verdict_kept(server, judge_transport, [], score)
 
 
-@pytest.mark.parametrize("score", SCORES)
-@pytest.mark.parametrize("fault", TRANSIENT, ids=TRANSIENT_IDS)
+@pytest.mark.parametrize(
+    ("fault", "score"),
+    [(fault, list(SCORES)[index % len(SCORES)]) for index, fault in enumerate(TRANSIENT)],
+    ids=TRANSIENT_IDS,
+)
 def test_each_transient_fault_keeps_the_verdict(
     server: FakeOpenAI, judge_transport: str, fault: Action, score: float
 ) -> None:

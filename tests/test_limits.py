@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from pathlib import Path
 
 import pytest
 
-from pytest_agentv.llm.limits import CallLimits
+from pytest_agentv.llm.limits import CallLimits, serve_limits, stop_limits
+from pytest_agentv.scheduler import shared_loop
 from tests.fake_openai import Delay, FakeOpenAI, Request
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import write
@@ -29,24 +31,38 @@ def most_in_window(requests: list[Request], window: float) -> int:
     )
 
 
-@pytest.mark.parametrize("tmpdir_depth", [0, 12], ids=["tmpdir", "deep-tmpdir"])
 def test_concurrency_holds_across_xdist_workers(
-    judged: pytest.Pytester,
-    fake_llm: FakeOpenAI,
-    monkeypatch: pytest.MonkeyPatch,
-    tmpdir_depth: int,
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
-    """``-n 4 --agentv-concurrency 2`` used to allow 4 x 2 judge calls at once. A TMPDIR too
-    deep for a Unix socket's path was an INTERNALERROR."""
-    if tmpdir_depth:
-        deep = judged.path.joinpath(*["folder"] * tmpdir_depth)
-        deep.mkdir(parents=True)
-        monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    """``-n 2 --agentv-concurrency 2`` used to allow 2 x 2 judge calls at once."""
     slow_judge(fake_llm, 0.3)
-    write(judged, "c.eval.yaml", cases(24))
-    judged.runpytest("-n", "4", "--agentv-concurrency=2").assert_outcomes(passed=24)
-    assert len(fake_llm.requests) == 24
+    write(judged, "c.eval.yaml", cases(16))
+    judged.runpytest("-n", "2", "--agentv-concurrency=2").assert_outcomes(passed=16)
+    assert len(fake_llm.requests) == 16
     assert fake_llm.peak_in_flight <= 2
+
+
+def test_limits_are_served_from_a_tmpdir_too_deep_for_a_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TMPDIR too deep for a Unix socket's path was an INTERNALERROR: the controller's socket
+    goes to /tmp instead, where workers reach it."""
+    deep = tmp_path.joinpath(*["folder"] * 12)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    server = serve_limits(CallLimits(2), shared_loop())
+    try:
+        assert len(str(server.path)) <= 107
+
+        async def reach() -> None:
+            _, writer = await asyncio.open_unix_connection(str(server.path))
+            writer.close()
+            await writer.wait_closed()
+
+        asyncio.run_coroutine_threadsafe(reach(), shared_loop()).result(30)
+    finally:
+        stop_limits(server, shared_loop())
+    assert not server.path.parent.exists()
 
 
 def test_limits_that_cannot_be_shared_stay_per_worker(

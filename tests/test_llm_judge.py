@@ -28,8 +28,8 @@ from tests.fake_openai import freeform as freeform_reply
 from tests.fake_openai import ranges as ranges_reply
 from tests.helpers import judge_ini, write
 
-# How models are called: every test here runs through each judge transport.
-pytestmark = pytest.mark.transports
+# The judge's contract is the same whichever transport carries its calls: these tests run on the
+# default one; tests/test_transports.py and tests/test_faults.py run every transport.
 
 NONCE = "0123456789abcdef"
 
@@ -751,22 +751,43 @@ def test_canary_key_never_leaks(
     assert "[redacted]" in artifacts["results"]
 
 
-def test_litellm_is_imported_on_first_model_call_only(
+#: Prints, when a run ends, which of the heavy HTTP stacks it imported.
+IMPORTS_PROBE = """
+import os, sys
+
+def pytest_sessionfinish():
+    print("litellm imported:", "litellm" in sys.modules)
+    print("aiohttp imported:", "aiohttp" in sys.modules)
+    print("cost map:", os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"))
+"""
+
+
+@pytest.mark.transports
+def test_litellm_is_imported_by_its_transport_only(
     project: pytest.Pytester, fake_llm: FakeOpenAI, judge_transport: str
 ) -> None:
-    """...and only by the litellm transport: the lean one serves the fake server's model. Its
-    HTTP client, aiohttp, is imported only by a call: not by a run without model calls, nor by
-    a replayed one."""
-    project.makeconftest(
-        """
-        import os, sys
-
-        def pytest_sessionfinish():
-            print("litellm imported:", "litellm" in sys.modules)
-            print("aiohttp imported:", "aiohttp" in sys.modules)
-            print("cost map:", os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP"))
-        """
+    """...on the first model call: the lean transport serves the fake server's model, and its
+    HTTP client is aiohttp."""
+    project.makeconftest(IMPORTS_PROBE)
+    project.makeini(judge_ini(fake_llm))
+    fake_llm.responder = lambda r: freeform_reply(0.9)
+    write(project, "judged.eval.yaml", FREEFORM)
+    result = project.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    forced = judge_transport == "litellm"
+    result.stdout.fnmatch_lines(
+        [
+            f"*litellm imported: {forced}*",
+            "*aiohttp imported: True*",
+            f"*cost map: {'True' if forced else None}*",
+        ]
     )
+
+
+def test_a_run_without_model_calls_and_a_replayed_one_import_no_http_stack(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    project.makeconftest(IMPORTS_PROBE)
     write(
         project,
         "code.eval.yaml",
@@ -782,17 +803,7 @@ def test_litellm_is_imported_on_first_model_call_only(
     )
     fake_llm.responder = lambda r: freeform_reply(0.9)
     write(project, "judged.eval.yaml", FREEFORM)
-    result = project.runpytest_subprocess("-s", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2)
-    forced = judge_transport == "litellm"
-    result.stdout.fnmatch_lines(
-        [
-            f"*litellm imported: {forced}*",
-            "*aiohttp imported: True*",
-            f"*cost map: {'True' if forced else None}*",
-        ]
-    )
-
+    project.runpytest().assert_outcomes(passed=2)  # recorded in the store
     fake_llm.stop()
     result = project.runpytest_subprocess(
         "-s", "-p", "no:cacheprovider", "--agentv-cache-mode=replay"

@@ -178,6 +178,8 @@ def agentv_target():
 """
 
 
+# Serially only: results crossing pytest-xdist workers are tests/test_integrity.py's.
+@pytest.mark.parametrize("run_args", [[]], ids=["serial"])
 def test_hostile_answers_are_text(project: pytest.Pytester, run_args: list[str]) -> None:
     keywords = json.dumps(["| a | b | <img src=x> # [link](http://example.com) `code`"])
     cases = "".join(

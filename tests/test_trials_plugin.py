@@ -83,6 +83,8 @@ def attempts(project: pytest.Pytester) -> dict[str, list[int]]:
     return found
 
 
+# Serially only: results crossing pytest-xdist workers are tests/test_integrity.py's.
+@pytest.mark.parametrize("run_args", [[]], ids=["serial"])
 def test_every_strategy(flaky: pytest.Pytester, run_args: list[str]) -> None:
     write(flaky, "s.eval.yaml", STRATEGIES)
     result = flaky.runpytest("--agentv-results=r.jsonl", "--junitxml=j.xml", *run_args)

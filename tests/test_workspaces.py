@@ -53,7 +53,11 @@ def _agent(pytester: pytest.Pytester, agent: str, args: str = "") -> None:
     )
 
 
-@pytest.mark.parametrize("isolation", ["shared", "per_test"])
+@pytest.mark.parametrize(
+    ("isolation", "run_args"),
+    [("shared", []), ("per_test", []), ("per_test", ["-n", "2"])],
+    ids=["shared", "per_test", "per_test-xdist"],
+)
 def test_graders_get_the_diff_and_workspace_path_and_the_template_is_untouched(
     project: pytest.Pytester, run_args: list[str], isolation: str
 ) -> None:
