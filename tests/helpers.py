@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 import time
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,14 +32,33 @@ def cli_agent(pytester: pytest.Pytester, agent: str, key: str = "command") -> No
     )
 
 
+def load_error(folder: Path, name: str, content: str) -> str:
+    """The collection error of an eval file that must fail to load, as collection shows it,
+    without a pytest session: what ``EvalFile.collect`` does (``load_specs``, the built-in
+    evaluator kinds, the folder's project files). Sessions are for what pytest makes of it."""
+    from pytest_agentv.collect import load_specs
+    from pytest_agentv.errors import AgentvError
+    from pytest_agentv.evaluators import EvaluatorRegistry, build_evaluator_registry
+    from pytest_agentv.projectfiles import ProjectFiles
+    from pytest_agentv.redaction import shown
+
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(content))
+    registry = EvaluatorRegistry(build_evaluator_registry())
+    try:
+        load_specs(path, name, folder, registry.scoped(registry.builtin), ProjectFiles(folder))
+    except AgentvError as exc:
+        return shown(str(exc))
+    raise AssertionError(f"{name} loaded without an error")
+
+
 def assert_load_error(pytester: pytest.Pytester, assertion: str, problem: str) -> None:
     """A v4 file whose one case has ``assertion`` (YAML flow text) fails to load with
     ``problem`` (an fnmatch pattern) at line 2."""
     case = f"{{id: a, input: q, assertions: [{assertion}]}}"
-    write(pytester, "bad.eval.yaml", f"tests:\n  - {case}\n")
-    result = pytester.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["bad.eval.yaml:2:*" + problem.lstrip("*")])
+    error = load_error(pytester.path, "bad.eval.yaml", f"tests:\n  - {case}\n")
+    assert fnmatch(error, "bad.eval.yaml:2:*" + problem.lstrip("*")), error
 
 
 def judge_ini(server: FakeOpenAI, model: str = "openai/fake-judge", **extra: str) -> str:
