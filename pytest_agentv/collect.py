@@ -318,9 +318,14 @@ def planned_work(items: Sequence[pytest.Item]) -> tuple[list[CaseWork], list[Cas
     return early, later
 
 
+def spec_of(item: pytest.Item) -> CaseSpec | None:
+    """An eval item's case; None for any other test."""
+    return item.spec if isinstance(item, EvalItem) else None
+
+
 def in_dependency_order(items: Sequence[pytest.Item]) -> list[pytest.Item]:
     """The items, each eval case after the cases it depends on."""
-    return ordered(items, lambda item: item.spec if isinstance(item, EvalItem) else None)
+    return ordered(items, spec_of)
 
 
 def place_skip(item: pytest.Item, report: pytest.TestReport) -> None:

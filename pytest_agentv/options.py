@@ -255,6 +255,20 @@ OPTIONS: tuple[Option, ...] = (
         metavar="USD",
     ),
     Option(
+        "shard",
+        "Run shard K of N (K/N): a deterministic share of the selected tests, every test in "
+        "exactly one shard; merge the shards' results with python -m pytest_agentv report",
+        "str",
+        metavar="K/N",
+    ),
+    Option(
+        "shard_durations",
+        "A previous results file whose durations balance the shards (greedy, longest first) "
+        "instead of a hash of each test's id",
+        "path",
+        metavar="PATH",
+    ),
+    Option(
         "estimate",
         "Print the model calls, tokens and cost the selected cases would need, then stop "
         "without running them (no model is called)",

@@ -228,7 +228,10 @@ def pytest_collection_modifyitems(
         from .collect import in_dependency_order
 
         items[:] = in_dependency_order(items)
-    if not config.stash[settings_key].estimate:
+    settings = config.stash[settings_key]
+    if settings.shard is not None:
+        _keep_shard(config, items, *settings.shard)
+    if not settings.estimate:
         return
     run = _existing_run(config)
     if run is None:
@@ -241,6 +244,22 @@ def pytest_collection_modifyitems(
     if items:
         config.hook.pytest_deselected(items=list(items))
         items.clear()
+
+
+def _keep_shard(config: pytest.Config, items: list[pytest.Item], shard: int, count: int) -> None:
+    """``--agentv-shard K/N``: deselect every test that another shard runs."""
+    from .shards import deal
+
+    if _existing_run(config) is not None:  # eval items were collected
+        from .collect import spec_of
+
+        dealt = deal(items, count, spec_of)
+    else:
+        dealt = deal(items, count, lambda item: None)
+    others = [item for item, to in zip(items, dealt, strict=True) if to != shard - 1]
+    if others:
+        config.hook.pytest_deselected(items=others)
+        items[:] = [item for item, to in zip(items, dealt, strict=True) if to == shard - 1]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -89,6 +89,9 @@ class Settings:
     max_regression: float | None
     threshold: float | None
     budget_usd: float | None
+    #: ``(K, N)``: run the K-th of N shards (1 <= K <= N).
+    shard: tuple[int, int] | None
+    shard_durations: Path | None
     estimate: bool
     calibration: Path | None
     #: enforce, warn or off, checked against the option's choices.
@@ -115,6 +118,11 @@ class Settings:
             if default.exists():
                 _regular_file(default, f"{default} (read as --agentv-calibration)")
                 values["calibration"] = default
+        values["shard"] = _shard(values["shard"])
+        if values["shard_durations"] is not None and values["shard"] is None:
+            raise pytest.UsageError(
+                "--agentv-shard-durations balances shards: give --agentv-shard K/N too"
+            )
         if values["max_regression"] is not None and values["baseline"] is None:
             raise pytest.UsageError(
                 "--agentv-max-regression needs --agentv-baseline: the previous results file "
@@ -130,6 +138,21 @@ class Settings:
             f"agentv: judge={judge}, cache={self.cache_mode}, concurrency={self.concurrency}, "
             f"borderline={self.borderline}"
         )
+
+
+def _shard(text: str | None) -> tuple[int, int] | None:
+    """``K/N`` as ``(K, N)``, with ``1 <= K <= N``."""
+    if text is None:
+        return None
+    index, slash, count = text.partition("/")
+    if slash and index.strip().isdigit() and count.strip().isdigit():
+        k, n = int(index), int(count)
+        if 1 <= k <= n:
+            return k, n
+    raise pytest.UsageError(
+        f"--agentv-shard={text} is invalid: give K/N, the shard to run (from 1) of how many "
+        "there are, e.g. 2/4"
+    )
 
 
 def _check_folder(path: Path, flag: str, *, write: bool, given: Path | None = None) -> None:
@@ -159,7 +182,7 @@ def _check_folder(path: Path, flag: str, *, write: bool, given: Path | None = No
 #: report.
 #: The options that are fractions, 0 to 1 inclusive.
 _FRACTIONS = ("max_regression", "threshold")
-_READ_FILES = ("targets", "answers", "baseline", "calibration")
+_READ_FILES = ("targets", "answers", "baseline", "calibration", "shard_durations")
 
 
 def _regular_file(path: Path, source: str) -> Path:

@@ -1,0 +1,96 @@
+"""``--agentv-shard K/N``: every test in exactly one shard, the same deal in every shard
+whatever else it runs with, and a case kept with the cases it depends on."""
+
+from __future__ import annotations
+
+from itertools import chain
+from xml.etree import ElementTree
+
+import pytest
+
+from tests.helpers import write
+
+CASES = "tests:\n" + "".join(
+    f"  - {{id: case-{n}, input: q, assertions: [{{type: contains, value: x}}]}}\n"
+    for n in range(24)
+)
+PYTHON_TESTS = "\n".join(f"def test_{n}():\n    pass\n" for n in range(6))
+
+
+def selected(pytester: pytest.Pytester, *args: str) -> list[str]:
+    """The node ids a collect-only run keeps (after ``-k``, ``-m`` and the shard)."""
+    reprec = pytester.inline_run("--co", "-p", "no:cacheprovider", *args)
+    [call] = reprec.getcalls("pytest_collection_finish")
+    return [item.nodeid for item in call.session.items]
+
+
+@pytest.fixture
+def suite(project: pytest.Pytester) -> pytest.Pytester:
+    write(project, "s.eval.yaml", CASES)
+    write(project, "test_plain.py", PYTHON_TESTS)
+    return project
+
+
+def test_every_test_runs_in_exactly_one_shard(suite: pytest.Pytester) -> None:
+    everything = selected(suite)
+    shards = [selected(suite, f"--agentv-shard={k}/4") for k in range(1, 5)]
+    assert sorted(chain.from_iterable(shards)) == sorted(everything)
+    assert all(shards), "a shard of 30 tests is empty: the deal is not balanced"
+    assert max(map(len, shards)) <= 3 * min(map(len, shards))
+    # The same deal every time, and in the collection's order within a shard.
+    assert selected(suite, "--agentv-shard=2/4") == shards[1]
+    assert shards[1] == [nodeid for nodeid in everything if nodeid in shards[1]]
+
+
+def test_the_deal_composes_with_k_and_the_twins_of_the_option(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chosen = selected(suite, "-k", "case-1 or test_2")
+    shards = [selected(suite, "-k", "case-1 or test_2", f"--agentv-shard={k}/3") for k in (1, 2, 3)]
+    assert sorted(chain.from_iterable(shards)) == sorted(chosen)
+    monkeypatch.setenv("AGENTV_SHARD", "1/3")
+    assert selected(suite, "-k", "case-1 or test_2") == shards[0]
+    assert selected(suite, "-k", "case-1 or test_2", "--agentv-shard=3/3") == shards[2]
+
+
+def test_a_case_added_elsewhere_moves_no_other(suite: pytest.Pytester) -> None:
+    before = {k: selected(suite, f"--agentv-shard={k}/3") for k in (1, 2, 3)}
+    write(
+        suite,
+        "later.eval.yaml",
+        "tests:\n  - {id: new, input: q, assertions: [{type: contains, value: x}]}\n",
+    )
+    after = {k: selected(suite, f"--agentv-shard={k}/3") for k in (1, 2, 3)}
+    for k in (1, 2, 3):
+        assert [n for n in after[k] if "later.eval.yaml" not in n] == before[k]
+
+
+def test_a_case_runs_in_the_shard_of_the_cases_it_depends_on(project: pytest.Pytester) -> None:
+    chained = "tests:\n" + "".join(
+        f"  - {{id: c{n}, input: q, depends_on: [c{n - 1}], "
+        "assertions: [{type: contains, value: x}]}\n"
+        if n
+        else "  - {id: c0, input: q, assertions: [{type: contains, value: x}]}\n"
+        for n in range(6)
+    )
+    write(project, "chain.eval.yaml", chained)
+    write(project, "s.eval.yaml", CASES)
+    shards = [selected(project, f"--agentv-shard={k}/4") for k in range(1, 5)]
+    [holding] = [shard for shard in shards if any("chain.eval.yaml" in n for n in shard)]
+    assert [n for n in holding if "chain.eval.yaml" in n] == [
+        f"chain.eval.yaml::c{n}" for n in range(6)
+    ]
+
+
+def test_xdist_workers_deal_the_same(suite: pytest.Pytester) -> None:
+    alone = selected(suite, "--agentv-shard=2/3")
+    suite.runpytest("-n", "2", "--agentv-shard=2/3", "-p", "no:cacheprovider", "--junitxml=j.xml")
+    ran = ElementTree.parse(suite.path / "j.xml").iter("testcase")
+    assert sorted(case.get("name") for case in ran) == sorted(n.rpartition("::")[2] for n in alone)
+
+
+@pytest.mark.parametrize("value", ["0/4", "5/4", "2", "a/b", "1/0"])
+def test_a_shard_that_is_not_k_of_n_is_a_usage_error(suite: pytest.Pytester, value: str) -> None:
+    result = suite.runpytest(f"--agentv-shard={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--agentv-shard={value} is invalid: give K/N*"])
