@@ -1,8 +1,7 @@
 """A previous results file (ours or AgentV's) as a baseline: per-case deltas, the comparison block.
 
-``PreviousResults`` reads a results file once: ours (``--agentv-results``), AgentV v2.5.8's
-(``eval_id``, ``dataset``, ``score``, ``error``) or a later AgentV's (rows that carry only
-``test_id``, and v4's ``suite`` for the dataset). Rows are matched to cases by dataset and eval
+``PreviousResults`` reads a results file once, through ``resultrows`` (ours, AgentV v2.5.8's
+or v4's rows, v4's camelCase aliases included). Rows are matched to cases by dataset and eval
 id; a row without a dataset matches the id in any dataset, and a v4 row the id of a dataset
 that is no suite of the file when it is the id's only row (AgentV may name a suite after the
 file's ``name``). Our rows also name their eval file: two files may hold the same dataset and
@@ -11,25 +10,24 @@ only the row of its own file. A row of another file matches when that file's cas
 this run collected (the file was renamed): the file a row names is data, compared as text with
 the cases the run collected, never looked up on disk. When a file has several rows for one
 case, the last one counts.
-The same reader serves ``--agentv-answers`` (the recorded answers of a previous run).
+The same matching serves ``--agentv-answers`` (the recorded answers of a previous run).
 
-A baseline score exists only for a row that was graded: not an error row, not a skip, not a
-later AgentV row whose ``execution_status`` is other than ``ok`` and ``quality_failure``
-(``not_graded_reason``). Such a row must carry a score from 0 to 1: one that does not
-would silently leave its case out of the regression gate, so the baseline is refused. A delta
-exists only when both runs graded the case; under trials both are the case's aggregate score.
+A baseline score exists only for a row that was graded (``resultrows.not_graded_reason``),
+and such a row must carry a score from 0 to 1: one that does not would silently leave its case
+out of the regression gate, so the baseline is refused; a baseline keeps only what matching
+and scores need of each row. A delta exists only when both runs graded the case; under trials
+both are the case's aggregate score.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-#: Results files can be much larger than eval files: one line per case of a whole suite.
-MAX_RESULTS_BYTES = 1024 * 1024 * 1024
+from .resultrows import ReadRow, read_rows
+
 #: A score that moved by less than this is unchanged.
 UNCHANGED = 0.05
 #: How many cases each list of the comparison block names (every regression is named).
@@ -51,68 +49,57 @@ class PreviousResults:
         *,
         scored: bool = False,
     ) -> None:
-        """``scored``: a graded row without a usable score is an error (a baseline's rows are
-        compared by score; recorded answers are not)."""
+        """``scored``: a baseline, whose rows are compared by score (a graded row without a
+        usable score is an error) and of which nothing else is kept; recorded answers are
+        not."""
         self.path = path
         self.display = display
         self.option = option
         self.scored = scored
         self._lock = threading.Lock()
-        self._rows: dict[Key, dict[str, Any]] | None = None
+        self._rows: dict[Key, ReadRow] | None = None
+        #: Every row read, in the file's order (``_rows`` keeps the last of each case).
+        self._found: list[ReadRow] = []
         #: The rows that name their eval file, and the files each case's rows name.
-        self._filed: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+        self._filed: dict[tuple[str, str | None, str], ReadRow] = {}
         self._files: dict[Key, set[str]] = {}
         #: The v4 rows of each id, and their suites: a case of a dataset that is no suite of
         #: the file (AgentV named it after the file's ``name``) matches the one row of its id.
         self._suites: dict[str, set[Key]] = {}
         self._suite_names: set[str] = set()
         #: The rows that name their target: a matrix runs a case once per target.
-        self._targeted: dict[tuple[str | None, str, str], dict[str, Any]] = {}
+        self._targeted: dict[tuple[str | None, str, str], ReadRow] = {}
 
-    def rows(self) -> dict[Key, dict[str, Any]]:
+    def rows(self) -> dict[Key, ReadRow]:
         """Raises ``ConfigError`` naming the option, the file and the line of a bad row."""
         with self._lock:
             if self._rows is None:
-                self._rows = self._read()
+                self._rows = self._index(self._read())
             return self._rows
 
-    def _read(self) -> dict[Key, dict[str, Any]]:
-        # Imported here: the verdicts read this module when the plugin loads.
-        from .errors import ConfigError, EvalFileError
-        from .jsonlines import json_lines
-        from .yamlfile import read_text
+    def _read(self) -> list[ReadRow]:
+        from .errors import AgentvError, ConfigError
 
-        rows: dict[Key, dict[str, Any]] = {}
         try:
-            text = read_text(self.path, self.display, MAX_RESULTS_BYTES)
-            for line, row in json_lines(text, self.display, repair=True):
-                case_id = row.get("eval_id", row.get("test_id")) if isinstance(row, dict) else None
-                if not isinstance(case_id, str):
-                    raise ConfigError(
-                        f"{self.option}: {self.display}:{line}: a results row needs a string "
-                        "'eval_id' (or 'test_id')"
-                    )
-                if self.scored and not_graded_reason(row) is None and _score(row) is None:
-                    has = f"score {json.dumps(row['score'])}" if "score" in row else "no 'score'"
-                    raise ConfigError(
-                        f"{self.option}: {self.display}:{line}: case '{case_id}' has {has}; a "
-                        "graded row needs a 'score' from 0 to 1 (a row that was not graded "
-                        "carries 'error', or status 'error' or 'skipped')"
-                    )
-                dataset = row.get("dataset", row.get("suite"))  # v4 renamed it ``suite``
-                key = (dataset if isinstance(dataset, str) else None, case_id)
-                rows[key] = row
-                if "dataset" not in row and key[0] is not None:
-                    self._suites.setdefault(case_id, set()).add(key)
-                    self._suite_names.add(key[0])
-                if isinstance(target := row.get("target"), str):
-                    self._targeted[(*key, target)] = row
-                file = row.get("file")
-                if isinstance(file, str):
-                    self._filed[(file, *key)] = row
-                    self._files.setdefault(key, set()).add(file)
-        except EvalFileError as exc:
+            found = read_rows(self.path, self.display, scored=self.scored, keep=not self.scored)
+            return list(found)
+        except AgentvError as exc:
             raise ConfigError(f"{self.option}: {exc}") from None
+
+    def _index(self, found: list[ReadRow]) -> dict[Key, ReadRow]:
+        self._found = found
+        rows: dict[Key, ReadRow] = {}
+        for row in found:
+            key = (row.dataset, row.case_id)
+            rows[key] = row
+            if row.suite and row.dataset is not None:
+                self._suites.setdefault(row.case_id, set()).add(key)
+                self._suite_names.add(row.dataset)
+            if row.target is not None:
+                self._targeted[(*key, row.target)] = row
+            if row.file is not None:
+                self._filed[(row.file, *key)] = row
+                self._files.setdefault(key, set()).add(row.file)
         return rows
 
     def find(
@@ -122,7 +109,7 @@ class PreviousResults:
         file: str | None = None,
         collected: Collection[CaseKey] = (),
         target: str | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> ReadRow | None:
         """The row of a case (of eval file ``file``, as results rows name it, when known; on
         ``target``, the pair of a target matrix, when its rows name their targets).
 
@@ -170,43 +157,9 @@ class PreviousResults:
         return found
 
 
-#: A later AgentV row's ``execution_status`` when its case was graded (``quality_failure``: it
-#: scored below the threshold). Any other (``execution_error``) was not: AgentV v4.42.4's
-#: ``ExecutionStatus`` in ``packages/core/src/evaluation/types.ts``.
-GRADED_EXECUTION = ("ok", "quality_failure")
-
-
-def not_graded_reason(row: Mapping[str, Any]) -> str | None:
-    """Why a results row is not a graded case (None when it is): its ``error`` (ours, AgentV's),
-    our ``status`` ``error`` or ``skipped``, or a later AgentV ``execution_status`` other than
-    ``ok`` and ``quality_failure``, with its ``execution_error.message``. The one reading for
-    baselines and recorded answers."""
-    error = row.get("error")
-    if error:
-        return str(error)
-    status = row.get("status")
-    if status in ("error", "skipped"):
-        return f"status {status}"
-    execution = row.get("execution_status")
-    if execution is None or execution in GRADED_EXECUTION:
-        return None
-    detail = row.get("execution_error")
-    message = detail.get("message") if isinstance(detail, Mapping) else None
-    said = f": {message}" if isinstance(message, str) and message else ""
-    return f"execution_status {json.dumps(execution)}{said}"
-
-
-def _score(row: Mapping[str, Any]) -> float | None:
-    """The row's score, if it is a number from 0 to 1."""
-    from .schema.base import finite_number  # not when the plugin loads (see ``_read``)
-
-    score = finite_number(row.get("score"))
-    return score if score is not None and 0 <= score <= 1 else None
-
-
-def graded_score(row: Mapping[str, Any] | None) -> float | None:
+def graded_score(row: ReadRow | None) -> float | None:
     """A results row's score, if that run graded the case."""
-    return None if row is None or not_graded_reason(row) is not None else _score(row)
+    return None if row is None else row.score
 
 
 def regressed_by(row: Mapping[str, Any], max_regression: float | None) -> float | None:

@@ -343,7 +343,7 @@ def test_report_reads_agentv_rows_of_both_versions(pytester: pytest.Pytester) ->
         assert expected in shown
     broken = case(doc, "broken")
     assert broken.get("data-kind") == "error"
-    assert "Not graded: agent timed out" in text(broken)
+    assert 'Not graded: execution_status "execution_error": agent timed out' in text(broken)
     turns = [text(turn) for turn in case(doc, "chat").find_class("turns")[0].findall("li")]
     assert turns == [
         "user Hiassistant Hello, how can I help?pass 1.00",

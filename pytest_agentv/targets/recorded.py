@@ -9,23 +9,25 @@ from pathlib import Path
 from typing import Any
 
 from ..answers import TargetResponse, checked_answer, response_from
-from ..baseline import CaseKey, PreviousResults, not_graded_reason
+from ..baseline import CaseKey, PreviousResults
 from ..cases import PreparedCase
 from ..errors import NotGradedError
 from ..llm.usage import PlannedCall
 from ..paths import display_path
 from ..reports.agentv_v4.rows import agent_messages
+from ..resultrows import ReadRow
 
 
 class RecordedTarget:
     """``--agentv-answers``: each case's answer comes from a previous results file (ours, or
     AgentV's: ``candidate_answer``, ``output_messages``, ``trace_summary``; v4's ``output`` and
     ``trace``), matched by dataset and eval id (``test_id`` in later AgentV rows), instead of
-    calling the case's target.
+    calling the case's target. Rows are read as every results row is (``resultrows``: v4's
+    camelCase aliases too).
 
     A case with no recorded answer, or whose recorded row was not graded itself (an error, a
-    skip, a later AgentV ``execution_error``: ``not_graded_reason``), is not graded, with the
-    recorded reason. When a file has several rows for one case, the last one is used.
+    skip, a later AgentV ``execution_error``), is not graded, with the recorded reason. When a
+    file has several rows for one case, the last one is used.
     """
 
     judge_target: str | None = None
@@ -39,7 +41,7 @@ class RecordedTarget:
         self.collected = collected
         self.results = PreviousResults(path, display, "--agentv-answers")
 
-    def find(self, case: PreparedCase) -> dict[str, Any] | None:
+    def find(self, case: PreparedCase) -> ReadRow | None:
         file = display_path(case.eval_file, case.rootdir) if case.eval_file else None
         return self.results.find(case.dataset, case.id, file, self.collected, case.matrix_target)
 
@@ -52,17 +54,17 @@ class RecordedTarget:
         return self.answer(case), []
 
     def answer(self, case: PreparedCase) -> TargetResponse:
-        row = self.find(case)
+        found = self.find(case)
         where = f"in {self.display} (--agentv-answers)"
-        if row is None:
+        if found is None:
             raise NotGradedError(
                 f"no recorded answer for dataset '{case.dataset}', eval_id '{case.id}' {where}"
             )
-        problem = not_graded_reason(row)
-        if problem is not None:
+        if found.reason is not None:
             raise NotGradedError(
-                f"the recorded answer for '{case.id}' {where} is not an answer: {problem}"
+                f"the recorded answer for '{case.id}' {where} is not an answer: {found.reason}"
             )
+        row = found.data
         if case.turn:
             return self._turn(row, case, where)
         value, text, trace = _recorded(row)

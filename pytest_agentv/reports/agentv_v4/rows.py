@@ -13,14 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ...resultrows import JUDGE_NOT_CONFIGURED
 from ...spellings import v4_kind
 
 if TYPE_CHECKING:
     from ...results import EvaluatorRow, ResultRow
-
-#: The ``failure_reason_code`` of a case skipped because it needed a judge and none was
-#: configured (v4 has no skipped cases: the row is an execution error, and reads back skipped).
-JUDGE_NOT_CONFIGURED = "judge_not_configured"
 
 
 def _grader(entry: EvaluatorRow) -> dict[str, Any]:
