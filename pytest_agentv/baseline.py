@@ -14,8 +14,9 @@ The same matching serves ``--agentv-answers`` (the recorded answers of a previou
 
 A baseline score exists only for a row that was graded (``resultrows.not_graded_reason``),
 and such a row must carry a score from 0 to 1: one that does not would silently leave its case
-out of the regression gate, so the baseline is refused; a baseline keeps only what matching
-and scores need of each row. A delta exists only when both runs graded the case; under trials
+out of the regression gate, so the baseline is refused. A baseline keeps only what matching
+and scores need of each row, which is what pytest-xdist workers get from the controller: the
+file is read once per run. A delta exists only when both runs graded the case; under trials
 both are the case's aggregate score.
 """
 
@@ -36,6 +37,8 @@ LISTED = 10
 Key = tuple[str | None, str]
 #: A collected case: its eval file (as results rows name it), dataset and eval id.
 CaseKey = tuple[str, str, str]
+#: What a pytest-xdist worker gets of a baseline: its name and each row's fields but ``data``.
+Shared = tuple[str, list[tuple[Any, ...]]]
 
 
 class PreviousResults:
@@ -85,6 +88,19 @@ class PreviousResults:
             return list(found)
         except AgentvError as exc:
             raise ConfigError(f"{self.option}: {exc}") from None
+
+    def shared(self) -> Shared:
+        """The rows as plain builtins, for a pytest-xdist worker (``received``)."""
+        self.rows()
+        return self.display, [row.brief() for row in self._found]
+
+    @classmethod
+    def received(cls, shared: Shared) -> PreviousResults:
+        """The controller's baseline in a pytest-xdist worker, without reading the file."""
+        display, rows = shared
+        baseline = cls(Path(display), display, "--agentv-baseline", scored=True)
+        baseline._rows = baseline._index([ReadRow(*fields) for fields in rows])
+        return baseline
 
     def _index(self, found: list[ReadRow]) -> dict[Key, ReadRow]:
         self._found = found

@@ -43,6 +43,8 @@ _estimate_key = pytest.StashKey[list[str]]()
 _LEDGER_INPUT = "agentv_budget_ledger"
 #: pytest-xdist: where the controller serves the run's model-call limits to its workers.
 _LIMITS_INPUT = "agentv_call_limits"
+#: pytest-xdist: the controller's baseline rows (the file is read once per run).
+_BASELINE_INPUT = "agentv_baseline"
 #: None when the limits cannot be shared (each worker keeps its own).
 _limits_key: pytest.StashKey[LimitServer | None] = pytest.StashKey()
 _sigterm_key = pytest.StashKey[Callable[..., object] | int | None]()
@@ -59,12 +61,18 @@ def _run(config: pytest.Config) -> AgentvRun:
         from .runner import AgentvRun
 
         reporter = config.stash.get(reporter_key, None)
-        socket = getattr(config, "workerinput", {}).get(_LIMITS_INPUT)
+        workerinput = getattr(config, "workerinput", {})
+        socket = workerinput.get(_LIMITS_INPUT)
+        baseline = reporter.baseline if reporter is not None else None
+        if _BASELINE_INPUT in workerinput:
+            from .baseline import PreviousResults
+
+            baseline = PreviousResults.received(workerinput[_BASELINE_INPUT])
         run = config.stash[run_key] = AgentvRun(
             config,
             config.stash[settings_key],
             ledger=config.stash.get(_ledger_key, None),
-            baseline=reporter.baseline if reporter is not None else None,
+            baseline=baseline,
             limits_socket=Path(socket) if socket else None,
         )
     return run
@@ -147,11 +155,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist: each worker shares the controller's budget ledger and model-call limits."""
+    """pytest-xdist: each worker shares the controller's budget ledger, model-call limits and
+    baseline rows."""
     config = node.config
     ledger = config.stash.get(_ledger_key, None)
     if ledger is not None:
         node.workerinput[_LEDGER_INPUT] = str(ledger.path)
+    baseline = config.stash[reporter_key].baseline
+    if baseline is not None:
+        node.workerinput[_BASELINE_INPUT] = baseline.shared()
     if _limits_key not in config.stash:
         from .llm.limits import CallLimits, serve_limits
         from .scheduler import shared_loop

@@ -77,9 +77,6 @@ class AgentvRun:
         self.collected: set[CaseKey] = set()
         self.dependencies = Dependencies()
         self.suite_budgets = SuiteBudgets()
-        if baseline is None and settings.baseline is not None:
-            shown = display_path(settings.baseline, config.rootpath)
-            baseline = PreviousResults(settings.baseline, shown, "--agentv-baseline", scored=True)
         self.baseline = baseline
         # Under pytest-xdist the limits are the controller's, for every worker at once.
         limits: Limits = (

@@ -1,6 +1,7 @@
 """Results rows read back: one reading of ours, AgentV v2.5.8's and v4's rows (camelCase aliases
 included) for every reader — the baseline, recorded answers, ``python -m pytest_agentv report``
-and its HTML page — the same verdicts and deltas in each, and bad rows refused at their line."""
+and its HTML page — the same verdicts and deltas in each, bad rows refused at their line, and a
+baseline read once per run."""
 
 from __future__ import annotations
 
@@ -181,6 +182,41 @@ def test_a_bad_row_is_the_same_error_in_a_baseline(mixed: pytest.Pytester) -> No
     result.stderr.fnmatch_lines(
         [f"ERROR: --agentv-baseline: bad.jsonl:{len(MIXED) + 1}: case 'x' has score 7; a graded*"]
     )
+
+
+COUNT_OPENS = """
+import os, sys
+
+LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opened.log")
+
+
+def _opened(event, args):
+    if event == "open" and str(args[0]).endswith("base.jsonl"):
+        fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        os.write(fd, (os.environ.get("PYTEST_XDIST_WORKER", "controller") + "\\n").encode())
+        os.close(fd)
+
+
+sys.addaudithook(_opened)
+"""
+
+
+def test_the_baseline_is_read_once_per_run(
+    mixed: pytest.Pytester, run_args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest-xdist workers get the controller's reading of it (every process read it)."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this test's own worker's
+    write_rows(mixed.path / "base.jsonl", [row for row in MIXED if "testId" not in row])
+    write(mixed, "conftest.py", COUNT_OPENS)  # an audit hook: only in a process of its own
+    result = mixed.runpytest_subprocess(
+        *run_args, "--agentv-baseline=base.jsonl", "--agentv-results=now"
+    )
+    result.assert_outcomes(passed=len(MIXED))
+    assert (mixed.path / "opened.log").read_text().splitlines() == ["controller"]
+    now = by_id(mixed.path / "now")
+    assert {case: row["baseline_score"] for case, row in now.items()} == {
+        case: None if case.startswith("camel") else GRADED.get(case) for case in IDS
+    }
 
 
 def test_rows_read_by_one_rule() -> None:
