@@ -175,6 +175,14 @@ def test_a_bad_row_is_an_error_at_its_line(
     assert not (tmp_path / "bad.html").exists()
 
 
+def test_a_results_file_in_camel_case_is_a_results_file(mixed: pytest.Pytester) -> None:
+    """It may be written over as ``--agentv-results`` (it was refused as holding something
+    else), as every reader takes its rows."""
+    write_rows(mixed.path / "old.jsonl", [row for row in MIXED if "testId" in row])
+    mixed.runpytest("--agentv-results=old.jsonl", "-k", "camel").assert_outcomes(passed=2)
+    assert set(by_id(mixed.path / "old.jsonl")) == {"camel-ok", "camel-error"}
+
+
 def test_a_bad_row_is_the_same_error_in_a_baseline(mixed: pytest.Pytester) -> None:
     write_rows(mixed.path / "bad.jsonl", [*MIXED, {"testId": "x", "score": 7}])
     result = mixed.runpytest("--agentv-baseline=bad.jsonl")

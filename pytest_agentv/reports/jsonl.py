@@ -90,10 +90,14 @@ def results_line(row: ResultRow) -> dict[str, Any]:
     return line
 
 
+#: The keys of a results row's case id: ours and AgentV v2.5.8's, v4's, and v4's alias of it.
+_ID_KEYS = ("eval_id", "test_id", "testId")
+
+
 def _holds_results(path: Path) -> bool:
-    """Whether a file is empty or starts like a results file (rows with an ``eval_id``, or a
-    later AgentV's ``test_id``): never empty an eval file (JSONL rows have an ``id``), a targets
-    file or anything else given by mistake. A file that cannot be read is left to ``open``."""
+    """Whether a file is empty or starts like a results file (``_ID_KEYS``): never empty an eval
+    file (JSONL rows have an ``id``), a targets file or anything else given by mistake. A file
+    that cannot be read is left to ``open``."""
     limit = 64 * 1024
     try:
         with path.open("rb") as stream:
@@ -108,8 +112,8 @@ def _holds_results(path: Path) -> bool:
     try:
         row = json.loads(first)
     except ValueError:  # a first row longer than what was read
-        return b'"eval_id"' in first or b'"test_id"' in first
-    return isinstance(row, dict) and ("eval_id" in row or "test_id" in row)
+        return any(f'"{key}"'.encode() in first for key in _ID_KEYS)
+    return isinstance(row, dict) and any(key in row for key in _ID_KEYS)
 
 
 def _same_file(a: Path, b: Path) -> bool:
