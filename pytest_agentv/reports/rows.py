@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..baseline import PreviousResults, comparison_lines, graded_score
-from ..resultrows import ReadRow, read_rows, score_of
+from ..resultrows import ReadRow, read_rows
+from ..resultrows.shapes import score_of
 from ..results import no_usage
 from ..verdicts import score_to_verdict
 from .spool import RowSpool

@@ -20,14 +20,13 @@ means the same to each of them:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal
 
-from .errors import ConfigError
-from .results import AggregationRow
+from ..errors import ConfigError
+from .shapes import misfit, out_of_range, score_of, shown
 
 #: Results files can be much larger than eval files: one line per case of a whole suite.
 MAX_RESULTS_BYTES = 1024 * 1024 * 1024
@@ -40,7 +39,6 @@ GRADED_EXECUTION = ("ok", "quality_failure")
 JUDGE_NOT_CONFIGURED = "judge_not_configured"
 
 RowStatus = Literal["graded", "error", "skipped"]
-_STATUSES = ("graded", "error", "skipped")
 
 #: The camelCase keys v4's reader takes for snake_case ones (``result-row-schema.ts``): of a
 #: row, of its ``trace``, of a message (in ``trace.messages`` and an ``output`` list) and of a
@@ -133,22 +131,6 @@ def not_graded_reason(row: Mapping[str, Any]) -> str | None:
     return f"execution_status {json.dumps(execution)}{said}"
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def score_of(value: Any) -> float | None:
-    """A score as rows hold it: a number from 0 to 1, else None (a bool is no number; an
-    integer beyond a float's range is not finite)."""
-    if not _number(value):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) and 0 <= number <= 1 else None
-
-
 @dataclass(frozen=True)
 class ReadRow:
     """A results row as every reader takes it."""
@@ -175,120 +157,6 @@ class ReadRow:
                 self.status, self.reason, self.score)  # fmt: skip
 
 
-# -- what each field a reader uses must be (null is the same as absent) ---------------------
-#: A shape: a type (``float``: any number), ``[shape]`` (a list of such), ``{field: shape}``
-#: (an object whose fields have those shapes) or a tuple of shapes (any of them).
-Shape = Any
-_TEXTS = [str]
-_MESSAGES = [{"tool_calls": [dict]}]
-_CHECKS = [{"text": str, "evidence": str}]
-#: An evaluator's result: ours and v2.5.8's (members in ``evaluator_results``), v4's (``scores``).
-_ENTRY: dict[str, Shape] = {
-    **dict.fromkeys(("name", "type", "verdict", "reasoning", "error"), str),
-    "score": float,
-    "weight": float,
-    "hits": _TEXTS,
-    "misses": _TEXTS,
-    "assertions": _CHECKS,
-    "details": {"rubric": [dict]},
-}
-_ENTRY["evaluator_results"] = _ENTRY["scores"] = [_ENTRY]
-_COUNTS = {"token_usage": dict, "cost_usd": float, "duration_ms": float}
-_ROW: dict[str, Shape] = {
-    **dict.fromkeys(
-        (
-            "dataset suite file target target_used conversation_id timestamp status verdict "
-            "execution_status failure_reason_code error reasoning candidate_answer question "
-            "expected_outcome"
-        ).split(),
-        str,
-    ),
-    **_COUNTS,
-    "line": int,
-    "hits": _TEXTS,
-    "misses": _TEXTS,
-    "assertions": _CHECKS,
-    "evaluator_results": [_ENTRY],
-    "scores": [_ENTRY],
-    **{key: [dict] for key in ("tool_calls", "trials", "input_messages")},
-    "turns": [{"assertions": _CHECKS}],
-    "output_messages": _MESSAGES,
-    "output": (str, _MESSAGES),
-    "input": (str, [dict]),
-    "execution_error": dict,
-    "aggregation": get_type_hints(AggregationRow),
-    "usage": {"tokens": float, "cost_usd": float, "unpriced_calls": float},
-    "trace_summary": {**_COUNTS, "tool_calls_by_name": dict},
-    "trace": {**_COUNTS, "tool_calls": dict, "messages": _MESSAGES},
-}
-_NAMES = {
-    str: "a string",
-    float: "a number",
-    int: "a whole number",
-    bool: "true or false",
-    dict: "an object",
-}
-
-
-def _name(shape: Shape) -> str:
-    if isinstance(shape, tuple):
-        return " or ".join(map(_name, shape))
-    if isinstance(shape, list):
-        return f"a list of {_name(shape[0]).split(' ', 1)[1]}s"
-    return _NAMES[dict if isinstance(shape, dict) else shape]
-
-
-def _fits(value: Any, shape: Shape) -> bool:
-    if isinstance(shape, tuple):
-        return any(_fits(value, one) for one in shape)
-    if isinstance(shape, (list, dict)):
-        return isinstance(value, type(shape))
-    if shape in (float, int):
-        return _number(value) and (shape is float or isinstance(value, int))
-    return isinstance(value, shape)
-
-
-def _misfit(value: Any, shape: Shape, where: str) -> str | None:
-    """Where ``value`` first departs from ``shape``, and how; None when it fits."""
-    if not _fits(value, shape):
-        return f"'{where}' is {_kind(value)}; it must be {_name(shape)}"
-    if isinstance(shape, tuple):
-        return _misfit(value, next(one for one in shape if _fits(value, one)), where)
-    inner: list[tuple[str, Shape, Any]] = []
-    if isinstance(shape, list):
-        inner = [(f"{where}[{i}]", shape[0], item) for i, item in enumerate(value)]
-    elif isinstance(shape, dict):
-        inner = [(f"{where}.{key}", one, value.get(key)) for key, one in shape.items()]
-        if shape is _ENTRY and _out_of_range(value.get("score")):
-            return f"'{where}.score' is {_shown(value['score'])}; a score is from 0 to 1"
-    for place, one, item in inner:
-        if item is not None and (problem := _misfit(item, one, place)):
-            return problem
-        if item is None and isinstance(shape, list):
-            return f"'{place}' is null; it must be {_name(one)}"
-    return None
-
-
-def _out_of_range(value: Any) -> bool:
-    return _number(value) and score_of(value) is None
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return json.dumps(value)
-    if _number(value):
-        return f"the number {_shown(value)}"
-    if isinstance(value, str):
-        return "a string"
-    return "a list" if isinstance(value, list) else "an object"
-
-
-def _shown(value: Any) -> str:
-    """A value as a message shows it: short (a 400-digit number is not printed whole)."""
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 24 else f"{text[:20]}... ({len(text):,} characters)"
-
-
 def read_row(data: Any, line: int, *, scored: bool, keep: bool = True) -> ReadRow:
     """One row of a results file. Raises ``ValueError`` saying what is wrong with it.
 
@@ -300,32 +168,18 @@ def read_row(data: Any, line: int, *, scored: bool, keep: bool = True) -> ReadRo
     case_id = row.get("eval_id", row.get("test_id"))
     if not isinstance(case_id, str):
         raise ValueError("a results row needs a string 'eval_id' (or 'test_id')")
-    for key, shape in _ROW.items():
-        if row.get(key) is not None and (problem := _misfit(row[key], shape, key)):
-            raise ValueError(f"case '{case_id}': {problem}")
-    aggregation = row.get("aggregation") or {}
-    if "pass_rate" in aggregation:  # ours (v4's has none), which reports show whole
-        missing = [key for key in AggregationRow.__required_keys__ if aggregation.get(key) is None]
-        if missing:
-            raise ValueError(
-                f"case '{case_id}': 'aggregation' has no '{min(missing)}'; the aggregate of our "
-                f"trials has {', '.join(sorted(AggregationRow.__required_keys__))}"
-            )
-    if row.get("status") not in (None, *_STATUSES):
-        raise ValueError(
-            f"case '{case_id}': 'status' is {_shown(row['status'])}; it must be graded, error "
-            "or skipped"
-        )
+    if problem := misfit(row):
+        raise ValueError(f"case '{case_id}': {problem}")
     reason = not_graded_reason(row)
     given = row.get("score")
     if reason is None and score_of(given) is None and (scored or given is not None):
-        has = f"score {_shown(given)}" if "score" in row else "no 'score'"
+        has = f"score {shown(given)}" if "score" in row else "no 'score'"
         raise ValueError(
             f"case '{case_id}' has {has}; a graded row needs a 'score' from 0 to 1 (a row that "
             "was not graded carries 'error', or status 'error' or 'skipped')"
         )
-    if _out_of_range(given):
-        raise ValueError(f"case '{case_id}' has score {_shown(given)}; a score is from 0 to 1")
+    if out_of_range(given):
+        raise ValueError(f"case '{case_id}' has score {shown(given)}; a score is from 0 to 1")
     status: RowStatus = "graded"
     if reason is not None:
         skipped = row.get("status") == "skipped" or (
@@ -351,8 +205,8 @@ def read_rows(path: Path, display: str, *, scored: bool, keep: bool = True) -> I
     """Every row of a results file, as ``read_row`` reads it. Raises ``EvalFileError`` (a file
     or a line that is no JSON) or ``ConfigError`` naming ``display:line`` of a bad row."""
     # Imported here: the verdicts read the baseline, and so this module, when the plugin loads.
-    from .jsonlines import json_lines
-    from .yamlfile import read_text
+    from ..jsonlines import json_lines
+    from ..yamlfile import read_text
 
     text = read_text(path, display, MAX_RESULTS_BYTES)
     for line, data in json_lines(text, display, repair=True):
