@@ -260,12 +260,16 @@ def pytest_collection_modifyitems(
 
 def _keep_shard(config: pytest.Config, items: list[pytest.Item], shard: int, count: int) -> None:
     """``--agentv-shard K/N``: deselect every test that another shard runs."""
-    from .shards import deal
+    from .shards import deal, durations_of
 
+    settings = config.stash[settings_key]
     if _existing_run(config) is not None:  # eval items were collected
         from .collect import spec_of
 
-        dealt = deal(items, count, spec_of)
+        known = None
+        if settings.shard_durations is not None:
+            known = durations_of(items, spec_of, settings.shard_durations, config.rootpath)
+        dealt = deal(items, count, spec_of, known)
     else:
         dealt = deal(items, count, lambda item: None)
     others = [item for item, to in zip(items, dealt, strict=True) if to != shard - 1]

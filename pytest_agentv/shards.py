@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import pytest
 
+from .baseline import PreviousResults
 from .cases import CaseSpec
 from .dependencies import key
+from .errors import AgentvError
+from .paths import display_path
 
 
 def test_id(item: pytest.Item) -> str:
@@ -30,6 +34,33 @@ def test_id(item: pytest.Item) -> str:
     if name is None and group is not None:
         name = group.kwargs.get("name")
     return item.nodeid.removesuffix(f"@{name}") if name else item.nodeid
+
+
+def durations_of(
+    items: Sequence[pytest.Item],
+    spec_of: Callable[[pytest.Item], CaseSpec | None],
+    path: Path,
+    rootdir: Path,
+) -> dict[str, float]:
+    """The seconds each eval case's target took in a previous results file (its
+    ``duration_ms``), by test id, matched to cases as a baseline is. A file that cannot be read
+    is a usage error naming its line."""
+    previous = PreviousResults(path, display_path(path, rootdir), "--agentv-shard-durations")
+    found: dict[str, float] = {}
+    for item in items:
+        spec = spec_of(item)
+        if spec is None:
+            continue
+        try:
+            row = previous.find(
+                spec.dataset, spec.case.id, spec.loaded.display, target=spec.matrix_target
+            )
+        except AgentvError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        took = row.data.get("duration_ms") if row is not None else None
+        if isinstance(took, (int, float)) and not isinstance(took, bool) and 0 <= took < 1e12:
+            found[test_id(item)] = took / 1000
+    return found
 
 
 def groups(

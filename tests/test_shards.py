@@ -3,6 +3,7 @@ whatever else it runs with, and a case kept with the cases it depends on."""
 
 from __future__ import annotations
 
+import json
 from itertools import chain
 from xml.etree import ElementTree
 
@@ -80,6 +81,35 @@ def test_a_case_runs_in_the_shard_of_the_cases_it_depends_on(project: pytest.Pyt
     assert [n for n in holding if "chain.eval.yaml" in n] == [
         f"chain.eval.yaml::c{n}" for n in range(6)
     ]
+
+
+def test_durations_of_a_previous_run_balance_the_shards(project: pytest.Pytester) -> None:
+    """Longest first, each to the shard with the least work: the slow case has a shard of its
+    own, the five quick ones share the other; a case the file does not know counts as the
+    mean."""
+    write(project, "s.eval.yaml", "\n".join(CASES.splitlines()[:8]) + "\n")
+    taken = {"case-0": 60_000, **{f"case-{n}": 1_000 for n in range(1, 6)}}
+    rows = [
+        {"eval_id": case, "dataset": "s", "status": "graded", "score": 1.0, "duration_ms": ms}
+        for case, ms in taken.items()
+    ]
+    write(project, "last.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    shards = [
+        selected(project, "--agentv-shard-durations=last.jsonl", f"--agentv-shard={k}/2")
+        for k in (1, 2)
+    ]
+    slow = [shard for shard in shards if "s.eval.yaml::case-0" in shard]
+    assert slow == [["s.eval.yaml::case-0"]]
+    [quick] = [shard for shard in shards if shard not in slow]
+    assert quick == [f"s.eval.yaml::case-{n}" for n in range(1, 7)]
+
+
+def test_a_bad_durations_file_is_a_usage_error_at_its_line(project: pytest.Pytester) -> None:
+    write(project, "s.eval.yaml", CASES)
+    write(project, "last.jsonl", '{"eval_id": "case-0", "score": 5}\n')
+    result = project.runpytest("--agentv-shard=1/2", "--agentv-shard-durations=last.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--agentv-shard-durations: last.jsonl:1: *score*"])
 
 
 def test_xdist_workers_deal_the_same(suite: pytest.Pytester) -> None:
