@@ -234,8 +234,14 @@ def test_report_renders_our_results_file_with_a_baseline(
     args = make_suite(judged, fake_llm)
     judged.runpytest(*args[1:], "--agentv-results=run.jsonl")
     result = report(judged, "run.jsonl", "--baseline", "baseline.jsonl", "-o", "again.html")
-    assert result.ret == 0
-    result.stdout.fnmatch_lines(["again.html: 7 evaluations: 3 pass, 1 borderline, 2 fail*"])
+    assert result.ret == 1  # as the run ended: two cases failed, one was not graded
+    result.stdout.fnmatch_lines(
+        [
+            "again.html: 7 evaluations: 3 pass, 1 borderline, 2 fail*",
+            "2 failed: run.jsonl:* (wrong-policy), run.jsonl:* (tone-rubric)",
+            "1 not graded: run.jsonl:* (agent-crashes)",
+        ]
+    )
     doc = page(judged.path / "again.html")
     assert "results file: run.jsonl" in text(doc.body.find("header"))
     assert "0 improved, 2 regressed" in text(doc.body.find("header"))
@@ -244,7 +250,7 @@ def test_report_renders_our_results_file_with_a_baseline(
     calls = text(case(doc, "evals/agent/tools.eval.yaml::looks-up-order"))
     assert "lookup_order" in calls and "40 ms" not in calls  # measured latency, not reported
     result = report(judged, "run.jsonl", "--markdown", "-")
-    assert result.ret == 0
+    assert result.ret == 1
     assert "**Failed: 2 cases**" in result.stdout.str()
 
 
@@ -321,7 +327,7 @@ def test_report_reads_agentv_rows_of_both_versions(pytester: pytest.Pytester) ->
     rows = [V258_ROW, V4_ROW, V4_ERROR, CONVERSATION]
     write(pytester, "agentv.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
     result = report(pytester, "agentv.jsonl")
-    assert result.ret == 0
+    assert result.ret == 1
     result.stdout.fnmatch_lines(["report.html: 4 evaluations: 1 pass, 1 borderline, 1 fail, 1 *"])
     doc = page(pytester.path / "report.html")
     old = case(doc, "old-case")

@@ -307,7 +307,7 @@ def test_the_report_reads_our_v4_file(suite: pytest.Pytester) -> None:
     result = suite.run(
         sys.executable, "-m", "pytest_agentv", "report", "run/index.jsonl", "--markdown", "-"
     )
-    assert result.ret == 0
+    assert result.ret == 1  # as the run ended
     result.stdout.fnmatch_lines(
         [
             "6 evaluations: 2 pass, 1 borderline, 1 fail, 1 not graded, 1 skipped; mean score 0.68",

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from itertools import chain
+from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
 
+from pytest_agentv.__main__ import main
 from tests.helpers import write
 
 CASES = "tests:\n" + "".join(
@@ -124,3 +126,93 @@ def test_a_shard_that_is_not_k_of_n_is_a_usage_error(suite: pytest.Pytester, val
     result = suite.runpytest(f"--agentv-shard={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--agentv-shard={value} is invalid: give K/N*"])
+
+
+#: Twelve cases: every fourth fails.
+MIXED = "tests:\n" + "".join(
+    f"  - {{id: m{n}, input: q, assertions: [{{type: contains, value: "
+    + ("nowhere" if n % 4 == 0 else "canned")
+    + "}]}\n"
+    for n in range(12)
+)
+
+
+def shard_results(project: pytest.Pytester, count: int) -> list[str]:
+    """Run every shard of ``count``, each writing its results file; their names."""
+    names = []
+    for k in range(1, count + 1):
+        names.append(f"s{k}.jsonl")
+        project.inline_run(f"--agentv-shard={k}/{count}", f"--agentv-results={names[-1]}")
+    return names
+
+
+@pytest.fixture
+def mixed(project: pytest.Pytester) -> pytest.Pytester:
+    write(
+        project,
+        ".agentv/targets.yaml",
+        "targets: [{name: default, provider: mock, response: canned}]\n",
+    )
+    write(project, "m.eval.yaml", MIXED)
+    return project
+
+
+def test_the_shards_merged_are_the_run(
+    mixed: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mixed.inline_run("--agentv-results=whole.jsonl")
+    files = shard_results(mixed, 4)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(mixed.path)
+        assert main(["report", *files, "--merge-to", "all.jsonl", "--markdown", "all.md"]) == 1
+        assert main(["report", "whole.jsonl", "--markdown", "whole.md"]) == 1
+    said = capsys.readouterr().out
+    assert "3 failed: " in said
+
+    def verdicts(name: str) -> dict[str, object]:
+        rows = [json.loads(line) for line in (mixed.path / name).read_text().splitlines()]
+        return {row["eval_id"]: (row["verdict"], row["score"]) for row in rows}
+
+    assert verdicts("all.jsonl") == verdicts("whole.jsonl")
+    assert len(verdicts("all.jsonl")) == 12
+    # The same summary, but for which of equal failures it lists first.
+    totals = [(mixed.path / name).read_text().splitlines()[2] for name in ("all.md", "whole.md")]
+    assert totals[0] == totals[1] and totals[0].startswith("12 evaluations: 9 pass, 0 borderline, 3 fail")
+
+
+def test_a_missing_or_doubled_shard_is_refused(
+    mixed: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = shard_results(mixed, 3)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(mixed.path)
+        assert main(["report", files[0], files[2], "--merge-to", "all.jsonl"]) == 2
+        assert "no rows of shard 2/3: give every shard's results file" in capsys.readouterr().err
+        assert main(["report", *files, files[1]]) == 2
+        assert "a case is in two files: 'm" in capsys.readouterr().err
+    assert not (mixed.path / "all.jsonl").exists()
+
+
+def test_the_merged_run_has_the_gates_of_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A score that dropped beyond --max-regression fails the merged run, a borderline one does
+    not, and --threshold moves every case's pass bar, as each does for a run."""
+
+    def rows(name: str, shard: str | None, **scores: float) -> str:
+        lines = [
+            {"eval_id": case, "dataset": "d", "score": score, **({"shard": shard} if shard else {})}
+            for case, score in scores.items()
+        ]
+        (tmp_path / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return name
+
+    monkeypatch.chdir(tmp_path)
+    shards = [rows("a.jsonl", "1/2", x=0.9, y=1.0), rows("b.jsonl", "2/2", z=0.7)]
+    rows("base.jsonl", None, x=1.0, y=1.0, z=0.7)
+    assert main(["report", *shards, "--merge-to", "all.jsonl"]) == 0
+    assert main(["report", *shards, "--baseline", "base.jsonl", "--max-regression", "0.05"]) == 1
+    assert "1 regressed by more than 0.05: a.jsonl:1 (x)" in capsys.readouterr().out
+    assert main(["report", *shards, "--threshold", "0.95", "--merge-to", "all.jsonl"]) == 0
+    assert main(["report", *shards, "--threshold", "0.95", "--borderline", "fail"]) == 1
+    assert "2 failed: a.jsonl:1 (x), b.jsonl:1 (z)" in capsys.readouterr().out

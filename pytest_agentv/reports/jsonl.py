@@ -133,6 +133,9 @@ class ResultsFile:
         self._stream: IO[str] | None = None
         self._line: Callable[[ResultRow], dict[str, Any]] = results_line
         self._run: RunFolder | None = None
+        #: Under ``--agentv-shard``, every row says which shard of how many ran it, so that the
+        #: report that merges the shards' files can tell when one is missing.
+        self._shard = f"{settings.shard[0]}/{settings.shard[1]}" if settings.shard else None
         if settings.results_format == "agentv-v4":
             # Not when the plugin loads: v4's kind names come with the eval files' schema.
             from .agentv_v4.rows import v4_row
@@ -188,6 +191,8 @@ class ResultsFile:
         try:
             for row in rows:
                 line = self._line(row)
+                if self._shard is not None:
+                    line["shard"] = self._shard
                 if self._run is not None:
                     line.update(self._run.add(line, row["file"]))
                 self._stream.write(compact_json(line) + "\n")

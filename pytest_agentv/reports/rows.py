@@ -11,15 +11,18 @@ gives them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from ..baseline import PreviousResults, comparison_lines, graded_score
+from ..baseline import PreviousResults, comparison_lines, graded_score, regressed_by
+from ..errors import ConfigError
 from ..resultrows import ReadRow, read_rows
 from ..resultrows.shapes import score_of
 from ..results import no_usage
-from ..verdicts import score_to_verdict
+from ..verdicts import outcome_for, score_to_verdict
+from .jsonl import compact_json
 from .spool import RowSpool
 from .view import RunFacts
 
@@ -131,24 +134,62 @@ def _compare(row: dict[str, Any], baseline: PreviousResults) -> None:
     row["delta"] = round(score - before, 6) if before is not None and score is not None else None
 
 
-def read_results(path: Path, baseline: Path | None = None) -> tuple[RowSpool, RunFacts]:
-    """The rows of a results file, and what can be said of its run. Raises ``ConfigError`` or
-    ``EvalFileError`` naming the file and line of a row that cannot be read."""
+@dataclass
+class Merged:
+    """What reading several results files as one run found: the cases that failed their gate
+    (a fail verdict, not graded, or a drop from the baseline beyond ``max_regression``)."""
+
+    failed: list[str] = field(default_factory=list)
+    not_graded: list[str] = field(default_factory=list)
+    regressed: list[str] = field(default_factory=list)
+
+
+def read_results(
+    paths: Sequence[Path],
+    baseline: Path | None = None,
+    *,
+    threshold: float | None = None,
+    max_regression: float | None = None,
+    borderline: str = "xfail",
+    merged: IO[str] | None = None,
+) -> tuple[RowSpool, RunFacts, Merged]:
+    """The rows of one results file, or of the files of a run's shards as one run, and what can
+    be said of the run; each row as read is also written to ``merged``. Raises ``ConfigError``
+    or ``EvalFileError`` naming the file and line of a row that cannot be read, and
+    ``ConfigError`` for a case that two files hold or for a shard whose file is missing:
+    shards' results are never merged silently."""
     previous = None
     if baseline is not None:
         previous = PreviousResults(baseline, str(baseline), "--baseline", scored=True)
         previous.rows()
     spool = RowSpool()
+    gate = Merged()
     compared: list[dict[str, Any]] = []
     collected: set[tuple[str, str, str]] = set()
+    seen: dict[tuple[str, str, str, str], tuple[int, str]] = {}
+    twice: list[str] = []
+    shards: dict[int, set[int]] = {}
     try:
-        for read in read_rows(path, str(path), scored=True):
-            row = as_row(read)
-            if previous is not None:
-                _compare(row, previous)
-                compared.append(_brief(row))
-                collected.add((str(row.get("file") or ""), str(row.get("dataset")), read.case_id))
-            spool.add(row)
+        for index, path in enumerate(paths):
+            for read in read_rows(path, str(path), scored=True):
+                where = f"{path}:{read.line}"
+                case = (read.file or "", read.dataset or "", read.case_id, read.target or "")
+                first, at = seen.setdefault(case, (index, where))
+                if first != index:
+                    twice.append(f"'{read.case_id}' at {at} and {where}")
+                shard = _shard(read.data.get("shard"))
+                if shard is not None:
+                    shards.setdefault(shard[1], set()).add(shard[0])
+                row = as_row(read)
+                if previous is not None:
+                    _compare(row, previous)
+                    compared.append(_brief(row))
+                    collected.add((case[0], str(row.get("dataset")), read.case_id))
+                _gate(row, where, gate, threshold, max_regression, borderline)
+                spool.add(row)
+                if merged is not None:
+                    merged.write(compact_json(read.data) + "\n")
+        _whole(twice, shards, len(paths))
     except BaseException:
         spool.close()  # the rows read before the bad one
         raise
@@ -156,10 +197,61 @@ def read_results(path: Path, baseline: Path | None = None) -> tuple[RowSpool, Ru
         title="agentv report",
         started=spool.tally.first,
         judge="not recorded in the results file",
-        source=str(path),
+        source=", ".join(map(str, paths)),
         comparison=comparison_lines(previous, compared, collected) if previous else [],
     )
-    return spool, facts
+    return spool, facts, gate
+
+
+def _shard(value: Any) -> tuple[int, int] | None:
+    """A row's ``shard`` (``"K/N"``, written by a run with ``--agentv-shard``)."""
+    if not isinstance(value, str):
+        return None
+    index, _, count = value.partition("/")
+    return (int(index), int(count)) if index.isdigit() and count.isdigit() else None
+
+
+def _whole(twice: list[str], shards: dict[int, set[int]], files: int) -> None:
+    """Refuse a merge that would hide a case run twice or a shard never read."""
+    problems = [f"a case is in two files: {where}" for where in twice[:10]]
+    if len(twice) > 10:
+        problems.append(f"... and {len(twice) - 10} more cases in two files")
+    if len(shards) > 1:
+        counts = " and ".join(f"N={n}" for n in sorted(shards))
+        problems.append(f"the rows come from runs of different shard counts ({counts})")
+    for count, present in shards.items():
+        missing = [f"{k}/{count}" for k in range(1, count + 1) if k not in present]
+        if missing and files > 1:
+            problems.append(
+                f"no rows of shard {', '.join(missing)}: give every shard's results file"
+            )
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def _gate(
+    row: dict[str, Any],
+    where: str,
+    gate: Merged,
+    threshold: float | None,
+    max_regression: float | None,
+    borderline: str,
+) -> None:
+    """The row's verdict at the run's pass bar, and which gate it fails, as a run decides
+    (``outcome_for``: a borderline verdict fails only under ``--borderline fail``)."""
+    name = f"{where} ({row['eval_id']})"
+    score = row["score"]
+    if row["status"] == "error":
+        gate.not_graded.append(name)
+        return
+    if threshold is not None and score is not None:
+        row["verdict"] = score_to_verdict(
+            score, gate_failed=bool(row.get("gate_failed")), pass_at=threshold
+        )
+    if outcome_for(str(row["verdict"]), borderline) == "failed":
+        gate.failed.append(name)
+    elif regressed_by(row, max_regression) is not None:
+        gate.regressed.append(name)
 
 
 def _brief(row: Mapping[str, Any]) -> dict[str, Any]:
