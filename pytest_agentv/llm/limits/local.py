@@ -199,6 +199,7 @@ class CallLimits:
         held = self.held_seconds + (self.clock() - self._held_since if self._held else 0.0)
         return {
             "window": self.window,
+            "scaled": self.window != MINUTE,
             "held_seconds": held,
             "models": {model: pace.report() for model, pace in self.paces.items()},
         }

@@ -35,6 +35,9 @@ from .headers import DIMENSIONS, Observed, Seen
 
 #: A limit per minute is enforced a sixtieth at a time (a second's worth of the minute).
 QUANTA = 60
+#: The share of a limit's rate calls are paced at: the network's jitter (a call that reached
+#: the provider later than the next one) then never tips a call over.
+HEADROOM = 0.97
 
 
 @dataclass
@@ -64,9 +67,11 @@ class Bucket:
 
 
 def paced(per_minute: float, window: float, now: float) -> Bucket:
-    """A limit of ``per_minute`` a ``window``, spent a ``QUANTA``th at a time; full at first."""
+    """A limit of ``per_minute`` a ``window``, spent a ``QUANTA``th at a time, at
+    ``HEADROOM`` of its rate. It starts a call short of full: calls that reach the provider
+    closer together than they left (the first ones open connections) then still fit."""
     capacity = max(1.0, per_minute / QUANTA)
-    return Bucket(per_minute / window, capacity, capacity, now)
+    return Bucket(per_minute / window * HEADROOM, capacity, max(1.0, capacity - 1), now)
 
 
 def provider(seen: Seen, window: float, now: float, spent: float) -> Bucket | None:
@@ -139,7 +144,7 @@ class Dimension:
         limit = self.limit()
         if limit is None:
             self.pace = None
-        elif self.pace is None or self.pace.rate != limit / window:
+        elif self.pace is None or self.pace.rate != limit / window * HEADROOM:
             old = self.pace
             self.pace = paced(limit, window, now)
             if old is not None:  # what was spent stays spent
