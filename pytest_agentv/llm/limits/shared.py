@@ -45,8 +45,10 @@ class LimitServer:
             self._server.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
-        for orphan in list(self._orphans):
+        orphans = list(self._orphans)
+        for orphan in orphans:
             orphan.cancel()
+        await asyncio.gather(*orphans, return_exceptions=True)
         self.path.unlink(missing_ok=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
