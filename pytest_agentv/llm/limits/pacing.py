@@ -68,10 +68,10 @@ class Bucket:
 
 def paced(per_minute: float, window: float, now: float) -> Bucket:
     """A limit of ``per_minute`` a ``window``, spent a ``QUANTA``th at a time, at
-    ``HEADROOM`` of its rate. It starts a call short of full: calls that reach the provider
-    closer together than they left (the first ones open connections) then still fit."""
+    ``HEADROOM`` of its rate. It starts half full (at least a call): calls that reach the
+    provider closer together than they left (the first ones open connections) then still fit."""
     capacity = max(1.0, per_minute / QUANTA)
-    return Bucket(per_minute / window * HEADROOM, capacity, max(1.0, capacity - 1), now)
+    return Bucket(per_minute / window * HEADROOM, capacity, max(1.0, capacity / 2), now)
 
 
 def provider(seen: Seen, window: float, now: float, spent: float) -> Bucket | None:
