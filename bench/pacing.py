@@ -15,10 +15,8 @@ headers but with ``--agentv-rpm``, within 1.10× and no 429.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -26,8 +24,8 @@ from pathlib import Path
 
 from benchmarks import Result, Row, Sizes, verdict
 from fake_openai import Delay, FakeOpenAI, RateLimit, Request, freeform
-from harness import BenchError, Project, child_env, log, project, run_pytest
-from peers import LATENCY, PEERS, QUIET, Peer, ensure_venv, peer_project
+from harness import BenchError, Project, log, project, run_pytest
+from peers import LATENCY, PEERS, QUIET, Peer, ensure_venv, outcomes, peer_command, peer_project
 
 RPM = 600
 TPM = 600_000
@@ -36,7 +34,10 @@ TPM = 600_000
 WINDOW = 30.0
 CASES = 300
 TARGET = 1.10
-_COUNT = re.compile(r"(\d+) (passed|failed|errors?)\b")
+
+
+#: Runs one tool's command against the judge: its wall time and the tests that passed.
+Start = Callable[[FakeOpenAI], tuple[float, int]]
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Run:
     family: str | None
     #: Requests each test sends when none is refused.
     per_test: int
-    start: Callable[[FakeOpenAI], tuple[float, int]]
+    start: Start
     target: str = ""
     ok: Callable[[float, int], bool] | None = None
     spans: list[float] = field(default_factory=list)
@@ -82,7 +83,7 @@ def measure(run: Run, server: FakeOpenAI, cases: int, floor: float, window: floa
     )
 
 
-def ours(root: Path, window: float, args: list[str]) -> Callable[[FakeOpenAI], tuple[float, int]]:
+def ours(root: Path, window: float, args: list[str]) -> Start:
     def start(server: FakeOpenAI) -> tuple[float, int]:
         proj = Project(root)
         proj.ini(api_base=server.api_base, cache_mode="off")
@@ -95,25 +96,10 @@ def ours(root: Path, window: float, args: list[str]) -> Callable[[FakeOpenAI], t
     return start
 
 
-def peer(
-    venv: Path, item: Peer, root: Path, args: tuple[str, ...]
-) -> Callable[..., tuple[float, int]]:
+def peer(venv: Path, item: Peer, root: Path, args: tuple[str, ...]) -> Start:
     def start(server: FakeOpenAI) -> tuple[float, int]:
-        env = child_env()
-        base = server.api_base
-        env.update(OPENAI_API_KEY="sk-fake", OPENAI_BASE_URL=base, OPENAI_API_BASE=base)
-        env.update(item.env)
-        command = [str(venv / "bin" / item.command[0]), *item.command[1:], *args]
-        started = time.monotonic()
-        try:
-            done = subprocess.run(command, cwd=root, env=env, timeout=1200, **QUIET)
-        except subprocess.TimeoutExpired:
-            raise BenchError(f"{item.package} took more than 1200 s") from None
-        wall = time.monotonic() - started
-        counts: dict[str, int] = {}
-        for number, kind in _COUNT.findall(done.stdout + "\n" + done.stderr):
-            counts[kind] = max(counts.get(kind, 0), int(number))
-        return wall, counts.get("passed", 0)
+        wall, output, _ = peer_command(item, venv, root, server.api_base, args)
+        return wall, outcomes(output)[0]
 
     return start
 
@@ -194,7 +180,7 @@ def pacing(sizes: Sizes) -> Result:
                 runs.append(Run(label, "openai", item.requests_per_test, lambda s: (0.0, 0)))
                 runs[-1].error = str(exc)
                 continue
-            files = stack.enter_context(peer_project_of(item, cases))
+            files = stack.enter_context(peer_project(item, cases))
             runs.append(Run(label, "openai", item.requests_per_test, peer(venv, item, files, args)))
         servers = {
             run.label: stack.enter_context(judge_for(run, window))
@@ -246,21 +232,6 @@ def judge_for(run: Run, window: float) -> Iterator[FakeOpenAI]:
         yield server
     finally:
         server.stop()
-
-
-@contextmanager
-def peer_project_of(item: Peer, cases: int) -> Iterator[Path]:
-    """The peer's project of ``peers.py``, with ``cases`` tests instead of its 48."""
-    import peers as peers_module
-
-    kept = peers_module.CASES
-    peers_module.CASES = cases
-    try:
-        with peer_project(item) as root:
-            peers_module.CASES = kept
-            yield root
-    finally:
-        peers_module.CASES = kept
 
 
 def rows(runs: list[Run], cases: int, floor: float) -> list[Row]:
