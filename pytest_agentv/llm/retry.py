@@ -222,8 +222,9 @@ async def with_retries(
         ) as grant:
             deadline = deadline if deadline is not None else loop.time() + policy.deadline
             if failure is not None and loop.time() >= deadline:  # the limits held the retry
+                tried = f"{attempt - 1} attempt{'s' if attempt > 2 else ''}"
                 raise NotGradedError(
-                    f"{who} failed after {attempt - 1} attempts: no time left within the "
+                    f"{who} failed after {tried}: no time left within the "
                     f"{policy.deadline:g}s deadline: {failure.message}"
                 )
             budget = max(min(deadline - loop.time(), policy.attempt_timeout), 0.001)
