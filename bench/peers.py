@@ -58,7 +58,7 @@ def peers_dir() -> Path:
 
 
 # -- the peers' projects (one criterion per test, the canned answer of the harness) -------------
-def agent_eval_files(root: Path) -> None:
+def agent_eval_files(root: Path, cases: int = CASES) -> None:
     """pytest-agent-eval: one YAML transcript per test, judged by a rubric. ``openai-chat:``
     is pydantic-ai's Chat Completions model (``openai:`` is the Responses API); the base URL
     comes from ``OPENAI_BASE_URL``."""
@@ -72,7 +72,7 @@ def agent_eval_files(root: Path) -> None:
         f"import pytest\n\n\n@pytest.fixture\ndef llm_eval_agent():\n"
         f"    async def agent(history):\n        return {CANNED!r}, []\n\n    return agent\n",
     )
-    for i in range(CASES):
+    for i in range(cases):
         write(
             root / "tests" / "evals" / f"refund_{i:02d}.yaml",
             f'id: refund_{i:02d}\nturns:\n  - user: "How long do I have to return order number '
@@ -80,7 +80,7 @@ def agent_eval_files(root: Path) -> None:
         )
 
 
-def llm_assert_files(root: Path) -> None:
+def llm_assert_files(root: Path, cases: int = CASES) -> None:
     """pytest-llm-assert: its README's fixture and model (litellm, ``OPENAI_BASE_URL``)."""
     write(
         root / "conftest.py",
@@ -89,18 +89,18 @@ def llm_assert_files(root: Path) -> None:
     )
     write(
         root / "test_refunds.py",
-        f"import pytest\n\n\n@pytest.mark.parametrize('i', range({CASES}))\n"
+        f"import pytest\n\n\n@pytest.mark.parametrize('i', range({cases}))\n"
         f"def test_refund_policy(llm, i):\n    assert llm({CANNED!r}, {CRITERION!r})\n",
     )
 
 
-def deepeval_files(root: Path) -> None:
+def deepeval_files(root: Path, cases: int = CASES) -> None:
     """deepeval: one GEval metric with the criterion per test, as its README shows."""
     write(
         root / "test_refunds.py",
         "import pytest\nfrom deepeval import assert_test\nfrom deepeval.metrics import GEval\n"
         "from deepeval.test_case import LLMTestCase, SingleTurnParams\n\n\n"
-        f"@pytest.mark.parametrize('i', range({CASES}))\ndef test_refund_policy(i):\n"
+        f"@pytest.mark.parametrize('i', range({cases}))\ndef test_refund_policy(i):\n"
         f"    metric = GEval(name='Correctness', criteria={CRITERION!r}, threshold=0.5,\n"
         "        evaluation_params=[SingleTurnParams.INPUT, SingleTurnParams.ACTUAL_OUTPUT])\n"
         "    case = LLMTestCase(input=f'How long do I have to return order number {i}?',\n"
@@ -140,7 +140,8 @@ def geval(request: Request) -> Action:
 class Peer:
     package: str
     version: str
-    files: Callable[[Path], None]
+    #: Writes the peer's project of ``cases`` tests into a folder.
+    files: Callable[[Path, int], None]
     respond: Callable[[Request], Action]
     #: the command, its first word a script in the venv's ``bin``
     command: tuple[str, ...]
@@ -251,35 +252,46 @@ def pytest_run(proj: Project, args: Sequence[str], passed: int) -> Callable[[], 
     return lambda: run_pytest(proj, args).expect(passed=passed).wall
 
 
-def peer_run(peer: Peer, venv: Path, root: Path, api_base: str) -> Callable[[], float]:
+def peer_command(
+    peer: Peer, venv: Path, root: Path, api_base: str, args: Sequence[str] = ()
+) -> tuple[float, str, int]:
+    """One run of the peer's command against the judge at ``api_base``: its wall time, its
+    output (stdout and stderr) and its exit status."""
     env = child_env()
     env.update(OPENAI_API_KEY="sk-fake", OPENAI_BASE_URL=api_base, OPENAI_API_BASE=api_base)
     env.update(peer.env)
-    command = [str(venv / "bin" / peer.command[0]), *peer.command[1:]]
+    command = [str(venv / "bin" / peer.command[0]), *peer.command[1:], *args]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, cwd=root, env=env, timeout=1200, **QUIET)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{peer.package} took more than 1200 s") from None
+    return time.monotonic() - started, done.stdout + "\n" + done.stderr, done.returncode
 
+
+def outcomes(output: str) -> tuple[int, int]:
+    """The tests a peer's output says passed, and failed or errored."""
+    passed = max((int(n) for n in _PASSED.findall(output)), default=0)
+    return passed, sum(int(n) for n in _FAILED.findall(output))
+
+
+def peer_run(peer: Peer, venv: Path, root: Path, api_base: str) -> Callable[[], float]:
     def run() -> float:
-        started = time.monotonic()
-        try:
-            done = subprocess.run(command, cwd=root, env=env, timeout=600, **QUIET)
-        except subprocess.TimeoutExpired:
-            raise BenchError(f"{peer.package} took more than 600 s") from None
-        wall = time.monotonic() - started
-        output = done.stdout + "\n" + done.stderr
-        passed = max((int(n) for n in _PASSED.findall(output)), default=0)
-        failed = sum(int(n) for n in _FAILED.findall(output))
-        if done.returncode != 0 or passed != CASES or failed:
+        wall, output, status = peer_command(peer, venv, root, api_base)
+        passed, failed = outcomes(output)
+        if status != 0 or passed != CASES or failed:
             tail = " | ".join(output.strip().splitlines()[-3:])[-300:]
-            raise BenchError(f"exited {done.returncode}, {passed} passed, {failed} failed: {tail}")
+            raise BenchError(f"exited {status}, {passed} passed, {failed} failed: {tail}")
         return wall
 
     return run
 
 
 @contextmanager
-def peer_project(peer: Peer) -> Iterator[Path]:
+def peer_project(peer: Peer, cases: int = CASES) -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix=f"agentv-bench-peer-{peer.package}-"))
     try:
-        peer.files(root)
+        peer.files(root, cases)
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)

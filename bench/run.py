@@ -4,6 +4,7 @@
     python bench/run.py --quick               # smaller sizes and fewer repeats: a smoke run
     python bench/run.py throughput overhead   # only these
     python bench/run.py peers                 # against its peers: only when named
+    python bench/run.py pacing                # at a provider's rate limit, with the peers
     python bench/run.py versus --against REV  # dispatch against another revision's
 
 The table goes to stdout, progress to stderr, and the same data to bench/results/latest.json.
@@ -32,6 +33,7 @@ import dispatch as dispatch_module
 from benchmarks import Result, Row, Sizes
 from dispatch import dispatch, shared_limit, versus
 from harness import REPO, BenchError, log
+from pacing import pacing
 from peers import peers
 
 BENCHMARKS: dict[str, Callable[[Sizes], Result]] = {
@@ -46,9 +48,14 @@ BENCHMARKS: dict[str, Callable[[Sizes], Result]] = {
     "dispatch": dispatch,
     "shared_limit": shared_limit,
 }
-#: Run only when named: the first run installs the peers (network), and they take minutes.
+#: Run only when named: the first run installs the peers (network), and they take minutes
+#: (pacing: 300 cases at a 600-RPM limit, about 15 s each, for us and the peers).
 #: versus: this checkout's dispatch against another revision's (``--against``).
-ON_REQUEST: dict[str, Callable[[Sizes], Result]] = {"peers": peers, "versus": versus}
+ON_REQUEST: dict[str, Callable[[Sizes], Result]] = {
+    "peers": peers,
+    "versus": versus,
+    "pacing": pacing,
+}
 KNOWN = {**BENCHMARKS, **ON_REQUEST}
 
 

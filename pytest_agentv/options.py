@@ -201,7 +201,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "rate_window",
-        "Seconds that --agentv-rpm and --agentv-tpm count in (a minute; shorter in tests)",
+        "Seconds that --agentv-rpm, --agentv-tpm and the providers' per-minute limits count in "
+        "(a minute; shorter in tests and benchmarks)",
         "float",
         60.0,
         metavar="SECONDS",

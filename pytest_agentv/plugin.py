@@ -352,6 +352,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         elif reporter is not None:
             reporter.summary.add_facts(facts)
         run.close()
+    server = config.stash.get(_limits_key, None)
+    if server is not None and reporter is not None:  # the workers' limits, held here
+        reporter.summary.pacing.append(server.limits.report())
     # A run that reached its budget fails, even when its ungraded cases were reported as skips.
     if reporter is not None and reporter.summary.over_budget() and session.exitstatus in (0, 5):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -11,12 +11,18 @@ request is recorded (body, headers and arrival time) so tests can assert on prom
 formats and attempt counts; the server counts requests in flight (``peak_in_flight``) so tests
 can assert on overlap. The server is bounded: at most ``max_requests`` requests, and a hanging
 or gated request is released when the server stops.
+
+With a ``RateLimit`` (``server.rate_limit``) it enforces requests and tokens per window as the
+vendors do, answering each request with the rate-limit headers of OpenAI's or Anthropic's
+family (or none), and a request over the limit with 429 and ``retry-after``; ``refused``
+counts those.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import socket
 import threading
@@ -24,6 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -124,6 +131,94 @@ Action = (
 
 
 @dataclass
+class RateLimit:
+    """Requests (``rpm``) and tokens (``tpm``) per ``window`` seconds, enforced as OpenAI and
+    Anthropic describe theirs: refilled continuously, and spent at most a sixtieth of the
+    window's limit at a time ("60 RPM may be enforced as 1 request per second"), full when the
+    first request arrives. Each request is charged ``tokens`` (what the fake reports as its
+    usage). ``family`` names the headers told: ``openai`` (``x-ratelimit-*``, resets as Go
+    durations, and ``retry-after-ms`` on a 429), ``anthropic`` (``anthropic-ratelimit-*``,
+    resets as RFC 3339 times), or None (nothing but a 429's ``retry-after``)."""
+
+    rpm: int
+    tpm: int | None = None
+    window: float = 60.0
+    family: str | None = "openai"
+    tokens: int = 120
+
+
+class _Bucket:
+    def __init__(self, limit: int, window: float) -> None:
+        self.limit = limit
+        self.rate = limit / window
+        self.capacity = max(1.0, limit / 60)
+        self.level = self.capacity
+        self.stamp: float | None = None
+
+    def refill(self, now: float) -> None:
+        if self.stamp is not None:
+            self.level = min(self.capacity, self.level + self.rate * (now - self.stamp))
+        self.stamp = now
+
+    def short(self, cost: float) -> float:
+        """Seconds until ``cost`` is there (0: it is)."""
+        return max(0.0, (min(cost, self.capacity) - self.level) / self.rate)
+
+    def reset(self) -> float:
+        return (self.capacity - self.level) / self.rate
+
+
+def go_duration(seconds: float) -> str:
+    """Seconds as OpenAI writes a reset: ``6m0s``, ``1.5s``, ``20ms``."""
+    if seconds < 1:
+        return f"{math.ceil(seconds * 1000)}ms"
+    minutes, rest = divmod(seconds, 60)
+    text = f"{round(rest, 3):g}s"
+    return f"{int(minutes)}m{text}" if minutes else text
+
+
+class _Limiter:
+    def __init__(self, limit: RateLimit) -> None:
+        self.limit = limit
+        self.buckets = {"requests": (_Bucket(limit.rpm, limit.window), 1.0)}
+        if limit.tpm is not None:
+            self.buckets["tokens"] = (_Bucket(limit.tpm, limit.window), float(limit.tokens))
+
+    def charge(self, now: float) -> tuple[bool, dict[str, str]]:
+        """Whether a request arriving now may go, and the headers its reply carries."""
+        for bucket, _ in self.buckets.values():
+            bucket.refill(now)
+        wait = max(bucket.short(cost) for bucket, cost in self.buckets.values())
+        if not wait:
+            for bucket, cost in self.buckets.values():
+                bucket.level -= cost
+        headers = self.headers()
+        if wait:
+            headers["retry-after"] = str(math.ceil(wait))
+            if self.limit.family == "openai":
+                headers["retry-after-ms"] = str(math.ceil(wait * 1000))
+        return not wait, headers
+
+    def headers(self) -> dict[str, str]:
+        family = self.limit.family
+        headers: dict[str, str] = {}
+        for name, (bucket, _) in self.buckets.items():
+            remaining = str(max(0, math.floor(bucket.level)))
+            if family == "openai":
+                headers[f"x-ratelimit-limit-{name}"] = str(bucket.limit)
+                headers[f"x-ratelimit-remaining-{name}"] = remaining
+                headers[f"x-ratelimit-reset-{name}"] = go_duration(bucket.reset())
+            elif family == "anthropic":
+                at = datetime.fromtimestamp(time.time() + bucket.reset(), timezone.utc)
+                headers[f"anthropic-ratelimit-{name}-limit"] = str(bucket.limit)
+                headers[f"anthropic-ratelimit-{name}-remaining"] = remaining
+                headers[f"anthropic-ratelimit-{name}-reset"] = at.isoformat(
+                    timespec="milliseconds"
+                ).replace("+00:00", "Z")
+        return headers
+
+
+@dataclass
 class Request:
     body: dict[str, Any]
     headers: dict[str, str]
@@ -138,6 +233,16 @@ class Request:
     def user(self) -> str:
         return next((m["content"] for m in self.body["messages"] if m["role"] == "user"), "")
 
+
+RATE_LIMITED = json.dumps(
+    {
+        "error": {
+            "message": "Rate limit reached for requests",
+            "type": "requests",
+            "code": "rate_limit_exceeded",
+        }
+    }
+)
 
 _NONCE = re.compile(r'"nonce": "([0-9a-f]{16})"')
 
@@ -211,6 +316,10 @@ class FakeOpenAI:
         self.echo_nonce = True
         self.in_flight = 0
         self.peak_in_flight = 0
+        #: Enforced when set (see ``RateLimit``); ``refused`` counts the requests it refused.
+        self.rate_limit: RateLimit | None = None
+        self.refused = 0
+        self._limiter: _Limiter | None = None
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._stopping = threading.Event()
@@ -240,6 +349,16 @@ class FakeOpenAI:
         self._server.server_close()
         self._thread.join(timeout=5)
 
+    def _charge(self, now: float) -> tuple[bool, dict[str, str]]:
+        """Under the lock: whether the rate limit lets a request arriving now through."""
+        if self.rate_limit is None:
+            return True, {}
+        if self._limiter is None or self._limiter.limit is not self.rate_limit:
+            self._limiter = _Limiter(self.rate_limit)
+        allowed, headers = self._limiter.charge(now)
+        self.refused += not allowed
+        return allowed, headers
+
     def push(self, *actions: Action) -> None:
         self.script.extend(actions)
 
@@ -255,6 +374,7 @@ class FakeOpenAI:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True
+            _limit_headers: dict[str, str] = {}  # noqa: RUF012 (replaced, never changed)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -277,10 +397,14 @@ class FakeOpenAI:
                     fake.in_flight += 1
                     fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
                     fake._arrived.notify_all()
+                    allowed, self._limit_headers = fake._charge(request.at)
                 self._counted = True
                 try:
                     if count > fake.max_requests:
                         self._send(500, '{"error": {"message": "fake server request limit"}}')
+                        return
+                    if not allowed:
+                        self._send(429, RATE_LIMITED, self._limit_headers)
                         return
                     self._act(fake._next(request), request)
                 finally:
@@ -364,7 +488,7 @@ class FakeOpenAI:
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                for name, value in (headers or {}).items():
+                for name, value in {**self._limit_headers, **(headers or {})}.items():
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)

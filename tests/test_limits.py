@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentv.llm.limits import CallLimits, serve_limits, stop_limits
+from pytest_agentv.llm.limits import (
+    CallLimits,
+    LimitServer,
+    RemoteLimits,
+    serve_limits,
+    stop_limits,
+)
 from pytest_agentv.scheduler import shared_loop
 from tests.fake_openai import Delay, FakeOpenAI, Request
 from tests.fake_openai import freeform as freeform_reply
@@ -184,3 +190,39 @@ def test_bad_limits_are_usage_errors(project: pytest.Pytester, option: str, valu
     result = project.runpytest(f"--agentv-{option}={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--agentv-{option}={value} is invalid*"])
+
+
+def test_a_dead_workers_slots_are_held_until_its_calls_would_have_timed_out(
+    tmp_path: Path,
+) -> None:
+    """``-n 2 --agentv-concurrency 2`` peaked at 3 calls open at the provider after a worker
+    was killed mid-call: the controller gave its slot back with its connection while its
+    request was still open there. It is held until the call's attempt would have timed out."""
+
+    async def scenario() -> list[str]:
+        events: list[str] = []
+        limits = CallLimits(2)
+        server = LimitServer(limits, Path(tempfile.mkdtemp(dir="/tmp")) / "limits.sock")
+        await server.start()
+        dying, other = RemoteLimits(server.path), RemoteLimits(server.path)
+        # Each slot's context stays referenced: a dropped one gives its slot back.
+        slots = [dying.slot("m", 1, hold=0.5), other.slot("m", 1, hold=30)]
+        for slot in slots:  # a call of each worker open at the provider
+            await asyncio.wait_for(slot.__aenter__(), 5)
+        events.append("both slots taken")
+        assert dying._writer is not None
+        dying._writer.transport.abort()  # the worker is killed
+        slots.append(other.slot("m", 1, hold=30))
+        second = asyncio.ensure_future(slots[-1].__aenter__())
+        done, _ = await asyncio.wait([second], timeout=0.2)
+        events.append("granted at once" if done else "held while the dead call may be open")
+        await asyncio.wait_for(second, 5)
+        events.append("granted once its attempt would have timed out")
+        await server.close()
+        return events
+
+    assert asyncio.run(scenario()) == [
+        "both slots taken",
+        "held while the dead call may be open",
+        "granted once its attempt would have timed out",
+    ]

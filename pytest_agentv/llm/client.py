@@ -247,6 +247,7 @@ class LlmClient:
             )
             if reply.prompt_tokens is not None and reply.completion_tokens is not None:
                 grant.used = reply.prompt_tokens + reply.completion_tokens
+            grant.observed = reply.limits
             if self.budget is not None:  # before the slot is free: the next call sees it
                 self.budget.charge(self.spec.model, reply)
             return reply

@@ -3,11 +3,12 @@ they are known, read the same way from both transports and the replay store."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..redaction import valid_text
 from ..schema.base import metric_number
+from .limits.headers import Observed
 
 
 def token_count(value: Any) -> int | None:
@@ -31,6 +32,8 @@ class Reply:
     #: None when the model's price or the call's usage is unknown; for a reused reply, what its
     #: recording cost.
     cost_usd: float | None = None
+    #: What the reply's rate-limit headers said (never stored: a replayed reply tells nothing).
+    limits: Observed | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # A model may send a lone surrogate escape: the store and reports must be UTF-8.

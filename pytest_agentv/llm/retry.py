@@ -15,13 +15,13 @@ import json
 import random
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
 from ..errors import NotGradedError
 from ..redaction import redact
-from .limits import Grant, Limits
+from .limits import Grant, Limits, Observed, observed
 
 T = TypeVar("T")
 
@@ -82,20 +82,40 @@ class Failure:
     message: str
     retry_after: float | None = None
     rate_limited: bool = False
+    #: What the failed reply's rate-limit headers said, if it had any.
+    observed: Observed | None = None
 
 
-def _header(exc: BaseException, name: str) -> str | None:
+def _headers(exc: BaseException) -> Iterator[Mapping[str, str]]:
+    """The headers of the reply a failed call got: the lean transport's, an SDK response's,
+    or those litellm's exceptions carry (``litellm_response_headers``)."""
     for source in (getattr(exc, "response", None), exc):
         headers = getattr(source, "headers", None) or getattr(
             source, "litellm_response_headers", None
         )
-        if headers is not None:
-            try:
-                value = headers.get(name)
-            except Exception:
-                value = None
-            if value is not None:
-                return str(value)
+        if headers is not None and hasattr(headers, "get"):
+            yield headers
+
+
+def _header(exc: BaseException, name: str) -> str | None:
+    for headers in _headers(exc):
+        try:
+            value = headers.get(name)
+        except Exception:
+            value = None
+        if value is not None:
+            return str(value)
+    return None
+
+
+def _observed(exc: BaseException) -> Observed | None:
+    for headers in _headers(exc):
+        try:
+            found = observed({str(k).lower(): str(v) for k, v in headers.items()})
+        except Exception:
+            found = None
+        if found is not None:
+            return found
     return None
 
 
@@ -139,7 +159,7 @@ def classify(exc: BaseException) -> Failure:
     if status == 429:
         if "insufficient_quota" in text or ("quota" in text.lower() and "exceeded" in text.lower()):
             return Failure(False, message)
-        return Failure(True, message, parse_retry_after(exc), rate_limited=True)
+        return Failure(True, message, parse_retry_after(exc), True, _observed(exc))
     if status is not None and (status in RETRYABLE_STATUS or status >= 500):
         return Failure(True, message, parse_retry_after(exc))
     if status is not None:
@@ -182,16 +202,31 @@ async def with_retries(
 ) -> T:
     """``send(attempt_timeout, grant)`` until it succeeds or the policy gives up
     (``NotGradedError`` naming ``who``, the attempts and the last failure). Each attempt first
-    takes a slot of the run's ``limits`` (``send`` sets ``grant.used`` to the tokens it spent);
-    the call's deadline starts with its first slot, so waiting for the run's limits never counts
-    against it, and each attempt is bounded by what is left of it."""
+    takes a slot of the run's ``limits`` (``send`` sets ``grant.used`` to the tokens it spent,
+    and ``grant.observed`` to what its reply's rate-limit headers said); the call's deadline
+    starts with its first slot, so waiting for the run's limits never counts against it, and
+    each attempt is bounded by what is left of it.
+
+    A 429 waits what its ``retry-after`` asks (every call of the model does: the limits hold
+    them), or, when its rate-limit headers said when the limit is whole again, as long as the
+    limits then hold the retry; only a 429 that said neither is retried after a backoff. A
+    wait that would end past the deadline ends the call at once, saying so."""
     loop = asyncio.get_running_loop()
     deadline: float | None = None
+    failure: Failure | None = None
     attempt = 0
     while True:
         attempt += 1
-        async with limits.slot(model, estimate) as grant:
+        async with limits.slot(
+            model, estimate, hold=policy.attempt_timeout, retry=attempt > 1
+        ) as grant:
             deadline = deadline if deadline is not None else loop.time() + policy.deadline
+            if failure is not None and loop.time() >= deadline:  # the limits held the retry
+                tried = f"{attempt - 1} attempt{'s' if attempt > 2 else ''}"
+                raise NotGradedError(
+                    f"{who} failed after {tried}: no time left within the "
+                    f"{policy.deadline:g}s deadline: {failure.message}"
+                )
             budget = max(min(deadline - loop.time(), policy.attempt_timeout), 0.001)
             try:
                 reply = await within(send(policy.attempt_timeout, grant), budget)
@@ -199,22 +234,31 @@ async def with_retries(
                 raise
             except Exception as exc:
                 failure = classify(exc)
+                grant.observed = failure.observed
             else:
                 limits.succeeded()
                 return reply
         if failure.rate_limited:
-            limits.rate_limited()
+            limits.rate_limited(model, failure.retry_after)
         where = f"{who} failed after {attempt} attempt{'s' if attempt > 1 else ''}"
         if not failure.retryable:
             raise NotGradedError(f"{where} (not retryable): {failure.message}")
         if attempt > policy.retries:
             raise NotGradedError(f"{where} (retry budget spent): {failure.message}")
-        if failure.retry_after is not None and failure.retry_after > policy.retry_after_cap:
+        asked = failure.retry_after
+        if asked is not None and asked > policy.retry_after_cap:
             raise NotGradedError(
-                f"{where}: the server asked to retry after {failure.retry_after:.0f}s, more "
+                f"{where}: the server asked to retry after {asked:.0f}s, more "
                 f"than the {policy.retry_after_cap:.0f}s cap: {failure.message}"
             )
-        pause = policy.delay(attempt, failure.retry_after)
+        if asked is not None and loop.time() + asked >= deadline:
+            raise NotGradedError(
+                f"{where}: the server asked to retry after {asked:g}s, past the call's "
+                f"{policy.deadline:g}s deadline ({max(0.0, deadline - loop.time()):.1f}s "
+                f"left): {failure.message}"
+            )
+        paced = failure.rate_limited and asked is None and failure.observed is not None
+        pause = 0.0 if paced else policy.delay(attempt, asked)
         if loop.time() + pause >= deadline:
             raise NotGradedError(
                 f"{where}: no time left within the {policy.deadline:g}s deadline: {failure.message}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Literal, Protocol, get_args
@@ -24,6 +24,7 @@ from ..errors import NotGradedError
 from ..jsonlines import json_decoder
 from ..redaction import register_secret
 from . import http, prices
+from .limits import observed
 from .reply import Reply
 from .retry import TransportError, error_message
 
@@ -102,7 +103,12 @@ class Transport(Protocol):
 
 
 class LitellmTransport:
-    """Any provider litellm knows; litellm is imported at the first call."""
+    """Any provider litellm knows; litellm is imported at the first call.
+
+    The rate-limit headers of a failed call are read (litellm's exceptions carry them as
+    ``litellm_response_headers``); those of a reply are not: litellm gives them only through
+    private attributes (``_hidden_params``, ``_response_headers``). Such a model is paced by
+    ``--agentv-rpm``/``--agentv-tpm`` and by what its 429s say."""
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
@@ -301,9 +307,9 @@ class LeanTransport:
                 status,
                 response.headers,
             )
-        return self._reply(response.body, status)
+        return self._reply(response.body, status, response.headers)
 
-    def _reply(self, content: bytes, status: int) -> Reply:
+    def _reply(self, content: bytes, status: int, headers: Mapping[str, str]) -> Reply:
         try:
             data = json_decoder(nan=True).decode(content.decode("utf-8"))
             choice = data["choices"][0]
@@ -320,6 +326,7 @@ class LeanTransport:
             cached=False,
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
+            limits=observed(headers),
         )
         prompt, completion, price = reply.prompt_tokens, reply.completion_tokens, self._price
         if price is None or prompt is None or completion is None:

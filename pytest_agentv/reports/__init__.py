@@ -124,6 +124,7 @@ class AgentvReporter:
             else None,
             calibration=self.summary.calibration_lines(),
             comparison=self.summary.comparison_lines(),
+            pacing=self.summary.pacing_lines(),
         )
 
     def _write_reports(self, spool: RowSpool) -> None:

@@ -66,6 +66,8 @@ class Summary:
         self.usage = {"calls": 0, "reused": 0, "tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
         #: Cases that ran several times, their trials, and a fixed count's equivalent.
         self.trials = {"cases": 0, "run": 0, "planned": 0}
+        #: How the calls met the rate limits: the controller's report, or each process's.
+        self.pacing: list[dict[str, Any]] = []
 
     def add(self, row: ResultRow) -> dict[str, Any]:
         """Count one case's row; return what the summary keeps of it."""
@@ -92,6 +94,14 @@ class Summary:
         if isinstance(calibration, dict):
             self.calibrations.append(calibration)
             self._add_usage(calibration.get("usage") or {})
+        pacing = facts.get("pacing")
+        if isinstance(pacing, dict):
+            self.pacing.append(pacing)
+
+    def pacing_lines(self) -> list[str]:
+        from .pacing import merge, pacing_lines
+
+        return pacing_lines(merge(self.pacing))
 
     def write(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.cases and not (self.usage["calls"] or self.usage["reused"] or self.spend):
@@ -148,6 +158,8 @@ class Summary:
             f"agentv: {u['calls']} model calls made, {u['reused']} replies reused from the store, "
             f"{u['tokens']:,} tokens, {cost}"
         )
+        for line in self.pacing_lines():
+            terminalreporter.write_line(printable(line))
         if self.spend is not None and self.settings.budget_usd is not None:
             terminalreporter.write_line(budget_line(self.settings.budget_usd, self.spend()))
         for line in self.comparison_lines():

@@ -228,6 +228,8 @@ class RunFacts:
     calibration: list[str] = field(default_factory=list)
     comparison: list[str] = field(default_factory=list)
     source: str | None = None
+    #: How the run's calls met the rate limits (``reports.pacing``).
+    pacing: list[str] = field(default_factory=list)
 
 
 @dataclass
