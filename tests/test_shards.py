@@ -177,7 +177,8 @@ def test_the_shards_merged_are_the_run(
     assert len(verdicts("all.jsonl")) == 12
     # The same summary, but for which of equal failures it lists first.
     totals = [(mixed.path / name).read_text().splitlines()[2] for name in ("all.md", "whole.md")]
-    assert totals[0] == totals[1] and totals[0].startswith("12 evaluations: 9 pass, 0 borderline, 3 fail")
+    assert totals[0] == totals[1]
+    assert totals[0].startswith("12 evaluations: 9 pass, 0 borderline, 3 fail")
 
 
 def test_a_missing_or_doubled_shard_is_refused(
