@@ -119,20 +119,34 @@ def agentv_results(reprec: pytest.HookRecorder) -> dict[str, dict[str, Any]]:
     return found
 
 
-def still_running(pids: list[int], within: float = 10.0) -> list[int]:
-    """The processes still alive (zombies aside) after waiting up to ``within`` for them to go.
+def recorded(*paths: Path) -> list[tuple[int, float]]:
+    """The processes that wrote their pid into ``paths`` (files, or folders of files named by
+    pid), with when each file was written: a process that has that pid now but started later is
+    another one (pids are reused, within seconds when a suite starts thousands of processes)."""
+    found = []
+    for path in paths:
+        for file in sorted(path.iterdir()) if path.is_dir() else [path]:
+            pid = file.name if path.is_dir() else file.read_text().strip()
+            found.append((int(pid), file.stat().st_mtime))
+    return found
+
+
+def still_running(pids: list[tuple[int, float]], within: float = 10.0) -> list[int]:
+    """The recorded processes (``recorded``) still alive (zombies aside) after waiting up to
+    ``within`` for them to go.
 
     A process killed with SIGKILL is gone a moment later, not at once: polling for that moment
     instead of sleeping a fixed time is quick on an idle machine and still right on a busy one.
     """
 
-    def alive(pid: int) -> bool:
+    def alive(pid: int, written: float) -> bool:
         try:
-            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+            process = psutil.Process(pid)
+            return process.create_time() <= written + 1 and process.status() != psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
             return False
 
     deadline = time.monotonic() + within
-    while (running := [pid for pid in pids if alive(pid)]) and time.monotonic() < deadline:
+    while (running := [pid for pid, at in pids if alive(pid, at)]) and time.monotonic() < deadline:
         time.sleep(0.02)
     return running

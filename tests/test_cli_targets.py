@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.helpers import still_running, write
+from tests.helpers import recorded, still_running, write
 
 ECHO_AGENT = """\
 import json, sys
@@ -433,9 +433,9 @@ def test_a_healthcheck_still_running_when_the_run_stops_is_killed(
     (project.path / "h.eval.yaml").rename(project.path / "z.eval.yaml")
     reprec = project.inline_run("-x", "--agentv-concurrency", "4")
     reprec.assertoutcome(failed=1)
-    pid = int((project.path / "check.pid").read_text())
+    [(pid, written)] = recorded(project.path / "check.pid")
     try:
-        assert still_running([pid]) == []
+        assert still_running([(pid, written)]) == []
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pytest_agentv.evaluators.code_judge import parse_judge_output
-from tests.helpers import still_running, write
+from tests.helpers import recorded, still_running, write
 
 PAYLOAD_DUMPER = """\
 import json, sys
@@ -304,7 +304,7 @@ def test_hanging_judge_is_killed_at_its_timeout(project: pytest.Pytester) -> Non
     result = project.runpytest()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*✗ code judge timed out after 1s and was killed"])
-    assert still_running([int((project.path / "judge.pid").read_text())]) == []
+    assert still_running(recorded(project.path / "judge.pid")) == []
     assert result.duration < 25  # well short of the judge's 30 s sleep
 
 

@@ -22,7 +22,7 @@ from pytest_agentv.processes import (
     run_process,
 )
 from pytest_agentv.scheduler import shared_loop
-from tests.helpers import still_running, write
+from tests.helpers import recorded, still_running, write
 
 
 def run(argv: list[str] | str, timeout: float = 1.0, stdin: bytes = b"{}") -> ProcessResult:
@@ -261,7 +261,7 @@ def test_descendants_that_left_the_group_die_with_a_normal_end(project: pytest.P
     escaper_project(project, cases=2, hang=False)
     result = project.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
-    pids = [int(p.name) for p in (project.path / "escapees").iterdir()]
+    pids = recorded(project.path / "escapees")
     assert len(pids) == 4 * 3
     assert still_running(pids, within=30) == []
 
@@ -286,8 +286,8 @@ def test_no_descendant_outlives_a_terminated_or_killed_run(
         while len(list((project.path / "hanging").iterdir())) < 4:
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
-        hanging = [int(p.name) for p in (project.path / "hanging").iterdir()]
-        escapees = [int(p.name) for p in (project.path / "escapees").iterdir()]
+        hanging = recorded(project.path / "hanging")
+        escapees = recorded(project.path / "escapees")
         assert len(escapees) == 4 * 3
         process.send_signal(sig)
         output = process.communicate(timeout=60)[0].decode()

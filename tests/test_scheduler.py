@@ -16,7 +16,7 @@ import pytest
 from pytest_agentv.llm.limits import CallLimits
 from tests.fake_openai import Action, Delay, FakeOpenAI, Gate, Request, Status
 from tests.fake_openai import freeform as freeform_reply
-from tests.helpers import cli_agent, still_running, write
+from tests.helpers import cli_agent, recorded, still_running, write
 
 RELAY_JUDGE = """\
 import json, sys, urllib.request
@@ -146,7 +146,7 @@ def test_keyboard_interrupt_cancels_work_and_kills_judges(project: pytest.Pytest
     # pytest did not wait for the sleeping judges: none of them lived to finish its sleep.
     assert list((project.path / "finished").iterdir()) == []
     assert result.duration < 30
-    pids = [int(p.name) for p in (project.path / "pids").iterdir()]
+    pids = recorded(project.path / "pids")
     assert len(pids) >= 3
     assert still_running(pids) == []
 

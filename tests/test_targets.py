@@ -249,7 +249,9 @@ def test_cli_target_failures_are_not_graded(
     result.stdout.fnmatch_lines(["*ERROR at setup of eval: a*", message, "*2 not graded*"])
     assert result.duration < 25  # well short of the 30 s sleep of the timeout case
     if "sleep" in command:
-        pids = [int(pid) for pid in (project.path / "agent.pids").read_text().split()]
+        file = project.path / "agent.pids"
+        written = file.stat().st_mtime
+        pids = [(int(pid), written) for pid in file.read_text().split()]
         assert len(pids) == 2
         assert still_running(pids) == []
 

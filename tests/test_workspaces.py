@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_openai import FakeOpenAI, freeform
-from tests.helpers import agentv_results, judge_ini, still_running, write
+from tests.helpers import agentv_results, judge_ini, recorded, still_running, write
 
 #: A CLI agent that edits the template's file, adds one, and says where it ran.
 EDITING_AGENT = """\
@@ -198,7 +198,7 @@ def test_a_hook_that_leaves_a_process_running_fails_and_the_process_is_killed(
         "{hooks: {before_each: {command: [sh, -c, 'sleep 60 & echo $! > left.pid']}}}",
         "workspace hook before_each (sh -c *) exited but left 1 process(es) running*",
     )
-    assert still_running([int((project.path / "left.pid").read_text())]) == []
+    assert still_running(recorded(project.path / "left.pid")) == []
 
 
 @pytest.mark.parametrize(
