@@ -10,7 +10,7 @@ title, a routing decision) get a short answer and are not turns. Every request i
 tests count turns and read what the agent sent back (its tool results).
 
 Modelled on ``tests.fake_openai``: a threading HTTP server on 127.0.0.1, bounded, stopped by
-its fixture; test modules import ``FakeVendor``, ``Say``, ``Use``, ``Hang``.
+its fixture (``vendors``); test modules import ``FakeVendor``, ``Say``, ``Use``, ``Hang``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -332,8 +332,16 @@ class FakeVendor:
 
 
 @pytest.fixture
-def vendor() -> Iterator[FakeVendor]:
-    """A fake model API for one agent, stopped (and its hanging turns released) after."""
-    server = FakeVendor().start()
-    yield server
-    server.stop()
+def vendors() -> Iterator[Callable[..., FakeVendor]]:
+    """Start fake model APIs (``vendors(*turns)``, one per agent), stopped (and their hanging
+    turns released) after the test."""
+    started: list[FakeVendor] = []
+
+    def start(*turns: Turn) -> FakeVendor:
+        server = FakeVendor(*turns).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

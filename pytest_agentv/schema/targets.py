@@ -64,17 +64,16 @@ TARGET_SETTINGS: dict[str, dict[str, Any]] = {
     "temperature": {"type": "number"},
     "max_tokens": {"type": "integer"},
     "max_output_tokens": {"type": "integer"},
-    "api_format": {"enum": ["chat", "responses"]},
-    "verbose": {"type": "boolean"},
 }
 
 _NAMES = {"type": "array", "items": _STRING}
 
-#: Settings of the coding agents and the providers that read recorded runs (``targets/``: one
-#: module per agent, ``replay``, ``copilot-log``) beyond those any target has, by provider: the
-#: loader warns about a key the target's provider does not read, and the targets-file JSON
-#: Schema has them all.
-AGENT_SETTINGS: dict[str, dict[str, Any]] = {
+#: Settings only some providers read (``PROVIDER_SETTINGS`` says which: mostly the coding
+#: agents and the providers that read recorded runs), with their JSON Schema: the loader warns
+#: about a key the target's provider does not read; the targets-file JSON Schema has them all.
+OWN_SETTINGS: dict[str, dict[str, Any]] = {
+    "verbose": {"type": "boolean"},
+    "api_format": {"enum": ["chat", "responses"]},
     "executable": _STRING,
     "binary": _STRING,
     "args": _NAMES,
@@ -109,6 +108,9 @@ _AGENT += ("arguments", "system_prompt", "env", "home", "stream_log", "log_forma
 _AGENT += ("log_directory", "base_url", "endpoint", "api_key", "bypass_permissions", "verbose")
 #: Each provider's own settings (its aliases are in ``PROVIDER_ALIASES``).
 PROVIDER_SETTINGS: dict[str, tuple[str, ...]] = {
+    "cli": ("verbose",),
+    "openai": ("api_format",),
+    "azure": ("api_format",),
     "claude-cli": (*_AGENT, "max_turns", "max_budget_usd"),
     "codex": (*_AGENT, "model_reasoning_effort"),
     "gemini-cli": (*_AGENT, "max_turns"),
@@ -127,7 +129,7 @@ PROVIDER_ALIASES = {
 
 
 def provider_settings(provider: str) -> tuple[str, ...]:
-    """The settings a provider reads beyond ``TARGET_SETTINGS`` (none for the others)."""
+    """The settings of ``OWN_SETTINGS`` a provider reads (none for the others)."""
     name = provider.lower()
     return PROVIDER_SETTINGS.get(PROVIDER_ALIASES.get(name, name), ())
 

@@ -18,7 +18,6 @@ outlives its deadline, or was refused a tool it needed permission for.
 
 from __future__ import annotations
 
-import logging
 import shlex
 import tempfile
 import time
@@ -38,6 +37,7 @@ from ..redaction import redact, register_secret
 from ..settings import environment
 from .base import TargetDefinition
 from .catalog import ENV_REF
+from .cli import log_command
 from .events import Event, EventStream, Transcript
 
 #: The most an agent may print in one run; its partial-message events are read and dropped.
@@ -45,8 +45,6 @@ MAX_STREAM_BYTES = 64 * 1024 * 1024
 #: The deadline of an agent without ``timeout_seconds``: the run's ``--agentv-target-timeout``
 #: stops it first.
 _NO_DEADLINE = 24 * 3600.0
-
-log = logging.getLogger("pytest_agentv.targets")
 
 
 @dataclass(frozen=True)
@@ -252,7 +250,7 @@ class AgentTarget:
                 work = self.cwd
             env = self.environment(home)
             if self.verbose:
-                log.info("%s: cwd=%s command=%s", self.what, work, redact(shlex.join(argv)))
+                log_command(self.what, work, shlex.join(argv))
             result, stream, log_file = await self._run(argv, stdin, work, env, case, attempt)
         events = stream.close()
         transcript = Transcript(self.program.provider)
