@@ -1,9 +1,10 @@
 """The coding agents' CLIs the tests run, installed from npm at pinned versions into a cache
 folder keyed by those versions, so that later runs (and CI's next one) reuse them.
 
-``python -m tests.agent_clis`` installs them (``.ci/run`` does, before the tests); the
-``agent_bin`` fixture (``tests/conftest.py``) installs them on first use, one process at a time
-(a lock file: pytest-xdist's workers share the folder), and skips a test, saying why, only
+``python -m tests.agent_clis`` installs them and prints their folder (``.ci/run`` does, before
+the tests; it exits 3, saying why, where they cannot be installed). The ``agent_bin`` fixture
+(this module is a plugin of ``tests/conftest.py``) installs them on first use, one process at a
+time (a lock file: pytest-xdist's workers share the folder), and skips a test, saying why, only
 where npm is missing or cannot reach its registry.
 """
 
@@ -31,7 +32,7 @@ PINNED = {
 _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "network")
 
 
-def folder() -> Path:
+def _folder() -> Path:
     """Where these versions are installed."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     specs = sorted(f"{package}@{version}" for package, version, _ in PINNED.values())
@@ -39,10 +40,14 @@ def folder() -> Path:
     return cache / "pytest-agentv" / "agents" / key
 
 
+#: Found when the tests start: pytester gives each test a ``HOME`` of its own.
+FOLDER = _folder()
+
+
 def install() -> Path | str:
     """The folder of the installed programs, installing them if they are not; or why they
     cannot be installed here (npm missing or offline). Any other failure raises."""
-    target = folder()
+    target = FOLDER
     done = target / ".complete"
     if done.exists():
         return target / "node_modules" / ".bin"
@@ -84,4 +89,4 @@ def agent_bin() -> Path:
 if __name__ == "__main__":
     found = install()
     print(found)
-    sys.exit(0 if isinstance(found, Path) else 1)
+    sys.exit(0 if isinstance(found, Path) else 3)  # 3: they cannot be installed here
