@@ -22,7 +22,7 @@ import shlex
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -94,13 +94,6 @@ def prompt_document(case: PreparedCase) -> str:
     )
 
 
-def _text(settings: Mapping[str, Any], key: str, what: str, where: Callable[..., str]) -> Any:
-    value = settings.get(key)
-    if value is not None and not (isinstance(value, str) and value.strip()):
-        raise ConfigError(f"{what} ({where(key)}): {key} must be a non-empty string")
-    return value.strip() if isinstance(value, str) else None
-
-
 class AgentTarget:
     """One coding agent as a target (see the module). A kind says what its program is
     (``program``) and how to drive it: ``arguments`` (its command line and stdin),
@@ -108,65 +101,63 @@ class AgentTarget:
     events into the transcript)."""
 
     program: ClassVar[AgentProgram]
-    #: Settings AgentV reads for some agents that this kind has no way to honour.
-    refused: ClassVar[dict[str, str]] = {}
 
     def __init__(self, target: TargetDefinition) -> None:
-        settings, where = target.settings, target.where
         self.name = target.name
         self.judge_target = target.judge_target
-        self.what = what = f"{self.program.provider} target '{target.name}'"
-        for key, reason in self.refused.items():
-            if key in settings:
-                raise ConfigError(f"{what} ({where(key)}): {key} {reason}")
-        self.settings = settings
-        self.where = where
-        executable = _text(settings, "executable", what, where) or _text(
-            settings, "binary", what, where
-        )
-        self.executable = shlex.split(executable or self.program.program)
+        self.what = f"{self.program.provider} target '{target.name}'"
+        self.settings = target.settings
+        self.where = target.where
+        self.executable = shlex.split(self._text("executable", "binary") or self.program.program)
         if "/" in self.executable[0] and not Path(self.executable[0]).is_absolute():
             self.executable[0] = str(target.folder / self.executable[0])
-        self.model: str | None = _text(settings, "model", what, where)
-        cwd = _text(settings, "cwd", what, where)
+        self.model = self._text("model")
+        cwd = self._text("cwd")
         self.cwd = (
-            resolve_reference(cwd, start=target.folder, rootdir=target.rootdir, what=f"{what} cwd")
+            resolve_reference(cwd, start=target.folder, rootdir=target.rootdir, what=self.what)
             if cwd
             else None
         )
-        timeout = settings.get("timeout_seconds")
+        timeout = self.settings.get("timeout_seconds")
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
         ):
-            raise ConfigError(f"{what} ({where('timeout_seconds')}): timeout_seconds must be > 0")
+            raise self.invalid("timeout_seconds", "a number of seconds > 0")
         self.timeout: float | None = float(timeout) if timeout is not None else None
-        args = settings.get("args", settings.get("arguments", []))
+        args = self.settings.get("args", self.settings.get("arguments", []))
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise ConfigError(f"{what} ({where('args')}): args must be a list of strings")
+            raise self.invalid("args", "a list of strings")
         self.args: list[str] = args
-        self.system_prompt: str | None = _text(settings, "system_prompt", what, where)
-        self.base_url: str | None = _text(settings, "base_url", what, where) or _text(
-            settings, "endpoint", what, where
-        )
-        self.api_key: str | None = _text(settings, "api_key", what, where)
+        self.system_prompt = self._text("system_prompt")
+        self.base_url = self._text("base_url", "endpoint")
+        self.api_key = self._text("api_key")
         if self.api_key:
             register_secret(self.api_key)
         self.bypass = self._flag("bypass_permissions", True)
         self.verbose = self._flag("verbose", False)
-        self.env = self._env(settings.get("env"))
-        home = settings.get("home", "fresh")
+        self.env = self._env(self.settings.get("env"))
+        home = self.settings.get("home", "fresh")
         if home not in ("fresh", "inherit"):
             raise self.invalid("home", "'fresh' or 'inherit'")
         self.fresh_home = home == "fresh"
         self.stream_log = self._stream_log()
-        log_dir = _text(settings, "log_dir", what, where) or _text(
-            settings, "log_directory", what, where
-        )
+        log_dir = self._text("log_dir", "log_directory")
         self.log_dir = target.rootdir / (log_dir or f".agentv/logs/{self.program.provider}")
 
     def invalid(self, key: str, expected: str) -> ConfigError:
         """The error of a setting that is not what it must be."""
         return ConfigError(f"{self.what} ({self.where(key)}): {key} must be {expected}")
+
+    def _text(self, *keys: str) -> str | None:
+        """The first of these settings that is given (a non-empty string)."""
+        for key in keys:
+            value = self.settings.get(key)
+            if value is None:
+                continue
+            if not (isinstance(value, str) and value.strip()):
+                raise self.invalid(key, "a non-empty string")
+            return value.strip()
+        return None
 
     def _flag(self, key: str, default: bool) -> bool:
         value = self.settings.get(key, default)
