@@ -65,17 +65,19 @@ targets:
 """
 
 
+def one_case(pytester: pytest.Pytester, expected: str) -> None:
+    """An eval file of one case whose answer must contain ``expected``."""
+    case = f"{{id: a, input: q, assertions: [{{type: contains, value: {expected}}}]}}"
+    write(pytester, "a.eval.yaml", f"tests:\n  - {case}\n")
+
+
 @pytest.mark.parametrize(
     "target", ["claude", "codex", "copilot", "pi", "copilot-log", "replay_coding_agent"]
 )
 def test_agentv_s_own_agent_targets_collect_clean(project: pytest.Pytester, target: str) -> None:
     write(project, ".agentv/targets.yaml", AGENTV_STYLE)
     write(project, "fixtures.jsonl", "")
-    write(
-        project,
-        "a.eval.yaml",
-        "tests:\n  - {id: a, input: q, assertions: [{type: contains, value: x}]}\n",
-    )
+    one_case(project, "x")
     result = project.runpytest("--co", "-q", "-W", "error", f"--agentv-target={target}")
     result.assert_outcomes()
     assert "warning" not in result.stdout.str().lower()
@@ -100,11 +102,7 @@ def test_a_setting_that_is_not_what_it_must_be_names_its_line(
         ".agentv/targets.yaml",
         f"targets:\n  - name: default\n    provider: codex\n    {setting}\n",
     )
-    write(
-        project,
-        "a.eval.yaml",
-        "tests:\n  - {id: a, input: q, assertions: [{type: contains, value: x}]}\n",
-    )
+    one_case(project, "x")
     result = project.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*codex target 'default' (*targets.yaml:4:*): {problem}*"])
@@ -127,11 +125,7 @@ def test_agentv_providers_out_of_scope_say_why(
     write(
         project, ".agentv/targets.yaml", f"targets:\n  - {{name: default, provider: {provider}}}\n"
     )
-    write(
-        project,
-        "a.eval.yaml",
-        "tests:\n  - {id: a, input: q, assertions: [{type: contains, value: x}]}\n",
-    )
+    one_case(project, "x")
     result = project.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*AgentV's provider '{provider}' *{reason}*"])
@@ -140,11 +134,7 @@ def test_agentv_providers_out_of_scope_say_why(
 def test_a_model_target_s_api_format_is_read(project: pytest.Pytester) -> None:
     target = "{name: default, provider: openai, model: m, api_format: responses}"
     write(project, ".agentv/targets.yaml", f"targets:\n  - {target}\n")
-    write(
-        project,
-        "a.eval.yaml",
-        "tests:\n  - {id: a, input: q, assertions: [{type: contains, value: x}]}\n",
-    )
+    one_case(project, "x")
     result = project.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*api_format 'responses' is not supported*chat completions*"])
@@ -153,11 +143,7 @@ def test_a_model_target_s_api_format_is_read(project: pytest.Pytester) -> None:
 def test_verbose_logs_each_command_a_cli_target_runs(project: pytest.Pytester) -> None:
     target = "{name: default, provider: cli, command: 'echo hello {EVAL_ID}', verbose: true}"
     write(project, ".agentv/targets.yaml", f"targets:\n  - {target}\n")
-    write(
-        project,
-        "a.eval.yaml",
-        "tests:\n  - {id: a, input: q, assertions: [{type: contains, value: hello}]}\n",
-    )
+    one_case(project, "hello")
     result = project.runpytest("--log-cli-level=INFO")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*cli target 'default': cwd=* command=echo hello a*"])
@@ -171,11 +157,7 @@ def test_a_summary_stream_log_names_each_tool_call(
         "claude-cli", agent_bin, fake, name="default", stream_log="summary", log_dir="logs"
     )
     write(project, ".agentv/targets.yaml", "targets:\n" + target)
-    write(
-        project,
-        "a.eval.yaml",
-        "tests:\n  - {id: a, input: q, assertions: [{type: contains, value: hello}]}\n",
-    )
+    one_case(project, "hello")
     project.runpytest().assert_outcomes(passed=1)
     [log] = (project.path / "logs").iterdir()
     assert log.name.endswith(".log") and "_default_a_attempt-1_" in log.name

@@ -117,16 +117,10 @@ def _result(data: dict[str, Any], transcript: Transcript, ending: Ending) -> Non
     transcript.model_calls = int(turns) if turns is not None else None
     usage = data.get("usage")
     if isinstance(usage, dict):
-        counts = {k: number(usage.get(k)) or 0 for k in ("input_tokens", "output_tokens")}
-        cached = number(usage.get("cache_read_input_tokens")) or 0
-        written = number(usage.get("cache_creation_input_tokens")) or 0
-        transcript.add_usage(
-            {
-                "input": counts["input_tokens"] + cached + written,
-                "output": counts["output_tokens"],
-                "cached": cached,
-            }
-        )
+        inputs = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        counts = {"input": sum(number(usage.get(key)) or 0 for key in inputs), **usage}
+        names = {"output": "output_tokens", "cached": "cache_read_input_tokens"}
+        transcript.add_usage(counts, input="input", **names)
     denied = data.get("permission_denials")
     for refusal in denied if isinstance(denied, list) else ():
         if isinstance(refusal, dict):

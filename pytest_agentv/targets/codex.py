@@ -80,16 +80,13 @@ class CodexTarget(AgentTarget):
                 _item(item, event, transcript)
             elif event.type == "turn.completed":
                 ending.finished = True
-                usage = event.data.get("usage")
-                if isinstance(usage, dict):
-                    transcript.add_usage(
-                        {
-                            "input": usage.get("input_tokens"),
-                            "output": usage.get("output_tokens"),
-                            "cached": usage.get("cached_input_tokens"),
-                            "reasoning": usage.get("reasoning_output_tokens"),
-                        }
-                    )
+                transcript.add_usage(
+                    event.data.get("usage"),
+                    input="input_tokens",
+                    output="output_tokens",
+                    cached="cached_input_tokens",
+                    reasoning="reasoning_output_tokens",
+                )
             elif event.type == "turn.failed":
                 error = event.data.get("error")
                 said = error.get("message") if isinstance(error, dict) else None

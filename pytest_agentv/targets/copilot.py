@@ -128,16 +128,9 @@ def _usage(usage: Any, transcript: Transcript) -> None:
     """One model call's tokens and cost (``session.usage_record``)."""
     if not isinstance(usage, dict):
         return
-    transcript.add_usage(
-        {
-            "input": usage.get("inputTokens"),
-            "output": usage.get("outputTokens"),
-            "cached": usage.get("cacheReadTokens"),
-        }
-    )
-    cost = number(usage.get("cost"))
-    if cost is not None:
-        transcript.cost_usd = (transcript.cost_usd or 0.0) + cost
+    names = {"input": "inputTokens", "output": "outputTokens", "cached": "cacheReadTokens"}
+    transcript.add_usage(usage, **names)
+    transcript.add_cost(usage.get("cost"))
     transcript.model_calls = (transcript.model_calls or 0) + 1
 
 
@@ -145,10 +138,7 @@ def _metrics(metrics: Any, transcript: Transcript) -> None:
     """The session's tokens by model (``session.shutdown``), as AgentV reads them."""
     for entry in metrics.values() if isinstance(metrics, dict) else ():
         usage = entry.get("usage") if isinstance(entry, dict) else None
-        if isinstance(usage, dict):
-            transcript.add_usage(
-                {"input": usage.get("inputTokens"), "output": usage.get("outputTokens")}
-            )
+        transcript.add_usage(usage, input="inputTokens", output="outputTokens")
 
 
 def build(target: TargetDefinition, services: TargetServices) -> CopilotTarget:

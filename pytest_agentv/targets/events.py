@@ -252,14 +252,22 @@ class Transcript:
         """Whether the agent made the call of that id."""
         return call_id in self._calls
 
-    def add_usage(self, usage: Mapping[str, Any]) -> None:
-        """Token counts of a model call (``input``, ``output``, ``cached``, ``reasoning``), added
-        to those before."""
+    def add_usage(self, source: Any, **names: str) -> None:
+        """Token counts (``input``, ``output``, ``cached``, ``reasoning``) read from ``source``
+        under the agent's names for them (``input="input_tokens"``), added to those before; a
+        source that is not an object adds none."""
+        if not isinstance(source, Mapping):
+            return
         total = dict(self.usage or {})
-        for key, value in usage.items():
-            if (count := number(value)) is not None:
+        for key, name in names.items():
+            if (count := number(source.get(name))) is not None:
                 total[key] = total.get(key, 0) + count
         self.usage = total
+
+    def add_cost(self, value: Any) -> None:
+        """A model call's cost in dollars, added to those before (none: not a number)."""
+        if (cost := number(value)) is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + cost
 
     def response(self, what: str, duration_ms: float) -> TargetResponse:
         """The answer: the last assistant text, the messages, usage, cost, duration (the

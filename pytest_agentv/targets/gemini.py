@@ -106,13 +106,7 @@ class GeminiTarget(AgentTarget):
 def _stats(stats: object, transcript: Transcript) -> None:
     if not isinstance(stats, dict):
         return
-    transcript.add_usage(
-        {
-            "input": stats.get("input_tokens"),
-            "output": stats.get("output_tokens"),
-            "cached": stats.get("cached"),
-        }
-    )
+    transcript.add_usage(stats, input="input_tokens", output="output_tokens", cached="cached")
     transcript.duration_ms = number(stats.get("duration_ms"))
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from .agent import AgentProgram, AgentTarget, Ending
 from .base import TargetDefinition, TargetServices
-from .events import Event, Transcript, number
+from .events import Event, Transcript
 
 PI = AgentProgram(
     provider="pi-cli",
@@ -136,18 +136,9 @@ def _assistant(message: dict[str, Any], event: Event, transcript: Transcript, en
             args = part.get("arguments", part.get("input"))
             transcript.call(part["name"], args, event.at, call_id)
     usage = message.get("usage")
-    if isinstance(usage, dict):
-        transcript.add_usage(
-            {
-                "input": usage.get("input"),
-                "output": usage.get("output"),
-                "cached": usage.get("cacheRead"),
-            }
-        )
-        cost = usage.get("cost")
-        spent = number(cost.get("total")) if isinstance(cost, dict) else None
-        if spent is not None:
-            transcript.cost_usd = (transcript.cost_usd or 0.0) + spent
+    transcript.add_usage(usage, input="input", output="output", cached="cacheRead")
+    cost = usage.get("cost") if isinstance(usage, dict) else None
+    transcript.add_cost(cost.get("total") if isinstance(cost, dict) else None)
     stopped = message.get("stopReason")
     failed = stopped in ("error", "aborted")
     end.error = str(message.get("errorMessage") or f"the model call {stopped}") if failed else None
