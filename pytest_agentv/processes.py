@@ -169,7 +169,7 @@ class _Collector(asyncio.SubprocessProtocol):
         loop = asyncio.get_running_loop()
         self.max_stdout = max_stdout
         self.reader = reader
-        self.read = 0
+        self.received = 0
         self.out = bytearray()
         self.err = bytearray()
         self.exited = loop.create_future()
@@ -182,8 +182,8 @@ class _Collector(asyncio.SubprocessProtocol):
             self.err.extend(data)
             del self.err[:-STDERR_TAIL_BYTES]
         elif not self.flooded.done():
-            self.read += len(data)
-            if self.read > self.max_stdout:
+            self.received += len(data)
+            if self.received > self.max_stdout:
                 self.out.clear()
                 self.flooded.set_result(None)
             elif self.reader is not None:
