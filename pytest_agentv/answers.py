@@ -129,6 +129,9 @@ class TargetResponse:
     #: The workspace the answer was made in, and the changes made there (a unified diff).
     workspace_path: str | None = None
     file_changes: str | None = None
+    #: The model calls that made the answer, when its target counts them (a coding agent's
+    #: turns); else execution-metrics counts the assistant messages.
+    llm_call_count: int | None = None
 
     def trace_summary(self) -> dict[str, Any] | None:
         """AgentV's ``trace_summary``: tool calls by name, errors, usage, cost and duration,
@@ -141,6 +144,7 @@ class TargetResponse:
             and self.token_usage is None
             and self.cost_usd is None
             and self.duration_ms is None
+            and self.llm_call_count is None
         ):
             return None
         by_name: dict[str, int] = {}
@@ -161,6 +165,8 @@ class TargetResponse:
             summary["cost_usd"] = self.cost_usd
         if self.duration_ms is not None:
             summary["duration_ms"] = self.duration_ms
+        if self.llm_call_count is not None:
+            summary["llm_call_count"] = self.llm_call_count
         if durations:
             summary["tool_durations"] = durations
         return summary

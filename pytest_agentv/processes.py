@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,11 +161,15 @@ def _kill_group(pid: int, sig: int) -> None:
 
 class _Collector(asyncio.SubprocessProtocol):
     """Collects a child's output as it arrives: stdout up to a cap, then discarded to the end
-    (a pipe left full would keep the child's writers blocked), and the tail of stderr."""
+    (a pipe left full would keep the child's writers blocked), and the tail of stderr. With
+    ``reader``, stdout goes to it as it arrives instead of being kept (a stream read event by
+    event); the cap counts it all the same."""
 
-    def __init__(self, max_stdout: int) -> None:
+    def __init__(self, max_stdout: int, reader: Callable[[bytes], None] | None = None) -> None:
         loop = asyncio.get_running_loop()
         self.max_stdout = max_stdout
+        self.reader = reader
+        self.received = 0
         self.out = bytearray()
         self.err = bytearray()
         self.exited = loop.create_future()
@@ -178,10 +182,14 @@ class _Collector(asyncio.SubprocessProtocol):
             self.err.extend(data)
             del self.err[:-STDERR_TAIL_BYTES]
         elif not self.flooded.done():
-            self.out.extend(data)
-            if len(self.out) > self.max_stdout:
+            self.received += len(data)
+            if self.received > self.max_stdout:
                 self.out.clear()
                 self.flooded.set_result(None)
+            elif self.reader is not None:
+                self.reader(data)
+            else:
+                self.out.extend(data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         self._open.discard(fd)
@@ -233,11 +241,13 @@ async def run_process(
     env: Mapping[str, str] | None = None,
     timeout: float,
     max_stdout: int = MAX_STDOUT_BYTES,
+    reader: Callable[[bytes], None] | None = None,
 ) -> ProcessResult:
-    """Run a command (argv list, or a string for ``/bin/sh -c``) and collect its output; the
-    ``timeout`` starts once a slot is free (``limit_children``)."""
+    """Run a command (argv list, or a string for ``/bin/sh -c``) and collect its output (or
+    hand stdout to ``reader`` as it arrives); the ``timeout`` starts once a slot is free
+    (``limit_children``)."""
     async with _child_slot():
-        return await _run_process(argv, stdin, cwd, env, timeout, max_stdout)
+        return await _run_process(argv, stdin, cwd, env, timeout, max_stdout, reader)
 
 
 def _child_slot() -> contextlib.AbstractAsyncContextManager[object]:
@@ -257,6 +267,7 @@ async def _run_process(
     env: Mapping[str, str] | None,
     timeout: float,
     max_stdout: int,
+    reader: Callable[[bytes], None] | None,
 ) -> ProcessResult:
     args = ["/bin/sh", "-c", argv] if isinstance(argv, str) else python_argv(argv)
     environ = child_env(env)
@@ -266,7 +277,7 @@ async def _run_process(
     started = time.monotonic()
     loop = asyncio.get_running_loop()
     transport, collector = await loop.subprocess_exec(
-        lambda: _Collector(max_stdout),
+        lambda: _Collector(max_stdout, reader),
         *args,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

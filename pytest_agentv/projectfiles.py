@@ -17,7 +17,13 @@ from .errors import did_you_mean
 from .loader.validation import FileWarning, unknown_key_warnings, validate
 from .paths import display_path, nearest_file
 from .schema.project import CalibrationFile, ProjectConfig
-from .schema.targets import CLI_PLACEHOLDERS, TARGET_SETTINGS, TargetConfig, TargetsFile
+from .schema.targets import (
+    CLI_PLACEHOLDERS,
+    TARGET_SETTINGS,
+    TargetConfig,
+    TargetsFile,
+    provider_settings,
+)
 from .spellings import AGENTV_ONLY_TARGET_SETTINGS, TARGET_SETTING_ALIASES, key_at, locate
 from .yamlfile import child_at, line_col, parse_yaml
 
@@ -77,7 +83,7 @@ def load_targets_file(path: Path, display: str) -> LoadedTargets:
                             positions[f"{target.name}.{key}.{inner.value}"] = line_col(value)
         notes: list[FileWarning] = []
         for written in target.model_extra or {}:
-            if written in known:
+            if written in known or written in provider_settings(target.provider):
                 continue
             line = line_col(key_at(node, written) or node)[0]
             why = (

@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
+from tests.agent_clis import install
 from tests.fake_openai import FakeOpenAI, Request, checklist, freeform, ranges
 from tests.helpers import judge_ini
 
 
-def test_examples_run_offline(pytester: pytest.Pytester) -> None:
+@pytest.fixture
+def claude(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Claude Code on PATH for the coding-agent example (installed as the agents' tests install
+    it), and how many cases that example passes: 1; or 0 where it cannot be installed (its case
+    is then skipped, as for a user without it)."""
+    found = install()
+    if isinstance(found, str):
+        return 0
+    monkeypatch.setenv("PATH", f"{found}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("IS_SANDBOX", "1")  # as root, Claude Code skips permissions only so
+    return 1
+
+
+def test_examples_run_offline(pytester: pytest.Pytester, claude: int) -> None:
     pytester.copy_example(".")
     result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-html", "report.html")
-    result.assert_outcomes(passed=23, skipped=8, xfailed=3)
+    result.assert_outcomes(passed=23 + claude, skipped=9 - claude, xfailed=3)
     assert result.ret == pytest.ExitCode.OK
     page = (pytester.path / "report.html").read_text()
     assert 'id="evals/refunds.eval.yaml::showcase-wrong-policy"' in page
@@ -64,13 +79,15 @@ def grade(request: Request) -> str:
     return freeform(0.95, ["accurate"], [], "matches the policy")
 
 
-def test_llm_examples_with_a_judge(pytester: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+def test_llm_examples_with_a_judge(
+    pytester: pytest.Pytester, fake_llm: FakeOpenAI, claude: int
+) -> None:
     pytester.copy_example(".")
     fake_llm.responder = grade
     ini = judge_ini(fake_llm).replace("agentv_cache_mode = off\n", "")
     (pytester.path / "pytest.ini").write_text(ini + "agentv_cache_dir = .agentv/test-cache\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-results=out.jsonl")
-    result.assert_outcomes(passed=31, xfailed=3)
+    result.assert_outcomes(passed=31 + claude, skipped=1 - claude, xfailed=3)
     result.stdout.fnmatch_lines(["*judge openai/fake-judge graded 3 canaries as expected"])
     # The default judge's request stands at the top level; listed evaluators carry their own.
     modes = {
@@ -92,5 +109,5 @@ def test_llm_examples_with_a_judge(pytester: pytest.Pytester, fake_llm: FakeOpen
     assert '"facts": {' in decision.user and '"tone": {' in decision.user
     fake_llm.stop()
     replayed = pytester.runpytest("-p", "no:cacheprovider", "--agentv-cache-mode=replay")
-    replayed.assert_outcomes(passed=31, xfailed=3)
+    replayed.assert_outcomes(passed=31 + claude, skipped=1 - claude, xfailed=3)
     replayed.stdout.fnmatch_lines(["agentv: 0 model calls made, * replies reused from the store*"])

@@ -346,16 +346,17 @@ def test_targets_file_is_found_upwards_or_given(project: pytest.Pytester) -> Non
 
 
 def test_unsupported_provider(project: pytest.Pytester) -> None:
-    write(project, ".agentv/targets.yaml", "targets:\n  - {name: default, provider: codex}\n")
+    write(project, ".agentv/targets.yaml", "targets:\n  - {name: default, provider: bard}\n")
     write(project, "u.eval.yaml", "evalcases:" + expect_case("a", "x"))
     result = project.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         [
-            "*.agentv/targets.yaml:2:*: provider 'codex' is not supported by pytest-agentv; "
-            "known: anthropic, azure, cli, gemini, litellm, mock, openai, openrouter (or an "
-            "agentv_target fixture; plugins add providers with the pytest_agentv_make_target "
-            "hook)*"
+            "*.agentv/targets.yaml:2:*: provider 'bard' is not supported by pytest-agentv; "
+            "known: anthropic, azure, claude, claude-cli, claude-code, cli, codex, codex-cli, "
+            "copilot, copilot-cli, copilot-log, gemini, gemini-cli, litellm, mock, openai, "
+            "openrouter, pi-cli, replay (or an agentv_target fixture; plugins add providers with "
+            "the pytest_agentv_make_target hook)*"
         ]
     )
 
@@ -414,8 +415,10 @@ def test_a_plugin_adds_a_provider_through_the_hook_alone(project: pytest.Pyteste
     assert "target 'bare'" in errors["bare"] and "an echo target needs a 'prefix'" in errors["bare"]
     # The providers known at that moment include the one the conftest answered.
     assert (
-        "provider 'parrot' is not supported by pytest-agentv; known: anthropic, azure, cli, "
-        "echo, gemini, litellm, mock, openai, openrouter" in errors["unknown"]
+        "provider 'parrot' is not supported by pytest-agentv; known: anthropic, azure, claude, "
+        "claude-cli, claude-code, cli, codex, codex-cli, copilot, copilot-cli, copilot-log, "
+        "echo, gemini, gemini-cli, litellm, mock, openai, openrouter, pi-cli, replay"
+        in errors["unknown"]
     )
 
 

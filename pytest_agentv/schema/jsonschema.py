@@ -24,7 +24,7 @@ from .evaluators import KIND_SPECS, AggregatorSpec, EvaluatorConfig, PromptScrip
 from .messages import ContentSegment, Message
 from .rubrics import RubricItem, ScoreRange
 from .suite import MatrixEntry, TargetHooks
-from .targets import TARGET_SETTINGS, TargetConfig, TargetsFile
+from .targets import OWN_SETTINGS, TARGET_SETTINGS, TargetConfig, TargetsFile
 from .trials import TrialsConfig
 from .workspace import HookConfig
 
@@ -129,7 +129,7 @@ def json_schema(kind: SchemaKind) -> dict[str, Any]:
     schema: dict[str, Any] = {**body, "$defs": definitions}
     if kind == "targets":
         target = definitions["TargetConfig"]
-        target["properties"].update(TARGET_SETTINGS)
+        target["properties"].update({**OWN_SETTINGS, **TARGET_SETTINGS})
         for alias, key in TARGET_SETTING_ALIASES.items():
             target["properties"][alias] = TARGET_SETTINGS[key]
         schema = {

@@ -66,6 +66,73 @@ TARGET_SETTINGS: dict[str, dict[str, Any]] = {
     "max_output_tokens": {"type": "integer"},
 }
 
+_NAMES = {"type": "array", "items": _STRING}
+
+#: Settings only some providers read (``PROVIDER_SETTINGS`` says which: mostly the coding
+#: agents and the providers that read recorded runs), with their JSON Schema: the loader warns
+#: about a key the target's provider does not read; the targets-file JSON Schema has them all.
+OWN_SETTINGS: dict[str, dict[str, Any]] = {
+    "verbose": {"type": "boolean"},
+    "api_format": {"enum": ["chat", "responses"]},
+    "executable": _STRING,
+    "binary": _STRING,
+    "args": _NAMES,
+    "arguments": _NAMES,
+    "system_prompt": _STRING,
+    "env": {"type": "object", "additionalProperties": _STRING},
+    "home": _STRING,
+    "stream_log": {"enum": [False, "false", "raw", "summary"]},
+    "log_format": {"enum": ["summary", "json"]},
+    "log_dir": _STRING,
+    "log_directory": _STRING,
+    "bypass_permissions": {"type": "boolean"},
+    "max_turns": {"type": "integer", "minimum": 1},
+    "max_budget_usd": _POSITIVE,
+    "model_reasoning_effort": {"enum": ["minimal", "low", "medium", "high", "xhigh"]},
+    "subprovider": _STRING,
+    "tools": _STRING,
+    "thinking": _STRING,
+    "fixtures": _STRING,
+    "execution_traces": _STRING,
+    "source_target": _STRING,
+    "suite": _STRING,
+    "eval_path": _STRING,
+    "variant": _STRING,
+    "session_dir": _STRING,
+    "session_id": _STRING,
+    "session_state_dir": _STRING,
+    "discover": {"const": "latest"},
+}
+_AGENT: tuple[str, ...] = ("executable", "binary", "model", "cwd", "timeout_seconds", "args")
+_AGENT += ("arguments", "system_prompt", "env", "home", "stream_log", "log_format", "log_dir")
+_AGENT += ("log_directory", "base_url", "endpoint", "api_key", "bypass_permissions", "verbose")
+#: Each provider's own settings (its aliases are in ``PROVIDER_ALIASES``).
+PROVIDER_SETTINGS: dict[str, tuple[str, ...]] = {
+    "cli": ("verbose",),
+    "openai": ("api_format",),
+    "azure": ("api_format",),
+    "claude-cli": (*_AGENT, "max_turns", "max_budget_usd"),
+    "codex": (*_AGENT, "model_reasoning_effort"),
+    "gemini-cli": (*_AGENT, "max_turns"),
+    "copilot-cli": (*_AGENT, "subprovider", "api_format"),
+    "pi-cli": (*_AGENT, "subprovider", "api_format", "tools", "thinking"),
+    "replay": ("fixtures", "execution_traces", "source_target", "suite", "eval_path", "variant"),
+    "copilot-log": ("session_dir", "session_id", "discover", "session_state_dir", "cwd"),
+}
+#: AgentV's other names of these providers.
+PROVIDER_ALIASES = {
+    "claude": "claude-cli",
+    "claude-code": "claude-cli",
+    "codex-cli": "codex",
+    "copilot": "copilot-cli",
+}
+
+
+def provider_settings(provider: str) -> tuple[str, ...]:
+    """The settings of ``OWN_SETTINGS`` a provider reads (none for the others)."""
+    name = provider.lower()
+    return PROVIDER_SETTINGS.get(PROVIDER_ALIASES.get(name, name), ())
+
 
 #: What a CLI target's ``command_template`` fills in, each value one shell-quoted argument.
 CLI_PLACEHOLDERS = (

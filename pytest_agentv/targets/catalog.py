@@ -24,11 +24,12 @@ from ..projectfiles import LoadedTargets
 from ..schema.suite import MatrixEntry
 from ..schema.targets import TargetConfig
 from .base import Target, TargetDefinition
-from .kinds import TARGET_KINDS, known_providers
+from .kinds import AGENT_PROVIDERS, OUT_OF_SCOPE, TARGET_KINDS, known_providers
 from .model import LLM_PROVIDERS, model_spec
 from .recorded import RecordedTarget
 
-_ENV_REF = re.compile(r"^\$\{\{\s*([A-Za-z0-9_]+)\s*\}\}$")
+#: A setting that is entirely ``${{ VAR }}``: the value of an environment variable.
+ENV_REF = re.compile(r"^\$\{\{\s*([A-Za-z0-9_]+)\s*\}\}$")
 
 #: How many ``use_target`` hops a target may take (AgentV's limit).
 MAX_DELEGATION = 10
@@ -41,14 +42,18 @@ def interpolate(
     target: TargetConfig, loaded: LoadedTargets, only: str | None = None
 ) -> dict[str, Any]:
     """Resolve values that are entirely ``${{ VAR }}`` from the environment, when the target is
-    used (all settings, or ``only`` one)."""
+    used (all settings, or ``only`` one). A coding agent's setting whose variable is not set is
+    as if it were not written (AgentV's agents fall back on their defaults)."""
     settings: dict[str, Any] = {}
+    optional = target.provider.lower() in AGENT_PROVIDERS
     for key, value in target.settings.items():
         if only is not None and key != only:
             continue
-        if isinstance(value, str) and (match := _ENV_REF.match(value.strip())):
+        if isinstance(value, str) and (match := ENV_REF.match(value.strip())):
             variable = match.group(1)
             resolved = os.environ.get(variable, "")
+            if not resolved and optional:
+                continue
             if not resolved:
                 raise ConfigError(
                     f"{loaded.where(target, key)}: targets.{target.name}.{key}: environment "
@@ -86,7 +91,7 @@ def delegated(loaded: LoadedTargets, name: str) -> TargetConfig:
 def _entry_target(entry: MatrixEntry) -> str:
     """The target a matrix entry's ``use_target`` names (``${{ VAR }}``: from the environment)."""
     value = (entry.use_target or "").strip()
-    match = _ENV_REF.match(value)
+    match = ENV_REF.match(value)
     if match is None:
         return value
     resolved = os.environ.get(match.group(1), "").strip()
@@ -203,6 +208,9 @@ class TargetCatalog:
         return built
 
     def unknown(self, provider: str) -> str:
+        reason = OUT_OF_SCOPE.get(provider.lower())
+        if reason is not None:
+            return f"AgentV's provider '{provider}' {reason}"
         known = ", ".join(known_providers(self.added))
         return (
             f"provider '{provider}' is not supported by pytest-agentv; known: {known} (or an "

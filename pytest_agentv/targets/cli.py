@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import shlex
 import tempfile
@@ -32,6 +33,15 @@ from ..settings import special_file
 from .base import TargetDefinition, TargetServices
 
 DEFAULT_CLI_TIMEOUT = 120.0
+
+log = logging.getLogger("pytest_agentv.targets")
+
+
+def log_command(what: str, cwd: Path, command: str) -> None:
+    """``verbose: true``: each command a target runs, and where, at INFO on the
+    ``pytest_agentv.targets`` logger (``--log-cli-level=INFO`` shows them as they run)."""
+    log.info("%s: cwd=%s command=%s", what, cwd, redact(command))
+
 
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(CLI_PLACEHOLDERS) + r")\}")
 
@@ -234,6 +244,9 @@ class CliTarget:
             )
         self.files_format = files_format
         self.healthcheck = healthcheck
+        self.verbose = settings.get("verbose", False)
+        if not isinstance(self.verbose, bool):
+            raise ConfigError(f"{what} ({where('verbose')}): verbose must be true or false")
 
     def _files(self, cases: Iterable[PreparedCase]) -> str:
         return files_argument(
@@ -252,9 +265,10 @@ class CliTarget:
         command = render_command(
             self.template, {**values, "WORKSPACE_PATH": shlex.quote(workspace or "")}
         )
-        result: ProcessResult = await run_process(
-            command, cwd=Path(workspace) if workspace else self.cwd, timeout=self.timeout
-        )
+        cwd = Path(workspace) if workspace else self.cwd
+        if self.verbose:
+            log_command(self.what, cwd, command)
+        result: ProcessResult = await run_process(command, cwd=cwd, timeout=self.timeout)
         failure = result.failure(self.what, self.timeout)
         if failure:
             raise NotGradedError(redact(failure))

@@ -9,8 +9,19 @@ import importlib
 from collections.abc import Iterable
 
 from ..errors import ConfigError
+from ..schema.targets import PROVIDER_ALIASES
 from .base import Target, TargetDefinition, TargetServices
 from .model import LLM_PROVIDERS
+
+#: The coding agents (AgentV's provider names, and ``gemini-cli``: AgentV's ``gemini`` is the
+#: model), each run through its own CLI by the module named.
+AGENTS = {
+    "claude-cli": "claude",
+    "codex": "codex",
+    "gemini-cli": "gemini",
+    "copilot-cli": "copilot",
+    "pi-cli": "pi",
+}
 
 #: Provider name → the module of ``targets/`` whose ``build(target, services)`` makes it. A
 #: ``cli`` target with ``provider_batching: true`` is built by ``batch``.
@@ -18,6 +29,37 @@ TARGET_KINDS: dict[str, str] = {
     "mock": "mock",
     "cli": "cli",
     **dict.fromkeys(LLM_PROVIDERS, "model"),
+    **AGENTS,
+    **{alias: AGENTS[name] for alias, name in PROVIDER_ALIASES.items()},
+    "copilot-log": "copilotlog",
+    "replay": "replay",
+}
+
+#: The providers whose settings fall back on their defaults when their ``${{ VAR }}`` is unset.
+AGENT_PROVIDERS = frozenset(
+    name for name, module in TARGET_KINDS.items() if module in (*AGENTS.values(), "copilotlog")
+)
+
+_SDK = (
+    "runs the agent through its TypeScript SDK inside AgentV's own Node process, which a "
+    "Python test run does not have; use provider: {} (the same agent, through its CLI)"
+)
+#: AgentV providers pytest-agentv does not run, and why.
+OUT_OF_SCOPE = {
+    "claude-sdk": _SDK.format("claude-cli"),
+    "copilot-sdk": _SDK.format("copilot-cli"),
+    "pi-coding-agent": _SDK.format("pi-cli"),
+    "pi": _SDK.format("pi-cli"),
+    "vscode": "drives a VS Code window through a person's profile, which a test run cannot "
+    "script; use provider: copilot-cli for Copilot's agent",
+    "vscode-insiders": "drives a VS Code window through a person's profile, which a test run "
+    "cannot script; use provider: copilot-cli for Copilot's agent",
+    "cc-mirror": "looks up a Claude Code variant under ~/.cc-mirror; use provider: claude-cli "
+    "with 'executable' naming the variant's program",
+    "agentv": "is AgentV's own grader model (a 'provider:model' string run by AgentV's "
+    "pi-ai); use an LLM provider (openai, anthropic, gemini, ...) with its model",
+    "transcript": "is how AgentV replays imported transcripts, not a target a file names; use "
+    "provider: replay",
 }
 
 

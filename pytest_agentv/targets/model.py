@@ -109,6 +109,11 @@ def model_spec(provider: str, settings: dict[str, Any], what: str) -> ModelSpec:
     model = settings.get("model") or settings.get("deployment")
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"{what} needs a 'model'")
+    if settings.get("api_format", "chat") != "chat":
+        raise ConfigError(
+            f"{what}: api_format {settings['api_format']!r} is not supported: pytest-agentv "
+            "asks models through their chat completions API (api_format: chat)"
+        )
     prefix = LLM_PROVIDERS[provider]
     if prefix and not model.startswith(prefix + "/"):
         model = f"{prefix}/{model}"

@@ -1,0 +1,2 @@
+def greeting(name: str) -> str:
+    return f"Helo, {name}!"
