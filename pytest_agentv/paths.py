@@ -6,6 +6,7 @@ outside it, whatever the spelling: ``..``, an absolute path or a symlink.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import os
 import re
@@ -170,3 +171,29 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 def glob_match(pattern: str, path: str) -> bool:
     """Whether a ``/``-separated path matches a micromatch-style glob (``**/*.instructions.md``)."""
     return _glob_regex(pattern.removeprefix("./")).match(path.replace("\\", "/")) is not None
+
+
+_EVALCASES = re.compile(rb"^(evalcases|tests|eval_cases)\s*:", re.MULTILINE)
+#: The start of a JSONL line that is an eval case: an object with an ``id``.
+_JSONL_CASE = re.compile(rb'^\s*\{.*"id"\s*:', re.DOTALL)
+
+
+def is_eval_file(path: Path, patterns: Sequence[str], named: bool) -> bool:
+    """Whether pytest-agentv collects ``path``: a name the eval patterns match (a dataset's
+    sidecar aside), or, for a file ``named`` on the command line, a YAML file with cases or a
+    JSONL file whose first line is one."""
+    if is_sidecar(path):
+        return False
+    if any(fnmatch.fnmatch(path.name, pattern) for pattern in patterns):
+        return True
+    if path.suffix in (".yaml", ".yml", ".jsonl") and named:
+        try:
+            with path.open("rb") as stream:
+                head = stream.read(1 << 20)
+        except OSError:
+            return False
+        if path.suffix == ".jsonl":
+            first = next((line for line in head.splitlines() if line.strip()), b"")
+            return _JSONL_CASE.match(first) is not None
+        return _EVALCASES.search(head) is not None
+    return False

@@ -7,9 +7,7 @@ file is collected, litellm when the first model call is made.
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import re
 import signal
 import threading
 import warnings
@@ -21,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .options import add_options
-from .paths import is_sidecar
+from .paths import is_eval_file
 from .redaction import shown
 from .reports import AgentvReporter
 from .reports.junit import attach
@@ -50,9 +48,6 @@ _limits_key: pytest.StashKey[LimitServer | None] = pytest.StashKey()
 _sigterm_key = pytest.StashKey[Callable[..., object] | int | None]()
 #: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
 run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
-_EVALCASES = re.compile(rb"^(evalcases|tests|eval_cases)\s*:", re.MULTILINE)
-#: The start of a JSONL line that is an eval case: an object with an ``id``.
-_JSONL_CASE = re.compile(rb'^\s*\{.*"id"\s*:', re.DOTALL)
 
 
 def _run(config: pytest.Config) -> AgentvRun:
@@ -192,27 +187,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     return shown(config.stash[settings_key].header())
 
 
-def _is_eval_file(file_path: Path, parent: pytest.Collector) -> bool:
-    if is_sidecar(file_path):
-        return False
-    patterns = parent.config.stash[settings_key].eval_patterns
-    if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
-        return True
-    if file_path.suffix in (".yaml", ".yml", ".jsonl") and parent.session.isinitpath(file_path):
-        try:
-            with file_path.open("rb") as stream:
-                head = stream.read(1 << 20)
-        except OSError:
-            return False
-        if file_path.suffix == ".jsonl":
-            first = next((line for line in head.splitlines() if line.strip()), b"")
-            return _JSONL_CASE.match(first) is not None
-        return _EVALCASES.search(head) is not None
-    return False
-
-
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if not _is_eval_file(file_path, parent):
+    patterns = parent.config.stash[settings_key].eval_patterns
+    if not is_eval_file(file_path, patterns, parent.session.isinitpath(file_path)):
         return None
     from .collect import EvalFile
 
@@ -242,7 +219,9 @@ def pytest_collection_modifyitems(
         items[:] = in_dependency_order(items)
     settings = config.stash[settings_key]
     if settings.shard is not None:
-        _keep_shard(config, items, *settings.shard)
+        from .shards import keep_shard
+
+        keep_shard(config, items, settings, eval_items=_existing_run(config) is not None)
     if not settings.estimate:
         return
     run = _existing_run(config)
@@ -256,26 +235,6 @@ def pytest_collection_modifyitems(
     if items:
         config.hook.pytest_deselected(items=list(items))
         items.clear()
-
-
-def _keep_shard(config: pytest.Config, items: list[pytest.Item], shard: int, count: int) -> None:
-    """``--agentv-shard K/N``: deselect every test that another shard runs."""
-    from .shards import deal, durations_of
-
-    settings = config.stash[settings_key]
-    if _existing_run(config) is not None:  # eval items were collected
-        from .collect import spec_of
-
-        known = None
-        if settings.shard_durations is not None:
-            known = durations_of(items, spec_of, settings.shard_durations, config.rootpath)
-        dealt = deal(items, count, spec_of, known)
-    else:
-        dealt = deal(items, count, lambda item: None)
-    others = [item for item, to in zip(items, dealt, strict=True) if to != shard - 1]
-    if others:
-        config.hook.pytest_deselected(items=others)
-        items[:] = [item for item, to in zip(items, dealt, strict=True) if to == shard - 1]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

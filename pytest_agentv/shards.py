@@ -24,6 +24,7 @@ from .cases import CaseSpec
 from .dependencies import key
 from .errors import AgentvError
 from .paths import display_path
+from .settings import Settings
 
 
 def test_id(item: pytest.Item) -> str:
@@ -119,3 +120,25 @@ def deal(
             shard = int.from_bytes(digest[:8], "big") % count
             shard_of.update((id(item), shard) for item in group)
     return [shard_of[id(item)] for item in items]
+
+
+def keep_shard(
+    config: pytest.Config, items: list[pytest.Item], settings: Settings, *, eval_items: bool
+) -> None:
+    """``--agentv-shard K/N``: deselect every test that another shard runs (``eval_items``:
+    eval files were collected, whose cases go with their dependencies)."""
+    assert settings.shard is not None
+    shard, count = settings.shard
+    if eval_items:
+        from .collect import spec_of
+
+        known = None
+        if settings.shard_durations is not None:
+            known = durations_of(items, spec_of, settings.shard_durations, config.rootpath)
+        dealt = deal(items, count, spec_of, known)
+    else:
+        dealt = deal(items, count, lambda item: None)
+    others = [item for item, to in zip(items, dealt, strict=True) if to != shard - 1]
+    if others:
+        config.hook.pytest_deselected(items=others)
+        items[:] = [item for item, to in zip(items, dealt, strict=True) if to == shard - 1]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_vendors import FakeVendor, Hang, Say, Use
-from tests.helpers import still_running, write
+from tests.helpers import recorded, still_running, write
 from tests.test_agents import agent_target
 
 Vendors = Callable[..., FakeVendor]
@@ -101,7 +101,7 @@ def test_an_agent_that_floods_its_output_is_stopped(
     result, out = run(project, target)
     result.assert_outcomes(errors=1)
     assert "printed more than 64 MiB and was stopped" in out
-    assert still_running([int((project.path / "agent.pid").read_text())]) == []
+    assert still_running(recorded(project.path / "agent.pid")) == []
 
 
 def test_a_hung_agent_is_killed_at_its_deadline_with_nothing_left_running(
@@ -116,8 +116,7 @@ def test_a_hung_agent_is_killed_at_its_deadline_with_nothing_left_running(
     result.assert_outcomes(errors=1)
     assert "timed out after 3s and was killed" in out
     assert len(fake.turns) == 1
-    pid = int((project.path / "agent.pid").read_text())
-    assert still_running([pid]) == []
+    assert still_running(recorded(project.path / "agent.pid")) == []
 
 
 def test_an_agent_refused_a_permission_is_not_graded(
