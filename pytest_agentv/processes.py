@@ -92,6 +92,12 @@ class ProcessResult:
         text = self.stderr_tail.decode("utf-8", "replace").strip()
         return text[-limit:]
 
+    @property
+    def broke(self) -> bool:
+        """Whether the process was stopped before it could end by itself (its time limit, an
+        output flood) or was killed by a signal: what it printed is not what it meant to say."""
+        return self.timed_out or self.stdout_overflow or self.signal_name is not None
+
     def failure(self, what: str, timeout: float) -> str | None:
         """Why the process did not succeed, in one sentence, or None when it exited 0."""
         if self.timed_out:
