@@ -637,3 +637,33 @@ def test_a_batch_cli_target_runs_in_the_workspace(
     rows = map(json.loads, (project.path / "o.jsonl").read_text().splitlines())
     answers = {row["eval_id"]: row["candidate_answer"] for row in rows}
     assert answers == {name: f"{name}: Template Readme at {ran_in}" for name in ("a", "b")}
+
+
+@pytest.mark.parametrize("first", ["own", "shared"])
+def test_a_shared_workspace_is_the_file_s_whatever_case_starts_it(
+    project: pytest.Pytester, run_args: list[str], first: str
+) -> None:
+    """The file's template made the shared workspace only when a case of its own ran first; a
+    case that set its own template gave every case its template when it ran first."""
+    write(project, "tA/from_a.txt", "a\n")
+    write(project, "tB/from_b.txt", "b\n")
+    _agent(project, LISTING_AGENT, "{EVAL_ID}")
+    own = """
+          - id: own
+            input: q
+            workspace: {template: ./tB}
+            assertions:
+              - {type: contains, value: from_b.txt}
+              - {type: contains, value: from_a.txt, negate: true}"""
+    shared = """
+          - id: shared
+            input: q
+            assertions:
+              - {type: contains, value: from_a.txt}
+              - {type: contains, value: from_b.txt, negate: true}"""
+    write(
+        project,
+        "ws.eval.yaml",
+        "workspace: {template: ./tA}\ntests:" + (own + shared if first == "own" else shared + own),
+    )
+    project.runpytest(*run_args).assert_outcomes(passed=2)

@@ -12,8 +12,9 @@ How the lifecycle maps onto a pytest run (see docs/workspaces.md):
   worker is a process of its own, so each worker that runs cases of the file makes its own
   workspace and runs ``before_all`` and ``after_all`` for its share: a workspace is a folder on
   the machine that runs the target, which the controller does not share.
-- Otherwise (``isolation: per_test``, or a workspace only a case sets) each attempt of a case
-  gets a fresh folder, with the case's ``before_all`` run in it.
+- Otherwise (``isolation: per_test``, a workspace only a case sets, or a case that sets its
+  own template) each attempt of a case gets a fresh folder, with the case's ``before_all`` run
+  in it.
 - Around each attempt: ``before_each`` (reset, then command), the target, the diff since the
   baseline, then ``after_each`` (reset, then command); grading follows, as in v4.
 
@@ -142,11 +143,13 @@ class Workspaces:
         return _Made(path, await repos.baseline(path, self.env), checkouts)
 
     def _shared_for(self, spec: CaseSpec, plan: WorkspacePlan) -> _Shared:
+        """The file's shared workspace, made from the file's own plan (not the first case's)."""
         key = spec.loaded.path
         shared = self._shared.get(key)
         if shared is None:
-            made = asyncio.ensure_future(self._make(plan, spec.dataset, None))
-            shared = self._shared[key] = _Shared(plan, asyncio.Lock(), made)
+            suite = plan.suite or plan
+            made = asyncio.ensure_future(self._make(suite, spec.dataset, None))
+            shared = self._shared[key] = _Shared(suite, asyncio.Lock(), made)
         return shared
 
     # -- a case's attempt ---------------------------------------------------------------------
