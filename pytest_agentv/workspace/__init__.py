@@ -53,11 +53,13 @@ OnLoop = Callable[[Coroutine[Any, Any, Any]], Awaitable[Any]]
 
 @dataclass
 class _Made:
-    """A workspace made and ready: where, its baseline commit, its repos' commits."""
+    """A workspace made and ready: where, its baseline commit, its repos' commits, and where
+    its baseline repository is kept when not in it (a static path)."""
 
     path: Path
     since: str
     checkouts: list[tuple[RepoConfig, str]]
+    repository: Path | None = None
 
 
 @dataclass
@@ -130,7 +132,13 @@ class Workspaces:
         if static is None or not any(path.iterdir()):
             if plan.template is not None:  # links stay links: nothing is read from outside
                 await asyncio.to_thread(
-                    shutil.copytree, plan.template, path, symlinks=True, dirs_exist_ok=True
+                    shutil.copytree,
+                    plan.template,
+                    path,
+                    symlinks=True,
+                    dirs_exist_ok=True,
+                    # A worktree's or submodule's .git file names the user's own repository.
+                    ignore=shutil.ignore_patterns(".git"),
                 )
             for repo in plan.config.repos or ():
                 checkouts.append(
@@ -140,7 +148,9 @@ class Workspaces:
         test_id = case.id if case is not None and not plan.shared else "__before_all__"
         context = self._context(plan, path, test_id, case if not plan.shared else None)
         await run_hook("before_all", plan.hook("before_all"), plan, context, self.env)
-        return _Made(path, await repos.baseline(path, self.env), checkouts)
+        outside = self._fresh("baseline") / "git" if static is not None else None
+        since = await repos.baseline(path, self.env, outside)
+        return _Made(path, since, checkouts, outside)
 
     def _shared_for(self, spec: CaseSpec, plan: WorkspacePlan) -> _Shared:
         """The file's shared workspace, made from the file's own plan (not the first case's)."""
@@ -180,15 +190,14 @@ class Workspaces:
                 await self._target_started(self._shared_for(spec, plan), target, made)
             before_each = plan.hook("before_each")
             if before_each is not None and before_each.reset not in (None, "none"):
-                await repos.reset(
-                    made.path, made.since, before_each.reset, made.checkouts, self.env
-                )
+                await self._reset(made, before_each.reset)
             hooks = [(before_each, None), (target.hooks.before_each if target else None, target)]
             commands = [(hook, owner) for hook, owner in hooks if hook and hook.command]
             for hook, owner in commands:
                 await run_hook("before_each", hook, plan, opened.context, self.env, owner)
             if commands:  # what the commands did is the case's starting point, not its changes
-                opened.made = replace(made, since=await repos.baseline(made.path, self.env))
+                since = await repos.baseline(made.path, self.env, made.repository)
+                opened.made = replace(made, since=since)
         except BaseException:
             self._release(opened)
             raise
@@ -222,17 +231,22 @@ class Workspaces:
         elif folders:
             self._own[_key(spec)] = folders
 
+    async def _reset(self, made: _Made, mode: str) -> None:
+        await repos.reset(made.path, made.since, mode, made.checkouts, self.env, made.repository)
+
     @staticmethod
     def _release(opened: Opened) -> None:
         if opened.lock is not None and opened.lock.locked():
             opened.lock.release()
 
-    async def close(self, opened: Opened, *, answered: bool = True) -> str:
+    async def close(self, opened: Opened, *, answered: bool = True) -> str | None:
         """After the target: the diff since the baseline, then ``after_each`` (reset, command).
         After an attempt that gave no answer the hooks still run and their failures are moot."""
         made, plan, env = opened.made, opened.plan, self.env
         try:
-            diff = await repos.changes(made.path, made.since, env) if answered else ""
+            diff = (
+                await repos.changes(made.path, made.since, env, made.repository) if answered else ""
+            )
             with contextlib.suppress(NotGradedError) if not answered else contextlib.nullcontext():
                 target = opened.target
                 if target is not None:
@@ -240,7 +254,7 @@ class Workspaces:
                     await run_hook("after_each", after, plan, opened.context, env, target)
                 after_each = plan.hook("after_each")
                 if after_each is not None and after_each.reset not in (None, "none"):
-                    await repos.reset(made.path, made.since, after_each.reset, made.checkouts, env)
+                    await self._reset(made, after_each.reset)
                 await run_hook("after_each", after_each, plan, opened.context, env)
             return diff
         finally:
@@ -271,7 +285,7 @@ class Workspaces:
         except BaseException:
             await on_loop(self._abandon(opened))
             raise
-        diff: str = await on_loop(self.close(opened))
+        diff: str | None = await on_loop(self.close(opened))
         return replace(response, workspace_path=path, file_changes=diff)
 
     # -- the end of the run -------------------------------------------------------------------

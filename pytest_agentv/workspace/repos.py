@@ -38,9 +38,13 @@ def git_env(passthrough: Iterable[str] = ()) -> dict[str, str]:
     return env
 
 
-async def git(args: Sequence[str], cwd: Path, env: dict[str, str]) -> str:
-    """Run ``git args`` in ``cwd``; its stdout, or ``NotGradedError`` saying what failed."""
-    result = await run_process(["git", *args], cwd=cwd, env=env, timeout=GIT_TIMEOUT)
+async def git(
+    args: Sequence[str], cwd: Path, env: dict[str, str], repository: Path | None = None
+) -> str:
+    """Run ``git args`` in ``cwd`` (with ``repository`` as its git directory, ``cwd`` its work
+    tree, when given); its stdout, or ``NotGradedError`` saying what failed."""
+    outside = [f"--git-dir={repository}", f"--work-tree={cwd}"] if repository else []
+    result = await run_process(["git", *outside, *args], cwd=cwd, env=env, timeout=GIT_TIMEOUT)
     failure = result.failure(f"git {args[0]}", GIT_TIMEOUT)
     if failure:
         raise NotGradedError(redact(failure))
@@ -88,27 +92,38 @@ async def checkout(
     return sha.strip()
 
 
-async def baseline(workspace: Path, env: dict[str, str]) -> str:
+async def baseline(workspace: Path, env: dict[str, str], repository: Path | None = None) -> str:
     """Make the workspace a git repository and commit what is in it: the commit its changes
-    are measured from (v4's ``initializeBaseline``)."""
-    await git(["init", "--quiet"], workspace, env)
-    await git(["add", "-A"], workspace, env)
+    are measured from (v4's ``initializeBaseline``). A folder that is not ours (a static path,
+    perhaps inside the user's own repository) keeps its ``repository`` outside it, so that
+    nothing is written to it, nor to the user's branch or index."""
+    await git(["init", "--quiet"], workspace, env, repository)
+    await git(["add", "-A"], workspace, env, repository)
     await git(
         [*_IDENTITY, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", "agentv-baseline"],
         workspace,
         env,
+        repository,
     )
-    return (await git(["rev-parse", "HEAD"], workspace, env)).strip()
+    return (await git(["rev-parse", "HEAD"], workspace, env, repository)).strip()
 
 
-async def changes(workspace: Path, since: str, env: dict[str, str]) -> str:
+async def changes(
+    workspace: Path, since: str, env: dict[str, str], repository: Path | None = None
+) -> str | None:
     """Everything changed in the workspace since ``since``, as a unified diff; files inside
-    checked-out repositories are shown file by file (``--submodule=diff``)."""
-    for child in sorted(workspace.iterdir()):
-        if child.name != ".git" and (child / ".git").is_dir():
-            await git(["add", "-A"], child, env)
-    await git(["add", "-A"], workspace, env)
-    return (await git(["diff", since, "--submodule=diff"], workspace, env)).strip()
+    checked-out repositories are shown file by file (``--submodule=diff``). None when git
+    cannot take it (a repository the agent made without a commit): as in AgentV v4, the diff
+    is best effort, and its absence does not stop the case."""
+    try:
+        for child in sorted(workspace.iterdir()):
+            if child.name != ".git" and (child / ".git").is_dir():
+                await git(["add", "-A"], child, env)
+        await git(["add", "-A"], workspace, env, repository)
+        diff = await git(["diff", since, "--submodule=diff"], workspace, env, repository)
+    except NotGradedError:
+        return None
+    return diff.strip()
 
 
 async def reset(
@@ -117,13 +132,15 @@ async def reset(
     mode: str,
     checkouts: Sequence[tuple[RepoConfig, str]],
     env: dict[str, str],
+    repository: Path | None = None,
 ) -> None:
     """Put the workspace back as it was at ``since`` (``fast``: untracked files go, ignored ones
-    stay; ``strict``: those too), each checked-out repository at its commit."""
-    clean = ["clean", "-fdx" if mode == "strict" else "-fd", "--quiet"]
+    stay; ``strict``: those too), each checked-out repository at its commit. Repositories made
+    since go too (``clean -ff``: git keeps them with one ``-f``)."""
+    clean = ["clean", "-ffdx" if mode == "strict" else "-ffd", "--quiet"]
     for repo, sha in checkouts:
         target = workspace / repo.path
         await git(["reset", "--quiet", "--hard", sha], target, env)
         await git(clean, target, env)
-    await git(["reset", "--quiet", "--hard", since], workspace, env)
-    await git(clean, workspace, env)
+    await git(["reset", "--quiet", "--hard", since], workspace, env, repository)
+    await git(clean, workspace, env, repository)
