@@ -302,6 +302,36 @@ def test_a_v4_row_from_before_v4_42_keeps_its_messages_as_output(
     )
 
 
+@pytest.mark.parametrize(
+    "asked",
+    [
+        {"question": "Refund window?"},
+        {"input": [{"role": "user", "content": "Refund window?"}]},
+    ],
+    ids=["ours", "v4"],
+)
+def test_a_recorded_answer_to_another_question_is_not_graded(
+    project: pytest.Pytester, asked: dict[str, Any]
+) -> None:
+    """A recorded answer was paired with its case by id alone, whatever it was asked."""
+    entry = "assertions: [{type: contains, value: 'found it'}]"
+    write(project, "a.eval.yaml", f"tests:\n  - {{id: a, input: q, {entry}}}\n")
+    write(project, "b.eval.yaml", f"tests:\n  - {{id: b, input: 'Refund window?', {entry}}}\n")
+    rows = [
+        {"test_id": case, "score": 1, "execution_status": "ok", "output": "found it", **asked}
+        for case in ("a", "b")
+    ]
+    write(project, "old.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    result = project.runpytest("--agentv-answers=old.jsonl")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'a' was not graded: the recorded answer for 'a' in old.jsonl (--agentv-answers)"
+            " was given to another input: it was asked 'Refund window?', the case now asks 'q'"
+        ]
+    )
+
+
 def test_the_report_reads_our_v4_file(suite: pytest.Pytester) -> None:
     run_v4(suite)
     result = suite.run(
