@@ -743,3 +743,48 @@ def test_a_v4_row_s_input_keeps_its_messages_roles(project: pytest.Pytester) -> 
     assert rows["with-system"]["input"] == asked
     assert rows["with-system"]["trace"]["messages"][:2] == asked
     assert rows["talk"]["input"] == [{"role": "system", "content": "Be brief."}]
+
+
+def test_every_artifact_folder_is_inside_the_run_folder_and_its_test_s_own(
+    project: pytest.Pytester,
+) -> None:
+    """A dataset or id of ``..`` wrote grading.json, input.md and outputs/ outside the run
+    folder and overwrote its parent's timing.json; ``a/b`` and ``a_b``, and the matrix pairs
+    ``c[bad]`` and ``c--bad[good]``, shared one folder, one grading replacing the other."""
+    (project.path / ".agentv" / "targets.yaml").write_text(
+        "targets:\n"
+        + "".join(f"  - {{name: {n}, provider: mock, response: {n}}}\n" for n in ("bad", "good"))
+    )
+    check = "assertions: [{type: contains, value: o}]"
+    ids = ["..", ".", "a/b", "a_b"]
+    write(
+        project,
+        "up.eval.yaml",
+        "name: '..'\nexecution: {targets: [good]}\ntests:\n"
+        + "".join(f"  - {{id: '{i}', input: q, {check}}}\n" for i in ids),
+    )
+    write(
+        project,
+        "m.eval.yaml",
+        "execution: {targets: [bad, good]}\ntests:\n"
+        + "".join(f"  - {{id: '{i}', input: q, {check}}}\n" for i in ("c", "c--bad")),
+    )
+    (project.path / "timing.json").write_text("mine")
+    before = {p for p in project.path.rglob("*") if "run" not in p.parts}
+    run_v4(project, "-p", "no:cacheprovider").assert_outcomes(passed=6, failed=2)
+    after = {
+        p for p in project.path.rglob("*") if "run" not in p.parts and "__pycache__" not in p.parts
+    }
+    assert after == before
+    assert (project.path / "timing.json").read_text() == "mine"
+    rows = [
+        json.loads(line) for line in (project.path / "run/index.jsonl").read_text().splitlines()
+    ]
+    folders = [row["artifact_dir"] for row in rows]
+    assert len(set(folders)) == len(rows) == 8
+    run = (project.path / "run").resolve()
+    for row in rows:
+        folder = (run / row["artifact_dir"]).resolve()
+        assert folder.is_relative_to(run) and folder != run
+        trace = json.loads((folder / "outputs" / "trace.json").read_text())
+        assert json.dumps(trace).count(row["test_id"]) > 0
