@@ -228,6 +228,8 @@ class EvalItem(pytest.Function):
 
     def setup(self) -> None:
         super().setup()
+        if self.config.getoption("setuponly", False):  # --setup-only, --setup-plan: no case runs
+            return
         run = self.run
         value = self.funcargs.get("agentv_target")
         if value is not None and not callable(value):

@@ -278,13 +278,29 @@ def _keep_shard(config: pytest.Config, items: list[pytest.Item], shard: int, cou
         items[:] = [item for item, to in zip(items, dealt, strict=True) if to == shard - 1]
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    run = _existing_run(session.config)
-    if run is not None and not session.config.option.collectonly:
-        if not hasattr(session.config, "workerinput"):
-            from .collect import planned_work
+def _setup_only(config: pytest.Config) -> bool:
+    """``--setup-only`` or ``--setup-plan``: pytest runs no test."""
+    return bool(config.getoption("setuponly", False))
 
-            run.plan(*planned_work(session.items))
+
+def _runs_tests(session: pytest.Session) -> bool:
+    """Whether pytest will run the collected items' tests: not after a collection error that
+    stops the session, nor under ``--collect-only``, ``--setup-only`` or ``--setup-plan``."""
+    option = session.config.option
+    stopped = session.testsfailed and not option.continue_on_collection_errors
+    return not (stopped or option.collectonly or _setup_only(session.config))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
+    """The selected cases are planned (their targets built, their early work started) once
+    pytest is about to run their tests, and only then."""
+    run = _existing_run(session.config)
+    if run is not None and _runs_tests(session) and not hasattr(session.config, "workerinput"):
+        from .collect import planned_work
+
+        run.plan(*planned_work(session.items))
+    return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -292,7 +308,7 @@ def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, Any, Any]:
     run = _existing_run(item.config)
-    if run is not None and hasattr(item.config, "workerinput"):
+    if run is not None and hasattr(item.config, "workerinput") and not _setup_only(item.config):
         from .collect import planned_work
         from .scheduler import xdist_upcoming
 
