@@ -106,6 +106,8 @@ class Workspaces:
         self._shared: dict[Path, _Shared] = {}
         #: What went wrong after the cases were reported (``after_all``), for a warning.
         self.problems: list[str] = []
+        #: Copies in threads, which cancelling their case cannot stop: ``finish`` waits for them.
+        self._copies: set[asyncio.Future[Any]] = set()
 
     @property
     def env(self) -> dict[str, str]:
@@ -131,15 +133,20 @@ class Workspaces:
         checkouts: list[tuple[RepoConfig, str]] = []
         if static is None or not any(path.iterdir()):
             if plan.template is not None:  # links stay links: nothing is read from outside
-                await asyncio.to_thread(
-                    shutil.copytree,
-                    plan.template,
-                    path,
-                    symlinks=True,
-                    dirs_exist_ok=True,
-                    # A worktree's or submodule's .git file names the user's own repository.
-                    ignore=shutil.ignore_patterns(".git"),
+                copy = asyncio.ensure_future(
+                    asyncio.to_thread(
+                        shutil.copytree,
+                        plan.template,
+                        path,
+                        symlinks=True,
+                        dirs_exist_ok=True,
+                        # A worktree's or submodule's .git file names the user's repository.
+                        ignore=shutil.ignore_patterns(".git"),
+                    )
                 )
+                self._copies.add(copy)
+                copy.add_done_callback(self._copies.discard)
+                await asyncio.shield(copy)
             for repo in plan.config.repos or ():
                 checkouts.append(
                     (repo, await repos.checkout(repo, path, plan.folder, self.rootdir, self.env))
@@ -300,7 +307,12 @@ class Workspaces:
         return 30.0 + sum(deadline("after_all", hook) for hook in hooks if hook is not None)
 
     async def finish(self) -> None:
-        """``after_all`` in each shared workspace made; then the temporary folders go."""
+        """``after_all`` in each shared workspace made; then the temporary folders go, once
+        no workspace is still being made (a run that stopped early leaves none behind)."""
+        for shared in self._shared.values():
+            shared.ready.cancel()  # nothing, when it is made
+        making = [shared.ready for shared in self._shared.values()]
+        await asyncio.gather(*making, *self._copies, return_exceptions=True)
         for shared in self._shared.values():
             if not shared.ready.done() or shared.ready.cancelled() or shared.ready.exception():
                 continue
