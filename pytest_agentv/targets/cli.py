@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import re
 import shlex
 import tempfile
@@ -252,9 +253,18 @@ class CliTarget:
         command = render_command(
             self.template, {**values, "WORKSPACE_PATH": shlex.quote(workspace or "")}
         )
-        result: ProcessResult = await run_process(
-            command, cwd=Path(workspace) if workspace else self.cwd, timeout=self.timeout
-        )
+        try:
+            result: ProcessResult = await run_process(
+                command, cwd=Path(workspace) if workspace else self.cwd, timeout=self.timeout
+            )
+        except OSError as exc:
+            if exc.errno != errno.E2BIG:
+                raise
+            raise NotGradedError(
+                f"{self.what}: its command is {len(command.encode()):,} bytes, more than the "
+                "system lets a command be (Argument list too long); pass a long prompt (a long "
+                "conversation's history) as a file: {PROMPT_FILE} instead of {PROMPT}"
+            ) from None
         failure = result.failure(self.what, self.timeout)
         if failure:
             raise NotGradedError(redact(failure))
