@@ -205,9 +205,18 @@ def test_a_hook_that_leaves_a_process_running_fails_and_the_process_is_killed(
     ("workspace", "problem"),
     [
         (
+            "{repos: [{path: ./repo, repo: ./tpl}]}",
+            "workspace repo './tpl' could not be cloned: git clone exited with code *",
+        ),
+        (
+            # It was read as GitHub's ./upstream and cloned from github.com.
+            "{repos: [{path: ./repo, repo: ./upstream}]}",
+            "workspace repo './upstream' not found (searched from the eval file's folder up*",
+        ),
+        (
             "{repos: [{path: ./repo, repo: 'file:///nonexistent/agentv-missing.git'}]}",
-            "workspace repo 'file:///nonexistent/agentv-missing.git' could not be cloned:"
-            " git clone exited with code *",
+            "workspace repo reference '/nonexistent/agentv-missing.git' resolves outside the "
+            "rootdir; refused",
         ),
         (
             "{template: /}",
@@ -218,11 +227,18 @@ def test_a_hook_that_leaves_a_process_running_fails_and_the_process_is_killed(
             "workspace env check failed (ws.eval.yaml): missing command: agentv-no-such-command",
         ),
     ],
-    ids=["unreachable-clone", "template-outside-rootdir", "missing-command"],
+    ids=[
+        "unreachable-clone",
+        "missing-local-path",
+        "file-url-outside-rootdir",
+        "template-outside-rootdir",
+        "missing-command",
+    ],
 )
 def test_a_workspace_that_cannot_be_made_leaves_its_cases_not_graded(
     project: pytest.Pytester, workspace: str, problem: str
 ) -> None:
+    write(project, "tpl/file.txt", "not a repository\n")
     _not_graded(project, workspace, problem)
 
 

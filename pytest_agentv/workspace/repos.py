@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from ..errors import NotGradedError
 from ..paths import resolve_reference
@@ -21,9 +22,11 @@ from ..schema.workspace import RepoConfig
 
 #: How long one git command may take (v4: five minutes).
 GIT_TIMEOUT = 300.0
-#: v4 reads ``org/name`` as a GitHub repository.
-_SHORTHAND = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+#: v4 reads ``org/name`` as a GitHub repository (an owner starts with a letter or digit: a
+#: path such as ``./upstream`` or ``../x`` is local).
+_SHORTHAND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/(?!\.+$)[A-Za-z0-9_.-]+$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[^/\s]+@[^/\s]+:")
+_FILE_URL = re.compile(r"^file://", re.IGNORECASE)
 #: The baseline commit's author, unsigned whatever the user's git config says.
 _IDENTITY = (
     *("-c", "user.email=agentv@localhost", "-c", "user.name=agentv"),
@@ -53,7 +56,11 @@ async def git(
 
 def clone_source(repo: str, folder: Path, rootdir: Path) -> str:
     """What ``git clone`` reads: a URL as written, ``org/name`` as GitHub's, else a local path
-    found from ``folder`` inside the rootdir (the rule every path an eval names follows)."""
+    found from ``folder`` inside the rootdir (the rule every path an eval names follows, a
+    ``file://`` URL's path included)."""
+    if _FILE_URL.match(repo):
+        path = unquote(urlsplit(repo).path)
+        return str(resolve_reference(path, start=folder, rootdir=rootdir, what="workspace repo"))
     if _URL.match(repo):
         return repo
     if _SHORTHAND.match(repo) and not (folder / repo).exists():
