@@ -842,3 +842,12 @@ def test_a_static_path_in_the_user_s_repository_is_never_committed_to(
     _git(project.path, "commit", "-qm", "user's work", "--amend")
     project.runpytest().assert_outcomes(passed=1)
     _untouched(project.path, "made.txt")
+
+
+def test_a_hook_that_floods_stderr_is_stopped_at_its_cap(project: pytest.Pytester) -> None:
+    """It was read until its deadline: a timeout on a busy machine, a pass on an idle one."""
+    _not_graded(
+        project,
+        "{hooks: {before_each: {command: [sh, -c, 'yes | head -c 200000000 >&2']}}}",
+        "workspace hook before_each (sh -c *) wrote more than 16 MiB to stderr and was stopped",
+    )
