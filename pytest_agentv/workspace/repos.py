@@ -120,17 +120,17 @@ async def changes(
 ) -> str | None:
     """Everything changed in the workspace since ``since``, as a unified diff; files inside
     checked-out repositories are shown file by file (``--submodule=diff``). None when git
-    cannot take it (a repository the agent made without a commit): as in AgentV v4, the diff
-    is best effort, and its absence does not stop the case."""
+    cannot stage the changes (a repository the agent made without a commit): as in AgentV v4,
+    the diff is best effort, and its absence does not stop the case. A diff over the output
+    limit does: it is too large to give graders whole."""
     try:
         for child in sorted(workspace.iterdir()):
             if child.name != ".git" and (child / ".git").is_dir():
                 await git(["add", "-A"], child, env)
         await git(["add", "-A"], workspace, env, repository)
-        diff = await git(["diff", since, "--submodule=diff"], workspace, env, repository)
     except NotGradedError:
         return None
-    return diff.strip()
+    return (await git(["diff", since, "--submodule=diff"], workspace, env, repository)).strip()
 
 
 async def reset(
