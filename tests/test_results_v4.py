@@ -276,6 +276,15 @@ def test_v4_rows_are_recorded_answers_and_a_baseline(suite: pytest.Pytester) -> 
     )
 
 
+def answered_by(project: pytest.Pytester, rows: list[dict[str, Any]]) -> pytest.RunResult:
+    """A run of the project's two one-case files (a, b) answered by ``rows``: one passes, one
+    is not graded."""
+    write(project, "old.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    result = project.runpytest("--agentv-answers=old.jsonl")
+    result.assert_outcomes(passed=1, errors=1)
+    return result
+
+
 def test_a_v4_row_from_before_v4_42_keeps_its_messages_as_output(
     project: pytest.Pytester,
 ) -> None:
@@ -291,9 +300,7 @@ def test_a_v4_row_from_before_v4_42_keeps_its_messages_as_output(
         },
         {"test_id": "b", "score": 1, "execution_status": "ok"},
     ]
-    write(project, "old.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
-    result = project.runpytest("--agentv-answers=old.jsonl")
-    result.assert_outcomes(passed=1, errors=1)
+    result = answered_by(project, rows)
     result.stdout.fnmatch_lines(
         [
             "*eval 'b' was not graded: the recorded row for 'b' in old.jsonl (--agentv-answers) "
@@ -321,9 +328,7 @@ def test_a_recorded_answer_to_another_question_is_not_graded(
         {"test_id": case, "score": 1, "execution_status": "ok", "output": "found it", **asked}
         for case in ("a", "b")
     ]
-    write(project, "old.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
-    result = project.runpytest("--agentv-answers=old.jsonl")
-    result.assert_outcomes(passed=1, errors=1)
+    result = answered_by(project, rows)
     result.stdout.fnmatch_lines(
         [
             "*eval 'a' was not graded: the recorded answer for 'a' in old.jsonl (--agentv-answers)"
