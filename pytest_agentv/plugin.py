@@ -278,28 +278,16 @@ def _keep_shard(config: pytest.Config, items: list[pytest.Item], shard: int, cou
         items[:] = [item for item, to in zip(items, dealt, strict=True) if to == shard - 1]
 
 
-def _setup_only(config: pytest.Config) -> bool:
-    """``--setup-only`` or ``--setup-plan``: pytest runs no test."""
-    return bool(config.getoption("setuponly", False))
-
-
-def _runs_tests(session: pytest.Session) -> bool:
-    """Whether pytest will run the collected items' tests: not after a collection error that
-    stops the session, nor under ``--collect-only``, ``--setup-only`` or ``--setup-plan``."""
-    option = session.config.option
-    stopped = session.testsfailed and not option.continue_on_collection_errors
-    return not (stopped or option.collectonly or _setup_only(session.config))
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
     """The selected cases are planned (their targets built, their early work started) once
-    pytest is about to run their tests, and only then."""
+    pytest is about to run their tests, and only then (``runs_tests``)."""
     run = _existing_run(session.config)
-    if run is not None and _runs_tests(session) and not hasattr(session.config, "workerinput"):
-        from .collect import planned_work
+    if run is not None and not hasattr(session.config, "workerinput"):
+        from .collect import planned_work, runs_tests
 
-        run.plan(*planned_work(session.items))
+        if runs_tests(session):
+            run.plan(*planned_work(session.items))
     return (yield)
 
 
@@ -308,14 +296,15 @@ def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, Any, Any]:
     run = _existing_run(item.config)
-    if run is not None and hasattr(item.config, "workerinput") and not _setup_only(item.config):
-        from .collect import planned_work
+    if run is not None and hasattr(item.config, "workerinput"):
+        from .collect import planned_work, setup_only
         from .scheduler import xdist_upcoming
 
-        # xdist has already taken the next item off its queue: it is `nextitem`.
-        following = [nextitem] if nextitem is not None else []
-        upcoming = xdist_upcoming(item.session, run.scheduler.lookahead)
-        run.plan(*planned_work([item, *following, *upcoming]))
+        if not setup_only(item.config):
+            # xdist has already taken the next item off its queue: it is `nextitem`.
+            following = [nextitem] if nextitem is not None else []
+            upcoming = xdist_upcoming(item.session, run.scheduler.lookahead)
+            run.plan(*planned_work([item, *following, *upcoming]))
     from .assertions import CurrentTest, current_test
 
     token = current_test.set(CurrentTest(item, partial(_run, item.config)))
