@@ -228,6 +228,8 @@ class EvalItem(pytest.Function):
 
     def setup(self) -> None:
         super().setup()
+        if setup_only(self.config):  # no case runs
+            return
         run = self.run
         value = self.funcargs.get("agentv_target")
         if value is not None and not callable(value):
@@ -298,6 +300,19 @@ class EvalItem(pytest.Function):
     def reportinfo(self) -> tuple[Any, int | None, str]:
         written = self.spec.loaded.case_file(self.spec.index)[1]
         return written, self.spec.line, f"eval: {printable(self.spec.label)}"
+
+
+def setup_only(config: pytest.Config) -> bool:
+    """``--setup-only`` or ``--setup-plan``: pytest runs no test."""
+    return bool(config.getoption("setuponly", False))
+
+
+def runs_tests(session: pytest.Session) -> bool:
+    """Whether pytest will run the collected items' tests: not after a collection error that
+    stops the session, nor under ``--collect-only``, ``--setup-only`` or ``--setup-plan``."""
+    option = session.config.option
+    stopped = session.testsfailed and not option.continue_on_collection_errors
+    return not (stopped or option.collectonly or setup_only(session.config))
 
 
 def planned_work(items: Sequence[pytest.Item]) -> tuple[list[CaseWork], list[CaseWork]]:

@@ -70,6 +70,110 @@ def _too_deep(text: str) -> bool:
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) >= MAX_DEPTH
 
 
+#: What stands for the parts of a program's JSON nested deeper than ``MAX_DEPTH``: read, not kept.
+CLIPPED = f"(nested deeper than {MAX_DEPTH} levels: not kept)"
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
+_LITERALS = {"true": True, "false": False, "null": None}
+
+
+def read_program_json(text: str) -> Any:
+    """One JSON value as a program printed it, read to any depth as JavaScript's ``JSON.parse``
+    reads it (``json`` recurses, and gives up near 1,000 levels): parts nested deeper than
+    ``MAX_DEPTH`` are read and replaced by ``CLIPPED``, so that what is kept can be written out
+    again. Duplicate keys and ``NaN`` are refused as ``json_decoder`` refuses them; raises
+    ``ValueError``."""
+    if not _too_deep(text):
+        return json_decoder().decode(text)
+    return _read_deep(text)
+
+
+class _Open:
+    """A container being read by ``_read_deep``; one nested too deep keeps only its keys, to
+    refuse a duplicate."""
+
+    def __init__(self, opener: str, kept: bool) -> None:
+        self.closer = "}" if opener == "{" else "]"
+        self.items: dict[str, Any] | list[Any] = {} if opener == "{" else []
+        self.kept = kept
+        self.key = ""
+
+    def add(self, value: Any) -> None:
+        if isinstance(self.items, list):
+            if self.kept:
+                self.items.append(value)
+        elif self.key in self.items:
+            raise DuplicateKeyError(
+                f"duplicate key '{self.key}'; JSON would silently keep only the last one"
+            )
+        else:
+            self.items[self.key] = value if self.kept else None
+
+    def value(self) -> Any:
+        return self.items if self.kept else CLIPPED
+
+
+def _read_deep(text: str) -> Any:
+    """``read_program_json`` without recursion: the open containers are a list."""
+
+    def skip(at: int) -> int:
+        space = _WHITESPACE.match(text, at)
+        return space.end() if space else at
+
+    def key_at(at: int) -> tuple[str, int]:
+        if not text.startswith('"', at):
+            expected = "Expecting property name enclosed in double quotes"
+            raise json.JSONDecodeError(expected, text, at)
+        key, at = json.decoder.scanstring(text, at + 1)  # type: ignore[attr-defined]
+        at = skip(at)
+        if not text.startswith(":", at):
+            raise json.JSONDecodeError("Expecting ':' delimiter", text, at)
+        return str(key), skip(at + 1)
+
+    stack: list[_Open] = []
+    pos = skip(0)
+    while True:
+        char = text[pos : pos + 1]
+        value: Any
+        if char in ("{", "["):
+            stack.append(frame := _Open(char, kept=len(stack) < MAX_DEPTH))
+            pos = skip(pos + 1)
+            if not text.startswith(frame.closer, pos):
+                if char == "{":
+                    frame.key, pos = key_at(pos)
+                continue
+            stack.pop()
+            value, pos = frame.value(), pos + 1
+        elif char == '"':
+            value, pos = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
+        elif number := _NUMBER.match(text, pos):
+            digits = number.group()
+            value = float(digits) if number.group(1) or number.group(2) else int(digits)
+            pos = number.end()
+        else:
+            word = next((w for w in _LITERALS if text.startswith(w, pos)), None)
+            if word is None:
+                raise json.JSONDecodeError("Expecting value", text, pos)
+            value, pos = _LITERALS[word], pos + len(word)
+        while True:  # the value goes into its container; close those that end after it
+            pos = skip(pos)
+            if not stack:
+                if pos != len(text):
+                    raise json.JSONDecodeError("Extra data", text, pos)
+                return value
+            frame = stack[-1]
+            frame.add(value)
+            if text.startswith(",", pos):
+                pos = skip(pos + 1)
+                if frame.closer == "}":
+                    frame.key, pos = key_at(pos)
+                break
+            if not text.startswith(frame.closer, pos):
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, pos)
+            stack.pop()
+            value, pos = frame.value(), pos + 1
+
+
 def parse_json_line(text: str, display: str, line: int, *, repair: bool = False) -> Any:
     """One JSON value from one line, bounded like YAML: depth counted before ``json`` recurses,
     no duplicate keys, no ``NaN``; errors name ``display:line:col``. A lone surrogate escape is

@@ -237,13 +237,17 @@ def pytest_collection_modifyitems(
         items.clear()
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
+    """The selected cases are planned (their targets built, their early work started) once
+    pytest is about to run their tests, and only then (``runs_tests``)."""
     run = _existing_run(session.config)
-    if run is not None and not session.config.option.collectonly:
-        if not hasattr(session.config, "workerinput"):
-            from .collect import planned_work
+    if run is not None and not hasattr(session.config, "workerinput"):
+        from .collect import planned_work, runs_tests
 
+        if runs_tests(session):
             run.plan(*planned_work(session.items))
+    return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -252,13 +256,14 @@ def pytest_runtest_protocol(
 ) -> Generator[None, Any, Any]:
     run = _existing_run(item.config)
     if run is not None and hasattr(item.config, "workerinput"):
-        from .collect import planned_work
+        from .collect import planned_work, setup_only
         from .scheduler import xdist_upcoming
 
-        # xdist has already taken the next item off its queue: it is `nextitem`.
-        following = [nextitem] if nextitem is not None else []
-        upcoming = xdist_upcoming(item.session, run.scheduler.lookahead)
-        run.plan(*planned_work([item, *following, *upcoming]))
+        if not setup_only(item.config):
+            # xdist has already taken the next item off its queue: it is `nextitem`.
+            following = [nextitem] if nextitem is not None else []
+            upcoming = xdist_upcoming(item.session, run.scheduler.lookahead)
+            run.plan(*planned_work([item, *following, *upcoming]))
     from .assertions import CurrentTest, current_test
 
     token = current_test.set(CurrentTest(item, partial(_run, item.config)))

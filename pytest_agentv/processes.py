@@ -30,6 +30,10 @@ from .reaper import LEFT_BEHIND
 from .settings import environment
 
 MAX_STDOUT_BYTES = 1024 * 1024
+#: What a child may write to stderr (only its tail is kept): past it, a flood is stopped as one
+#: on stdout is, rather than read until the deadline, which made it a timeout on a busy machine
+#: and a success on an idle one.
+MAX_STDERR_BYTES = 16 * 1024 * 1024
 STDERR_TAIL_BYTES = 8 * 1024
 KILL_GRACE_SECONDS = 0.25
 
@@ -74,7 +78,8 @@ class ProcessResult:
     stdout: bytes
     stderr_tail: bytes
     timed_out: bool = False
-    stdout_overflow: bool = False
+    #: The stream that went over its limit ("stdout", "stderr"), the child then stopped.
+    overflow: str | None = None
     duration: float = 0.0
     #: Descendants the child left running when it exited normally (killed since; counted on
     #: Linux only, where the reaper sees them).
@@ -92,14 +97,24 @@ class ProcessResult:
         text = self.stderr_tail.decode("utf-8", "replace").strip()
         return text[-limit:]
 
+    @property
+    def broke(self) -> bool:
+        """Whether the process was stopped before it could end by itself (its time limit, an
+        output flood) or was killed by a signal: what it printed is not what it meant to say."""
+        return self.timed_out or self.overflow is not None or self.signal_name is not None
+
     def failure(self, what: str, timeout: float) -> str | None:
         """Why the process did not succeed, in one sentence, or None when it exited 0."""
         if self.timed_out:
             return f"{what} timed out after {timeout:g}s and was killed"
-        if self.stdout_overflow:
+        if self.overflow == "stdout":
             return (
                 f"{what} wrote more than {MAX_STDOUT_BYTES // 1024} KiB to stdout "
                 "and was stopped; its output was discarded"
+            )
+        if self.overflow == "stderr":
+            return (
+                f"{what} wrote more than {MAX_STDERR_BYTES // 2**20} MiB to stderr and was stopped"
             )
         if self.signal_name:
             return f"{what} was killed by {self.signal_name}"
@@ -161,9 +176,10 @@ def _kill_group(pid: int, sig: int) -> None:
 
 class _Collector(asyncio.SubprocessProtocol):
     """Collects a child's output as it arrives: stdout up to a cap, then discarded to the end
-    (a pipe left full would keep the child's writers blocked), and the tail of stderr. With
-    ``reader``, stdout goes to it as it arrives instead of being kept (a stream read event by
-    event); the cap counts it all the same."""
+    (a pipe left full would keep the child's writers blocked), and the tail of stderr; the
+    first stream over its cap is the flood (``flooded``'s result). With ``reader``, stdout goes
+    to it as it arrives instead of being kept (a stream read event by event); the cap counts it
+    all the same."""
 
     def __init__(self, max_stdout: int, reader: Callable[[bytes], None] | None = None) -> None:
         loop = asyncio.get_running_loop()
@@ -172,6 +188,7 @@ class _Collector(asyncio.SubprocessProtocol):
         self.received = 0
         self.out = bytearray()
         self.err = bytearray()
+        self.err_written = 0
         self.exited = loop.create_future()
         self.flooded = loop.create_future()
         self.pipes_closed = loop.create_future()
@@ -181,11 +198,14 @@ class _Collector(asyncio.SubprocessProtocol):
         if fd == 2:
             self.err.extend(data)
             del self.err[:-STDERR_TAIL_BYTES]
+            self.err_written += len(data)
+            if self.err_written > MAX_STDERR_BYTES and not self.flooded.done():
+                self.flooded.set_result("stderr")
         elif not self.flooded.done():
             self.received += len(data)
             if self.received > self.max_stdout:
                 self.out.clear()
-                self.flooded.set_result(None)
+                self.flooded.set_result("stdout")
             elif self.reader is not None:
                 self.reader(data)
             else:
@@ -318,6 +338,6 @@ async def _run_process(
         stderr_tail=stderr[-STDERR_TAIL_BYTES:],
         left_behind=left,
         timed_out=timed_out,
-        stdout_overflow=collector.flooded.done(),
+        overflow=collector.flooded.result() if collector.flooded.done() else None,
         duration=time.monotonic() - started,
     )

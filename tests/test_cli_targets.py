@@ -497,3 +497,38 @@ def test_setting_errors_name_the_targets_file_and_line(
     result = project.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*{message}*"])
+
+
+def test_a_prompt_too_long_for_a_command_says_to_use_the_prompt_file(
+    project: pytest.Pytester,
+) -> None:
+    """A long conversation's history in ``{PROMPT}`` failed at turn 64 with "Argument list
+    too long", an unexpected OSError; ``{PROMPT_FILE}`` has no such limit."""
+    write(
+        project,
+        ".agentv/targets.yaml",
+        """
+        targets:
+          - {name: default, provider: cli, command_template: "echo {PROMPT} | head -c 9"}
+          - {name: file, provider: cli, command_template: "tail -c 9 {PROMPT_FILE}"}
+        """,
+    )
+    turns = "".join(
+        f"      - {{input: {'x' * 50_000}, assertions: [{{type: contains, value: x}}]}}\n"
+        for _ in range(3)
+    )
+    chat = f"    mode: conversation\n    turns:\n{turns}"
+    write(
+        project,
+        "c.eval.yaml",
+        f"tests:\n  - id: arg\n{chat}  - id: file\n    execution: {{target: file}}\n{chat}",
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'arg' was not graded: turn 3: cli target 'default': its command is 1*,* bytes, "
+            "more than the system lets a command be (Argument list too long); pass a long prompt"
+            " (a long conversation's history) as a file: {PROMPT_FILE} instead of {PROMPT}"
+        ]
+    )

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from fnmatch import fnmatch
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_agentv.evaluators.code_judge import parse_judge_output
+from pytest_agentv.jsonlines import _read_deep
 from tests.helpers import recorded, still_running, write
 
 PAYLOAD_DUMPER = """\
@@ -153,10 +157,10 @@ def test_stdout_protocols(
     ("stdout", "miss"),
     [
         (b"", "code judge printed nothing on stdout*"),
-        (b"score: 1", "code judge output is not valid JSON*"),
+        (b"score: 1", "code judge output must be one JSON object*not valid JSON*"),
         (b"[1, 2]", "code judge output must be a JSON object, got an array"),
-        (b'{"score": NaN}', "code judge output is not valid JSON (NaN is not valid JSON)*"),
-        (b'{"score": Infinity}', "code judge output is not valid JSON (Infinity*"),
+        (b'{"score": NaN}', "*it is not valid JSON (NaN is not valid JSON)*"),
+        (b'{"score": Infinity}', "*it is not valid JSON (Infinity*"),
         (b'{"score": 1.7}', "code judge 'score' must be between 0 and 1 (got 1.7)"),
         (b'{"score": "0.8"}', "code judge 'score' must be a number between 0 and 1 (got '0.8')"),
         (b'{"score": true}', "code judge 'score' must be a number*"),
@@ -185,12 +189,10 @@ def test_stdout_protocols(
         "not-utf8",
     ],
 )
-def test_malformed_stdout_is_score_zero_with_a_miss(stdout: bytes, miss: str) -> None:
+def test_stdout_outside_the_contract_is_not_graded(stdout: bytes, miss: str) -> None:
     parsed = parse_judge_output(stdout)
-    assert parsed.score == 0.0
-    assert parsed.verdict == "fail"
-    assert len(parsed.misses) == 1
-    assert __import__("fnmatch").fnmatch(parsed.misses[0], miss), parsed.misses
+    assert parsed.misses == (parsed.error,)
+    assert fnmatch(parsed.misses[0], miss), parsed.misses
 
 
 @pytest.mark.parametrize(
@@ -217,25 +219,142 @@ def test_a_judge_that_gives_a_key_twice_leaves_the_case_not_graded(
     assert (row["status"], row["verdict"]) == ("error", None)
 
 
+def test_a_judge_that_exits_non_zero_fails_the_case_with_the_cause(
+    project: pytest.Pytester,
+) -> None:
+    write(project, "f.eval.yaml", judge_case('"echo judge broke >&2; exit 2"'))
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'judged' failed: score 0.00 (fail)",
+            "*✗ code judge exited with code 2: judge broke",
+        ]
+    )
+
+
 @pytest.mark.parametrize(
-    ("script", "miss"),
+    ("script", "problem"),
     [
-        ('"echo judge broke >&2; exit 2"', "code judge exited with code 2: judge broke"),
         ('"kill -9 $$"', "code judge was killed by SIGKILL"),
-        ('"echo not json"', "code judge output is not valid JSON*"),
+        ('"echo not json"', "code judge output must be one JSON object*not valid JSON*"),
         ('"exit 0"', "code judge printed nothing on stdout*"),
         ("[python, -c, 'print(1)']", "code judge output must be a JSON object, got int"),
     ],
-    ids=["exit-code", "signal", "not-json", "silent-and-closes-stdin", "scalar"],
+    ids=["signal", "not-json", "silent-and-closes-stdin", "scalar"],
 )
-def test_failing_scripts_fail_the_case_with_the_cause(
-    project: pytest.Pytester, script: str, miss: str
+def test_a_judge_that_broke_or_replied_outside_its_contract_is_not_graded(
+    project: pytest.Pytester, script: str, problem: str
 ) -> None:
     write(project, "f.eval.yaml", judge_case(script))
     result = project.runpytest()
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*eval 'judged' failed: score 0.00 (fail)", f"*✗ {miss}"])
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*eval 'judged' was not graded: *{problem}"])
     assert "Traceback" not in result.stdout.str()
+
+
+BROKEN_GRADERS = {
+    "timeout": ("sleep 30", "code judge timed out after 1s and was killed"),
+    "killed": ("kill -9 $$", "code judge was killed by SIGKILL"),
+    "flood": ("yes", "code judge wrote more than 1024 KiB to stdout*"),
+    "out-of-range": ("echo '{\"score\": 1.5}'", "code judge 'score' must be between 0 and 1*"),
+    "log-line-first": ("echo starting; echo '{\"score\": 0}'", "*one JSON object*: starting {*"),
+    "two-objects": ('echo \'{"score": 0}{"score": 1}\'', "*one JSON object*Extra data*"),
+    "truncated": ('echo \'{"score": 0, "hits": [\'', "*one JSON object*Expecting value*"),
+    "nan": ("echo '{\"score\": NaN}'", "*one JSON object*NaN is not valid JSON*"),
+}
+
+
+@pytest.mark.parametrize(("script", "problem"), BROKEN_GRADERS.values(), ids=BROKEN_GRADERS)
+def test_negation_never_turns_a_broken_grader_into_a_pass(
+    project: pytest.Pytester, script: str, problem: str
+) -> None:
+    """A grader that timed out, was killed, flooded its output or replied outside its contract
+    said nothing about the answer: not graded, under ``negate`` too (it passed as 1 - 0)."""
+    write(project, "grader.sh", script)
+    timeout = 1 if script.startswith("sleep") else 60
+    write(
+        project,
+        "f.eval.yaml",
+        f"""
+        tests:
+          - id: judged
+            input: q
+            assertions:
+              - {{type: code-grader, command: [sh, grader.sh], negate: true,
+                  timeout_seconds: {timeout}}}
+        """,
+    )
+    result = project.runpytest("--agentv-results=out.jsonl")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*eval 'judged' was not graded: *{problem}"])
+    row = json.loads((project.path / "out.jsonl").read_text())
+    assert (row["status"], row["score"]) == ("error", None)
+
+
+def test_a_negated_grader_that_exits_non_zero_said_fail_and_passes(
+    project: pytest.Pytester,
+) -> None:
+    """AgentV's convention: a grader that ran and exited non-zero said "fail", which negation
+    turns into a pass."""
+    write(
+        project,
+        "f.eval.yaml",
+        """
+        tests:
+          - id: judged
+            input: q
+            assertions: [{type: code-grader, command: "exit 1", negate: true}]
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
+
+
+ZERO_SCORES = {
+    "bom": b'\xef\xbb\xbf{"score": 0}\r\n',
+    "deep-details": b'{"score": 0, "details": ' + b'{"a": ' * 1000 + b"1" + b"}" * 1001,
+}
+
+
+@pytest.mark.parametrize("stdout", ZERO_SCORES.values(), ids=ZERO_SCORES)
+def test_a_zero_score_is_read_after_a_byte_order_mark_and_under_deep_details(
+    stdout: bytes,
+) -> None:
+    """They fell through to v4's plain-text path, which passes: AgentV v4 trims the byte order
+    mark (JavaScript's ``trim``) and parses deep JSON."""
+    parsed = parse_judge_output(stdout, v4=True)
+    assert (parsed.score, parsed.verdict, parsed.error) == (0.0, "fail", None)
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+)
+
+
+@given(value=JSON, indent=st.sampled_from([None, 0, 2]))
+def test_the_deep_reader_reads_what_json_reads(value: object, indent: int | None) -> None:
+    """The reader used past ``json``'s recursion reads any JSON text as ``json`` does."""
+    text = json.dumps(value, indent=indent)
+    assert _read_deep(text) == json.loads(text)
+
+
+def test_details_nested_deeper_than_100_levels_are_kept_to_100(project: pytest.Pytester) -> None:
+    deep = '{"score": 1, "details": ' + '{"a": ' * 1000 + "1" + "}" * 1001
+    write(project, "deep.json", deep)
+    write(project, "f.eval.yaml", judge_case('"cat deep.json"'))
+    project.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=1)
+    details = json.loads((project.path / "out.jsonl").read_text())["evaluator_results"][0][
+        "details"
+    ]
+    depth = 1
+    while isinstance(details, dict):
+        details, depth = details["a"], depth + 1
+    assert (depth, details) == (100, "(nested deeper than 100 levels: not kept)")
 
 
 @pytest.mark.parametrize(
@@ -302,8 +421,10 @@ def test_hanging_judge_is_killed_at_its_timeout(project: pytest.Pytester) -> Non
         judge_case('"echo $$ > judge.pid; exec sleep 30"', "\n        timeout_seconds: 1"),
     )
     result = project.runpytest()
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*✗ code judge timed out after 1s and was killed"])
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*not graded: script: code judge timed out after 1s and was killed"]
+    )
     assert still_running(recorded(project.path / "judge.pid")) == []
     assert result.duration < 25  # well short of the judge's 30 s sleep
 

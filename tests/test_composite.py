@@ -231,7 +231,7 @@ def test_code_aggregator_reads_members_and_gates(here: pytest.Pytester) -> None:
         "targets:\n  - {name: default, provider: mock, response: hello}\n",
     )
     result = here.runpytest("--agentv-borderline=pass", "--junitxml=junit.xml")
-    result.assert_outcomes(passed=1, failed=3)
+    result.assert_outcomes(passed=1, failed=2, errors=1)
     result.stdout.fnmatch_lines(
         [
             "*eval 'unsafe' failed: score 0.00 (fail)",
@@ -241,8 +241,12 @@ def test_code_aggregator_reads_members_and_gates(here: pytest.Pytester) -> None:
             "safety_gate (composite): score 0.00 (fail)",
             "    ✗ Safety check failed",
             "    safety (code_judge): score 0.20 (fail)",
-            "*eval 'broken' failed: score 0.00 (fail)",
-            "    ✗ code judge output must be a JSON object, got int",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'broken' was not graded: safety_gate: "
+            "code judge output must be a JSON object, got int"
         ]
     )
     result.stdout.fnmatch_lines(["*eval 'says-fail' failed: score 0.90 (fail) (a required*"])

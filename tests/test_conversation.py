@@ -524,6 +524,35 @@ def test_recorded_answers_replay_each_turn(pytester: pytest.Pytester) -> None:
     )
 
 
+CAPITALS = """
+tests:
+  - id: chat
+    mode: conversation
+    turns:
+      - input: Hello.
+        assertions: [{type: contains, value: Hi}]
+      - input: What is the capital of France?
+        assertions: [{type: contains, value: Paris}]
+"""
+
+
+def test_a_recorded_reply_to_another_question_is_not_graded(pytester: pytest.Pytester) -> None:
+    """Turn 2 changed from France to Spain: "Paris" was graded against the new question."""
+    mock_turns(pytester, "Hi", "Paris")
+    write(pytester, "c.eval.yaml", CAPITALS)
+    pytester.runpytest("--agentv-results=first.jsonl").assert_outcomes(passed=1)
+    write(pytester, "c.eval.yaml", CAPITALS.replace("France", "Spain"))
+    result = pytester.runpytest("--agentv-answers=first.jsonl")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*not graded: turn 2: the recorded answer for 'chat' in first.jsonl (--agentv-answers)"
+            " was given to another input: it was asked 'What is the capital of France?', the "
+            "case now asks 'What is the capital of Spain?'"
+        ]
+    )
+
+
 def test_trials_repeat_whole_conversations(pytester: pytest.Pytester) -> None:
     fixture_agent(pytester, "(case.attempt, case.turn)", '"Ada" if case.attempt == 1 else "who?"')
     write(

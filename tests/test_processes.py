@@ -90,10 +90,21 @@ def test_stdout_flood_is_capped_and_memory_stays_bounded() -> None:
         [sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"], 10
     )
     assert not result.timed_out  # stopped at the cap, not by the 10 s timeout
-    assert result.stdout_overflow and result.stdout == b""
+    assert result.overflow == "stdout" and result.stdout == b""
     assert "wrote more than 1024 KiB to stdout" in (result.failure("code judge", 10) or "")
     assert me.memory_info().rss - before < 20 * MAX_STDOUT_BYTES
     assert group_members(result.pid) == []
+
+
+def test_a_stderr_flood_is_stopped_at_its_cap_the_same_way_each_time() -> None:
+    """200 MB on stderr was read to the deadline: a timeout on a busy machine, a success on an
+    idle one."""
+    flood = ["sh", "-c", "yes | head -c 200000000 >&2; echo done"]
+    results = [run(flood, timeout=60) for _ in range(3)]
+    assert [r.failure("hook", 60) for r in results] == [
+        "hook wrote more than 16 MiB to stderr and was stopped"
+    ] * 3
+    assert [group_members(r.pid) for r in results] == [[]] * 3
 
 
 def test_stderr_flood_keeps_the_tail_without_deadlock() -> None:

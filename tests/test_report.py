@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import cmarkgfm
 import pytest
 from lxml import html
 
@@ -208,9 +209,23 @@ def test_hostile_answers_are_text(project: pytest.Pytester, run_args: list[str])
     assert "\u202e" not in rtl and "total: \\u202e1 $ 0001\\u202c" in rtl
     summary = (project.path / "summary.md").read_text()
     assert "<" not in summary and "\u202e" not in summary
-    assert (
-        "\\| a \\| b \\| &lt;img src=x&gt; \\# \\[link\\](http://example.com) \\`code\\`" in summary
+    shown = "\\| a \\| b \\| &lt;img src=x&gt; \\# \\[link\\](http\\://example.com) \\`code\\`"
+    assert shown in summary
+
+
+def test_the_markdown_summary_makes_no_link_of_what_answers_say(project: pytest.Pytester) -> None:
+    """GitHub makes links of bare URLs, ``www.`` names and e-mail addresses in text: the
+    summary, rendered by GitHub's own Markdown (cmark-gfm), has none."""
+    said = "https://evil.example/x, WWW.evil.example, (www.a.b), ftp://f.g, a.b@evil.example"
+    write(
+        project,
+        "a.eval.yaml",
+        f"tests:\n  - {{id: a, input: q, assertions: [{{type: contains, value: '{said}'}}]}}\n",
     )
+    project.runpytest("--agentv-markdown=summary.md").assert_outcomes(failed=1)
+    rendered = cmarkgfm.github_flavored_markdown_to_html((project.path / "summary.md").read_text())
+    assert "evil.example" in rendered
+    assert "<a " not in rendered
 
 
 def test_a_report_that_cannot_be_written_fails_the_run(project: pytest.Pytester) -> None:

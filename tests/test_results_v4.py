@@ -276,6 +276,15 @@ def test_v4_rows_are_recorded_answers_and_a_baseline(suite: pytest.Pytester) -> 
     )
 
 
+def answered_by(project: pytest.Pytester, rows: list[dict[str, Any]]) -> pytest.RunResult:
+    """A run of the project's two one-case files (a, b) answered by ``rows``: one passes, one
+    is not graded."""
+    write(project, "old.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    result = project.runpytest("--agentv-answers=old.jsonl")
+    result.assert_outcomes(passed=1, errors=1)
+    return result
+
+
 def test_a_v4_row_from_before_v4_42_keeps_its_messages_as_output(
     project: pytest.Pytester,
 ) -> None:
@@ -291,13 +300,39 @@ def test_a_v4_row_from_before_v4_42_keeps_its_messages_as_output(
         },
         {"test_id": "b", "score": 1, "execution_status": "ok"},
     ]
-    write(project, "old.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
-    result = project.runpytest("--agentv-answers=old.jsonl")
-    result.assert_outcomes(passed=1, errors=1)
+    result = answered_by(project, rows)
     result.stdout.fnmatch_lines(
         [
             "*eval 'b' was not graded: the recorded row for 'b' in old.jsonl (--agentv-answers) "
             "has no 'candidate_answer', 'output_messages' or 'output'"
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        {"question": "Refund window?"},
+        {"input": [{"role": "user", "content": "Refund window?"}]},
+    ],
+    ids=["ours", "v4"],
+)
+def test_a_recorded_answer_to_another_question_is_not_graded(
+    project: pytest.Pytester, asked: dict[str, Any]
+) -> None:
+    """A recorded answer was paired with its case by id alone, whatever it was asked."""
+    entry = "assertions: [{type: contains, value: 'found it'}]"
+    write(project, "a.eval.yaml", f"tests:\n  - {{id: a, input: q, {entry}}}\n")
+    write(project, "b.eval.yaml", f"tests:\n  - {{id: b, input: 'Refund window?', {entry}}}\n")
+    rows = [
+        {"test_id": case, "score": 1, "execution_status": "ok", "output": "found it", **asked}
+        for case in ("a", "b")
+    ]
+    result = answered_by(project, rows)
+    result.stdout.fnmatch_lines(
+        [
+            "*eval 'a' was not graded: the recorded answer for 'a' in old.jsonl (--agentv-answers)"
+            " was given to another input: it was asked 'Refund window?', the case now asks 'q'"
         ]
     )
 
@@ -713,3 +748,48 @@ def test_a_v4_row_s_input_keeps_its_messages_roles(project: pytest.Pytester) -> 
     assert rows["with-system"]["input"] == asked
     assert rows["with-system"]["trace"]["messages"][:2] == asked
     assert rows["talk"]["input"] == [{"role": "system", "content": "Be brief."}]
+
+
+def test_every_artifact_folder_is_inside_the_run_folder_and_its_test_s_own(
+    project: pytest.Pytester,
+) -> None:
+    """A dataset or id of ``..`` wrote grading.json, input.md and outputs/ outside the run
+    folder and overwrote its parent's timing.json; ``a/b`` and ``a_b``, and the matrix pairs
+    ``c[bad]`` and ``c--bad[good]``, shared one folder, one grading replacing the other."""
+    (project.path / ".agentv" / "targets.yaml").write_text(
+        "targets:\n"
+        + "".join(f"  - {{name: {n}, provider: mock, response: {n}}}\n" for n in ("bad", "good"))
+    )
+    check = "assertions: [{type: contains, value: o}]"
+    ids = ["..", ".", "a/b", "a_b"]
+    write(
+        project,
+        "up.eval.yaml",
+        "name: '..'\nexecution: {targets: [good]}\ntests:\n"
+        + "".join(f"  - {{id: '{i}', input: q, {check}}}\n" for i in ids),
+    )
+    write(
+        project,
+        "m.eval.yaml",
+        "execution: {targets: [bad, good]}\ntests:\n"
+        + "".join(f"  - {{id: '{i}', input: q, {check}}}\n" for i in ("c", "c--bad")),
+    )
+    (project.path / "timing.json").write_text("mine")
+    before = {p for p in project.path.rglob("*") if "run" not in p.parts}
+    run_v4(project, "-p", "no:cacheprovider").assert_outcomes(passed=6, failed=2)
+    after = {
+        p for p in project.path.rglob("*") if "run" not in p.parts and "__pycache__" not in p.parts
+    }
+    assert after == before
+    assert (project.path / "timing.json").read_text() == "mine"
+    rows = [
+        json.loads(line) for line in (project.path / "run/index.jsonl").read_text().splitlines()
+    ]
+    folders = [row["artifact_dir"] for row in rows]
+    assert len(set(folders)) == len(rows) == 8
+    run = (project.path / "run").resolve()
+    for row in rows:
+        folder = (run / row["artifact_dir"]).resolve()
+        assert folder.is_relative_to(run) and folder != run
+        trace = json.loads((folder / "outputs" / "trace.json").read_text())
+        assert json.dumps(trace).count(row["test_id"]) > 0

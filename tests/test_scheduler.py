@@ -8,6 +8,7 @@ judged at once, and neither the pytester runs nor their xdist workers import lit
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
@@ -280,3 +281,61 @@ def test_adaptive_limit_halves_then_recovers() -> None:
     slow_cooldown.rate_limited()
     slow_cooldown.rate_limited()
     assert slow_cooldown.current == 4
+
+
+LOGGING_PROVIDER = """
+import pytest
+
+class Logged:
+    def __init__(self, target):
+        self.name = target.name
+        self.judge_target = None
+        with open("calls.log", "a") as log:
+            print("built", target.name, file=log)
+
+    async def invoke(self, case, attempt):
+        with open("calls.log", "a") as log:
+            print("called", case.id, file=log)
+        return "Refunds take 30 days."
+
+@pytest.hookimpl
+def pytest_agentv_make_target(config, target):
+    return Logged(target) if target.provider == "logged" else None
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--setup-only"], ["--setup-plan"], ["-n", "2", "--setup-plan"], ["collection-error"]],
+    ids=["setup-only", "setup-plan", "xdist-setup-plan", "collection-error"],
+)
+def test_nothing_starts_when_pytest_runs_no_test(
+    judged: pytest.Pytester,
+    fake_llm: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+) -> None:
+    """After a collection error ("Interrupted: 1 error during collection") and under
+    ``--setup-only``/``--setup-plan``, targets were built and called, workspace hooks ran and
+    judges were asked (9 and 40 requests)."""
+    write(judged, "conftest.py", LOGGING_PROVIDER)
+    write(judged, ".agentv/targets.yaml", "targets:\n  - {name: default, provider: logged}\n")
+    hook = '[python, -c, \'open("calls.log", "a").write("hook\\\\n")\']'
+    cases = "".join(
+        f"  - {{id: c{i}, input: q{i}, expected_outcome: says 30 days}}\n" for i in range(8)
+    )
+    write(
+        judged,
+        "e.eval.yaml",
+        f"workspace:\n  hooks: {{before_all: {{command: {hook}}}}}\nevalcases:\n{cases}",
+    )
+    if args == ["collection-error"]:
+        write(judged, "test_broken.py", "this is not python(\n")
+        # The inner sessions go on past collection errors (tests/conftest.py): not this one.
+        addopts = os.environ["PYTEST_ADDOPTS"].replace("--continue-on-collection-errors", "")
+        monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
+        args = []
+    result = judged.runpytest("--agentv-concurrency=4", *args)
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.INTERRUPTED)
+    assert not (judged.path / "calls.log").exists()
+    assert fake_llm.requests == []

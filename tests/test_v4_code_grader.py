@@ -145,7 +145,7 @@ def test_v4_exit_code_convention_only_in_v4_files(project: pytest.Pytester) -> N
         """,
     )
     result = project.runpytest("--agentv-results", "out.jsonl")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, errors=1)
     rows = {
         r["eval_id"]: r
         for r in map(json.loads, (project.path / "out.jsonl").read_text().splitlines())
@@ -153,7 +153,7 @@ def test_v4_exit_code_convention_only_in_v4_files(project: pytest.Pytester) -> N
     assert rows["v4"]["evaluator_results"][0]["assertions"] == [
         {"text": "looks fine", "passed": True}
     ]
-    assert rows["classic"]["score"] == 0
+    assert rows["classic"]["status"] == "error"
 
 
 EVENTS_JUDGE = """\

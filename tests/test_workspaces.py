@@ -205,9 +205,18 @@ def test_a_hook_that_leaves_a_process_running_fails_and_the_process_is_killed(
     ("workspace", "problem"),
     [
         (
+            "{repos: [{path: ./repo, repo: ./tpl}]}",
+            "workspace repo './tpl' could not be cloned: git clone exited with code *",
+        ),
+        (
+            # It was read as GitHub's ./upstream and cloned from github.com.
+            "{repos: [{path: ./repo, repo: ./upstream}]}",
+            "workspace repo './upstream' not found (searched from the eval file's folder up*",
+        ),
+        (
             "{repos: [{path: ./repo, repo: 'file:///nonexistent/agentv-missing.git'}]}",
-            "workspace repo 'file:///nonexistent/agentv-missing.git' could not be cloned:"
-            " git clone exited with code *",
+            "workspace repo reference '/nonexistent/agentv-missing.git' resolves outside the "
+            "rootdir; refused",
         ),
         (
             "{template: /}",
@@ -218,11 +227,18 @@ def test_a_hook_that_leaves_a_process_running_fails_and_the_process_is_killed(
             "workspace env check failed (ws.eval.yaml): missing command: agentv-no-such-command",
         ),
     ],
-    ids=["unreachable-clone", "template-outside-rootdir", "missing-command"],
+    ids=[
+        "unreachable-clone",
+        "missing-local-path",
+        "file-url-outside-rootdir",
+        "template-outside-rootdir",
+        "missing-command",
+    ],
 )
 def test_a_workspace_that_cannot_be_made_leaves_its_cases_not_graded(
     project: pytest.Pytester, workspace: str, problem: str
 ) -> None:
+    write(project, "tpl/file.txt", "not a repository\n")
     _not_graded(project, workspace, problem)
 
 
@@ -637,3 +653,201 @@ def test_a_batch_cli_target_runs_in_the_workspace(
     rows = map(json.loads, (project.path / "o.jsonl").read_text().splitlines())
     answers = {row["eval_id"]: row["candidate_answer"] for row in rows}
     assert answers == {name: f"{name}: Template Readme at {ran_in}" for name in ("a", "b")}
+
+
+@pytest.mark.parametrize("first", ["own", "shared"])
+def test_a_shared_workspace_is_the_file_s_whatever_case_starts_it(
+    project: pytest.Pytester, run_args: list[str], first: str
+) -> None:
+    """The file's template made the shared workspace only when a case of its own ran first; a
+    case that set its own template gave every case its template when it ran first."""
+    write(project, "tA/from_a.txt", "a\n")
+    write(project, "tB/from_b.txt", "b\n")
+    _agent(project, LISTING_AGENT, "{EVAL_ID}")
+    own = """
+          - id: own
+            input: q
+            workspace: {template: ./tB}
+            assertions:
+              - {type: contains, value: from_b.txt}
+              - {type: contains, value: from_a.txt, negate: true}"""
+    shared = """
+          - id: shared
+            input: q
+            assertions:
+              - {type: contains, value: from_a.txt}
+              - {type: contains, value: from_b.txt, negate: true}"""
+    write(
+        project,
+        "ws.eval.yaml",
+        "workspace: {template: ./tA}\ntests:" + (own + shared if first == "own" else shared + own),
+    )
+    project.runpytest(*run_args).assert_outcomes(passed=2)
+
+
+#: An agent that leaves a repository of its own in the workspace on case "one" (with a commit,
+#: or none with ``bare``), then lists what it sees.
+NESTING_AGENT = """\
+import os, subprocess, sys
+if sys.argv[1] == "one":
+    os.makedirs("nested")
+    open("nested/work.txt", "w").write("one's work")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q"], cwd="nested", check=True)
+    if sys.argv[2] != "bare":
+        subprocess.run(git + ["add", "-A"], cwd="nested", check=True)
+        subprocess.run(git + ["commit", "-qm", "w"], cwd="nested", check=True)
+print(" ".join(sorted(n for n in os.listdir(".") if n != ".git")))
+"""
+
+#: A v4 grader that passes when the diff it is given names ``nested`` exactly when ``expect``.
+NESTED_DIFF_GRADER = """\
+import json, sys
+diff = json.load(sys.stdin)["file_changes"] or ""
+print(json.dumps({"score": int(("work.txt" in diff) == (sys.argv[1] == "yes"))}))
+"""
+
+
+@pytest.mark.parametrize("reset", ["strict", "fast"])
+def test_reset_removes_a_repository_the_agent_made(project: pytest.Pytester, reset: str) -> None:
+    """``git clean -fdx`` keeps a nested repository: case two's diff held case one's work."""
+    write(project, "tpl/seed.txt", "seed\n")
+    write(project, "grader.py", NESTED_DIFF_GRADER)
+    _agent(project, NESTING_AGENT, "{EVAL_ID} committed")
+    write(
+        project,
+        "ws.eval.yaml",
+        f"""
+        workspace:
+          template: tpl
+          hooks: {{after_each: {{reset: {reset}}}}}
+        tests:
+          - id: one
+            input: q
+            assertions: [{{type: code-grader, command: [python, grader.py, "yes"]}}]
+          - id: two
+            input: q
+            assertions:
+              - {{type: code-grader, command: [python, grader.py, "no"]}}
+              - {{type: contains, value: nested, negate: true}}
+        """,
+    )
+    project.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+
+
+def test_a_diff_that_cannot_be_taken_does_not_sink_the_cases(project: pytest.Pytester) -> None:
+    """A repository without a commit made ``git add`` exit 128: every case after it, and the
+    one that made it, was not graded. As in AgentV v4 the diff is best effort: null."""
+    write(project, "tpl/seed.txt", "seed\n")
+    write(project, "grader.py", NESTED_DIFF_GRADER)
+    _agent(project, NESTING_AGENT, "{EVAL_ID} bare")
+    cases = "".join(
+        f"  - {{id: {i}, input: q, assertions: [{{type: contains, value: seed.txt}}]}}\n"
+        for i in ("one", "two", "three")
+    )
+    write(project, "ws.eval.yaml", "workspace: {template: tpl}\ntests:\n" + cases)
+    project.runpytest("-p", "no:randomly").assert_outcomes(passed=3)
+
+
+def _user_repository(folder: Path) -> None:
+    """A repository of the user's, with one commit, an edit not staged, an untracked file and
+    an ignored ``.env``."""
+    folder.mkdir(exist_ok=True)
+    (folder / "app.txt").write_text("committed\n")
+    (folder / ".gitignore").write_text(".env\n")
+    _git(folder, "init", "-q", "-b", "main")
+    _git(folder, "add", "-A")
+    _git(folder, "commit", "-qm", "user's work")
+    (folder / "app.txt").write_text("edited, not committed\n")
+    (folder / "draft.txt").write_text("untracked\n")
+    (folder / ".env").write_text("SECRET=1\n")
+
+
+def _untouched(folder: Path, *new: str) -> None:
+    """The user's repository as they left it: one commit, nothing staged, ``app.txt`` edited,
+    ``draft.txt`` (and ``new``) untracked, ``.env`` there."""
+    assert _git(folder, "log", "--format=%s") == "user's work"
+    assert _git(folder, "diff", "--cached", "--name-only") == ""
+    assert _git(folder, "diff", "--name-only") == "app.txt"
+    untracked = _git(folder, "ls-files", "--others", "--exclude-standard").splitlines()
+    assert untracked == sorted(["draft.txt", *new])
+    assert (folder / ".env").read_text() == "SECRET=1\n"
+
+
+@pytest.mark.parametrize("kind", ["worktree", "submodule"])
+def test_a_template_that_is_a_worktree_or_submodule_never_touches_the_user_s_repository(
+    project: pytest.Pytester, kind: str
+) -> None:
+    """Its ``.git`` file was copied: every run committed agentv-baseline onto the user's branch
+    and staged the agent's files there; a submodule's left every case not graded."""
+    user = project.path / "user"
+    _user_repository(user)
+    _git(user, "stash", "-q", "-u")  # a clean tree to take a worktree or submodule from
+    if kind == "worktree":
+        _git(user, "worktree", "add", "-q", str(project.path / "tpl"), "-b", "template")
+    else:
+        host = project.path / "host"
+        host.mkdir()
+        _git(host, "init", "-q")
+        _git(host, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "../user", "tpl")
+    template = "tpl" if kind == "worktree" else "host/tpl"
+    _git(user, "stash", "pop", "-q")
+    _agent(project, EDITING_AGENT.replace("hello.txt", "app.txt"), "{WORKSPACE_PATH}")
+    write(
+        project,
+        "ws.eval.yaml",
+        f"""
+        workspace: {{template: {template}}}
+        tests:
+          - {{id: a, input: q, assertions: [{{type: contains, value: agentv-workspaces}}]}}
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
+    _untouched(user)
+    tpl = project.path / template
+    assert _git(tpl, "log", "--format=%s") == "user's work"
+    assert _git(tpl, "status", "--porcelain") == ""
+
+
+#: Passes when the diff holds the agent's new file and none of what the user had.
+STATIC_GRADER = """\
+import json, sys
+diff = json.load(sys.stdin)["file_changes"]
+print(json.dumps({"score": int("made.txt" in diff and "app.txt" not in diff)}))
+"""
+
+
+def test_a_static_path_in_the_user_s_repository_is_never_committed_to(
+    project: pytest.Pytester,
+) -> None:
+    """``mode: static`` with ``path: .`` committed the user's edits, untracked files and
+    ``.env`` to their branch as agentv-baseline."""
+    _user_repository(project.path)
+    write(project, "grader.py", STATIC_GRADER)
+    _agent(project, "import pathlib; pathlib.Path('made.txt').write_text('x'); print('ok')")
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        workspace: {mode: static, path: .}
+        tests:
+          - id: a
+            input: q
+            assertions: [{type: code-grader, command: [python, grader.py]}]
+        """,
+    )
+    (project.path / ".gitignore").write_text(".env\n.pytest_cache\n__pycache__\n")
+    _git(project.path, "add", ".gitignore", "agent.py", ".agentv", "keywords.py", "expect.py")
+    _git(project.path, "add", "tox.ini", "ws.eval.yaml", "grader.py")
+    _git(project.path, "commit", "-qm", "user's work", "--amend")
+    project.runpytest().assert_outcomes(passed=1)
+    _untouched(project.path, "made.txt")
+
+
+def test_a_hook_that_floods_stderr_is_stopped_at_its_cap(project: pytest.Pytester) -> None:
+    """It was read until its deadline: a timeout on a busy machine, a pass on an idle one."""
+    _not_graded(
+        project,
+        "{hooks: {before_each: {command: [sh, -c, 'yes | head -c 200000000 >&2']}}}",
+        "workspace hook before_each (sh -c *) wrote more than 16 MiB to stderr and was stopped",
+    )

@@ -41,7 +41,7 @@ from .base import (
     plan_entries,
     weighted_mean,
 )
-from .code_judge import parse_judge_output
+from .code_judge import script_score
 from .llm_judge import LlmJudgeEvaluator
 from .promptfiles import read_prompt
 from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts
@@ -273,7 +273,7 @@ class CompositeEvaluator:
         )
         request = {"script": script}
         payload = {"results": {m.name: wire_score(m.score) for m in members}}
-        stdout, failure = await self.scripts.run(
+        run = await self.scripts.run(
             script,
             payload,
             case=context.eval_case,
@@ -281,14 +281,7 @@ class CompositeEvaluator:
             cwd=aggregator.cwd,
             timeout=aggregator.timeout_seconds,
         )
-        if failure:
-            return EvaluationScore.graded(
-                0.0,
-                misses=(failure,),
-                reasoning=failure,
-                evaluator_raw_request=request,
-            )
-        return replace(parse_judge_output(stdout), evaluator_raw_request=request)
+        return replace(script_score(run), evaluator_raw_request=request)
 
     async def _llm(
         self,

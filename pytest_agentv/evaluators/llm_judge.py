@@ -317,12 +317,10 @@ class LlmJudgeEvaluator:
         payload = script_payload(context)
         payload["config"] = {**prompt.config, **(entry.options if entry else {})} or None
         script = prompt.script if isinstance(prompt.script, str) else list(prompt.script)
-        stdout, failure = await self.scripts.run(
-            script, payload, case=context.eval_case, what="prompt script"
-        )
-        text = stdout.decode("utf-8", "replace").strip()
-        if failure or not text:
-            raise NotGradedError(failure or "prompt script printed no prompt on stdout")
+        run = await self.scripts.run(script, payload, case=context.eval_case, what="prompt script")
+        text = run.stdout.decode("utf-8", "replace").strip()
+        if run.failure or not text:
+            raise NotGradedError(run.failure or "prompt script printed no prompt on stdout")
         return _Prompt(text, is_template=True, source=f"script: {script}")
 
 

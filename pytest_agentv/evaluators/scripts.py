@@ -4,8 +4,8 @@ as it was written), so every script sees the same thing.
 
 A script that cannot start — its program not found or not executable, or the script file its
 command names (``python judge.py``) not there — is a setup problem: ``ConfigError``, the case is
-not graded. A script that starts and fails (a non-zero exit) is its own failure: score 0 with
-the cause, as AgentV scores it.
+not graded. A script that starts and fails (a non-zero exit) said "fail": score 0 with the
+cause, as AgentV scores it; one that broke (timed out, killed, flooded its output) said nothing.
 """
 
 from __future__ import annotations
@@ -166,6 +166,17 @@ def _v4_trace(summary: dict[str, Any] | None, messages: list[Any] | None) -> Any
 
 
 @dataclass(frozen=True)
+class ScriptRun:
+    """What a script did: its stdout, why it failed (None when it exited 0), and whether it
+    broke — stopped at its time limit or for flooding its output, or killed by a signal — rather
+    than exiting by itself."""
+
+    stdout: bytes
+    failure: str | None
+    broke: bool
+
+
+@dataclass(frozen=True)
 class Scripts:
     """How the run's scripts run — code judges, code aggregators, prompt scripts: their default
     timeout and the environment names passed on to them (``agentv_code_judge_env``)."""
@@ -183,11 +194,10 @@ class Scripts:
         cwd: str | None = None,
         timeout: float | None = None,
         workspace: str | None = None,
-    ) -> tuple[bytes, str | None]:
+    ) -> ScriptRun:
         """Run ``script`` with ``payload`` as JSON on its stdin, from ``cwd`` (looked up from the
         case's folder, inside the rootdir) or the case's folder, bounded like every child
-        process and with a scrubbed environment. Returns its stdout, and why it failed or None.
-        """
+        process and with a scrubbed environment."""
         folder = (
             resolve_reference(cwd, start=case.folder, rootdir=case.rootdir, what="cwd")
             if cwd is not None
@@ -206,4 +216,4 @@ class Scripts:
             env=env,
             timeout=limit,
         )
-        return result.stdout, result.failure(what, limit)
+        return ScriptRun(result.stdout, result.failure(what, limit), result.broke)

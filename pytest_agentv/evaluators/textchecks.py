@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from ..errors import NotGradedError
 from ..results import AssertionRow
+from ..schema.jsregex import subject
 from ..schema.textchecks import TextCheckSpec
 from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
 
@@ -91,12 +92,13 @@ def _regex(answer: str, spec: TextCheckSpec, _: bool) -> tuple[bool, str]:
     assert pattern is not None  # compiled when the entry loaded
     search = pattern.match if spec.sticky else pattern.search
     try:
-        ok = search(answer, timeout=REGEX_TIMEOUT) is not None
+        found = search(subject(answer, spec.flags or ""), timeout=REGEX_TIMEOUT)
     except TimeoutError:
         raise CheckError(
             f"regex /{spec.value}/ did not finish within {REGEX_TIMEOUT:g}s on this answer "
             f"({len(answer)} characters): the case cannot be graded"
         ) from None
+    ok = found is not None
     flags = spec.flags or ""
     label = f"/{spec.value}/{flags}" + (f" (flags: {flags})" if flags else "")
     return ok, f"Output matches pattern {label}" if ok else f"Output does not match pattern {label}"

@@ -20,15 +20,26 @@ from .view import RunFacts, Tally
 #: What a cell shows of a reason or an answer.
 _CELL = 200
 _SPECIAL = re.compile(r"([\\`*_\[\]|~#!])")
+#: What GitHub makes a link of in text (its autolink extension): ``scheme://`` URLs, ``www.``
+#: names (their ``:`` and ``.`` escaped) and e-mail addresses (a word joiner before the ``@``).
+_AUTOLINK = re.compile(r"(?<=[A-Za-z])(:)(?=//)|(?i:(www)\.)|(?=@)")
 
 
 def cell(text: Any, limit: int = _CELL) -> str:
-    """Text for a table cell: one line, cut at ``limit``, no Markdown or HTML in effect."""
+    """Text for a table cell: one line, cut at ``limit``, no Markdown, HTML or link in effect."""
     flat = " ".join(str(text or "").split())
     if len(flat) > limit:
         flat = flat[: limit - 1] + "…"
     flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _SPECIAL.sub(r"\\\1", flat)
+    return _AUTOLINK.sub(_unlinked, _SPECIAL.sub(r"\\\1", flat))
+
+
+def _unlinked(found: re.Match[str]) -> str:
+    if found.group(1):
+        return "\\:"
+    if found.group(2):
+        return found.group(2) + "\\."
+    return "&#8288;"
 
 
 def _section(

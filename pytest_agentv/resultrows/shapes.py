@@ -66,7 +66,7 @@ _ROW: dict[str, Shape] = {
     "evaluator_results": [_ENTRY],
     "scores": [_ENTRY],
     **{key: [dict] for key in ("tool_calls", "trials", "input_messages")},
-    "turns": [{"assertions": _CHECKS}],
+    "turns": [{"assertions": _CHECKS, "input": str, "answer": str}],
     "output_messages": _MESSAGES,
     "output": (str, _MESSAGES),
     "input": (str, [dict]),

@@ -1,24 +1,19 @@
 """The settings of AgentV v4's deterministic checks (``contains`` ... ``equals``, ``regex``,
 ``is-json``): the shape of ``value`` each kind takes, and a ``regex`` pattern read with
-JavaScript's meaning and compiled when the file loads.
-
-A pattern is written for JavaScript's ``RegExp``; it runs on the ``regex`` module (which can stop
-a search after a time limit) after a translation of the places where Python's reading differs:
-``$`` without the ``m`` flag matches only at the very end, ``.`` never matches a line
-terminator without ``s``, ``\\d`` and ``\\w`` are ASCII, ``\\s`` is JavaScript's whitespace, and
-JavaScript's flags map onto Python's (``g``, ``y``, ``d`` and ``u`` change nothing a ``test``
-sees; ``v`` is refused). Case-insensitive matching folds case as Unicode does, which for a
-few letters (Turkish dotted I) differs from JavaScript's non-Unicode mode.
+JavaScript's meaning (``jsregex.py``) and compiled when the file loads. JavaScript's flags
+``i``, ``m``, ``s`` and ``u`` change the translation; ``g``, ``d`` and ``y`` change nothing
+``RegExp.test`` on a new pattern sees but that ``y`` anchors the search at the start; ``v``
+is refused.
 """
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from pydantic import PrivateAttr, field_validator
 
 from .base import Model
+from .jsregex import translate
 
 if TYPE_CHECKING:
     import regex
@@ -27,61 +22,8 @@ if TYPE_CHECKING:
 ONE_VALUE_KINDS = ("contains", "icontains", "starts_with", "ends_with", "equals", "regex")
 LIST_VALUE_KINDS = ("contains_any", "contains_all", "icontains_any", "icontains_all")
 
-#: JavaScript's flags that change a match, by the ``regex`` module's names for them.
-_FLAGS = {"i": "IGNORECASE", "m": "MULTILINE", "s": "DOTALL"}
-#: Flags that change nothing ``RegExp.test`` on a new pattern sees (``y`` anchors at 0).
-_NEUTRAL_FLAGS = "gdu"
-
-#: JavaScript's whitespace (``\s``, ``trim``): Python's ``\s`` leaves out U+FEFF and adds
-#: U+001C to U+001F.
-JS_SPACE_CLASS = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-
-#: JavaScript's meaning of ``\d``, ``\w`` (ASCII) and ``\s``, outside and inside a class.
-_OUTSIDE = {
-    "d": "[0-9]",
-    "D": "[^0-9]",
-    "w": "[A-Za-z0-9_]",
-    "W": "[^A-Za-z0-9_]",
-    "s": f"[{JS_SPACE_CLASS}]",
-    "S": f"[^{JS_SPACE_CLASS}]",
-}
-_INSIDE = {"d": "0-9", "w": "A-Za-z0-9_", "s": JS_SPACE_CLASS}
-#: What ``.`` matches without the ``s`` flag: anything but JavaScript's line terminators.
-_DOT = "[^\n\r\u2028\u2029]"
-_BACKREFERENCE = re.compile(r"\\k<([A-Za-z_][A-Za-z0-9_]*)>")
-
-
-def js_pattern(pattern: str, flags: str) -> str:
-    r"""A JavaScript pattern in the ``regex`` module's syntax with JavaScript's meaning for
-    ``$`` (the very end, without ``m``), ``.`` (no line terminator, without ``s``), ``\d``,
-    ``\w``, ``\s`` and named backreferences (``\k<name>``)."""
-    out: list[str] = []
-    in_class = False
-    index = 0
-    while index < len(pattern):
-        char = pattern[index]
-        if char == "\\" and index + 1 < len(pattern):
-            named = _BACKREFERENCE.match(pattern, index)
-            if named and not in_class:
-                out.append(f"(?P={named.group(1)})")
-                index = named.end()
-                continue
-            letter = pattern[index + 1]
-            table = _INSIDE if in_class else _OUTSIDE
-            out.append(table.get(letter, char + letter))
-            index += 2
-            continue
-        if char == "[" and not in_class:
-            in_class = True
-        elif char == "]" and in_class:
-            in_class = False
-        elif char == "$" and not in_class and "m" not in flags:
-            char = r"\Z"
-        elif char == "." and not in_class and "s" not in flags:
-            char = _DOT
-        out.append(char)
-        index += 1
-    return "".join(out)
+#: The flags JavaScript's ``RegExp`` takes and pytest-agentv reads.
+_KNOWN_FLAGS = "imsugyd"
 
 
 def compile_js(pattern: str, flags: str) -> regex.Pattern[str]:
@@ -90,20 +32,18 @@ def compile_js(pattern: str, flags: str) -> regex.Pattern[str]:
     schema, and most files have no pattern.)"""
     import regex
 
-    unknown = sorted({f for f in flags if f not in _FLAGS and f not in _NEUTRAL_FLAGS + "y"})
+    unknown = sorted({f for f in flags if f not in _KNOWN_FLAGS})
     if unknown:
         raise ValueError(
             f"regex flags {''.join(unknown)!r} are not supported (use i, m, s, g, y, u or d)"
         )
     if len(set(flags)) != len(flags):
         raise ValueError(f"regex flags {flags!r} repeat a flag")
-    bits = regex.VERSION0
-    for flag in flags:
-        if flag in _FLAGS:
-            bits |= getattr(regex, _FLAGS[flag])
+    translated = translate(pattern, flags)  # JavaScript's own errors
     try:
-        return regex.compile(js_pattern(pattern, flags), bits)
-    except regex.error as exc:
+        fold = regex.IGNORECASE if "i" in flags and "u" in flags else 0  # see jsregex
+        return regex.compile(translated, regex.VERSION0 | fold)
+    except regex.error as exc:  # what JavaScript would take and the regex module does not
         raise ValueError(f"invalid regular expression /{pattern}/: {exc}") from None
 
 

@@ -32,7 +32,7 @@ from ..answers import TargetResponse
 from ..cases import PreparedCase
 from ..errors import ConfigError, NotGradedError
 from ..paths import resolve_reference
-from ..processes import ProcessResult, run_process, scrubbed_env
+from ..processes import MAX_STDERR_BYTES, ProcessResult, run_process, scrubbed_env
 from ..redaction import redact, register_secret
 from ..settings import environment
 from .base import TargetDefinition
@@ -311,11 +311,13 @@ class AgentTarget:
         self, result: ProcessResult, stream: EventStream, ending: Ending, count: int
     ) -> str | None:
         """Why the run gave no answer to grade, or None."""
-        if result.stdout_overflow:
+        if result.overflow == "stdout":
             return (
                 f"printed more than {MAX_STREAM_BYTES // 2**20} MiB and was stopped; its answer "
                 "was discarded"
             )
+        if result.overflow == "stderr":
+            return f"wrote more than {MAX_STDERR_BYTES // 2**20} MiB to stderr and was stopped"
         if result.timed_out:
             return f"timed out after {self.timeout:g}s and was killed"
         if result.signal_name:

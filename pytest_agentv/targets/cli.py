@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import re
 import shlex
@@ -268,7 +269,16 @@ class CliTarget:
         cwd = Path(workspace) if workspace else self.cwd
         if self.verbose:
             log_command(self.what, cwd, command)
-        result: ProcessResult = await run_process(command, cwd=cwd, timeout=self.timeout)
+        try:
+            result: ProcessResult = await run_process(command, cwd=cwd, timeout=self.timeout)
+        except OSError as exc:
+            if exc.errno != errno.E2BIG:
+                raise
+            raise NotGradedError(
+                f"{self.what}: its command is {len(command.encode()):,} bytes, more than the "
+                "system lets a command be (Argument list too long); pass a long prompt (a long "
+                "conversation's history) as a file: {PROMPT_FILE} instead of {PROMPT}"
+            ) from None
         failure = result.failure(self.what, self.timeout)
         if failure:
             raise NotGradedError(redact(failure))

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..answers import TargetResponse, checked_answer, response_from
 from ..baseline import CaseKey, PreviousResults
-from ..cases import PreparedCase
+from ..cases import PreparedCase, prompt_text
 from ..errors import NotGradedError
 from ..llm.usage import PlannedCall
 from ..paths import display_path
@@ -26,8 +26,9 @@ class RecordedTarget:
     camelCase aliases too).
 
     A case with no recorded answer, or whose recorded row was not graded itself (an error, a
-    skip, a later AgentV ``execution_error``), is not graded, with the recorded reason. When a
-    file has several rows for one case, the last one is used.
+    skip, a later AgentV ``execution_error``), is not graded, with the recorded reason; so is
+    one whose row, or turn, was asked another input than the case asks now. When a file has
+    several rows for one case, the last one is used.
     """
 
     judge_target: str | None = None
@@ -67,6 +68,7 @@ class RecordedTarget:
         row = found.data
         if case.turn:
             return self._turn(row, case, where)
+        _same_question(_asked(row, case), case.question, f"'{case.id}' {where}")
         value, text, trace = _recorded(row)
         if not value.get("output_messages") and not isinstance(text, str):
             raise NotGradedError(
@@ -88,20 +90,53 @@ class RecordedTarget:
     def _turn(self, row: dict[str, Any], case: PreparedCase, where: str) -> TargetResponse:
         """A conversation's turn: the reply its recorded row gave that turn (our ``turns``)."""
         turns = row.get("turns")
-        said = next(
+        recorded = next(
             (
-                turn.get("answer")
+                turn
                 for turn in (turns if isinstance(turns, list) else ())
                 if isinstance(turn, dict) and turn.get("turn") == case.turn
             ),
-            None,
+            {},
         )
+        said = recorded.get("answer")
         if not isinstance(said, str):
             raise NotGradedError(
                 f"the recorded row for '{case.id}' {where} has no answer for turn {case.turn}"
             )
+        asked = recorded.get("input")
+        now = case.turns[case.turn - 1].input
+        _same_question(asked if isinstance(asked, str) else None, now, f"'{case.id}' {where}")
         what = f"the recorded row for '{case.id}', turn {case.turn}"
         return checked_answer(response_from(said, what), what)
+
+
+def _asked(row: dict[str, Any], case: PreparedCase) -> str | None:
+    """The question a row's answer was given to, when the row says it in a way that can be
+    compared: our ``question``, or v4's ``input`` messages when they are text and the case
+    names no files (AgentV inlines a file where pytest-agentv's question names it)."""
+    question = row.get("question")
+    if isinstance(question, str):
+        return question
+    given = row.get("input")
+    if case.input_files or not isinstance(given, list) or not given:
+        return None
+    if not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in given):
+        return None
+    return prompt_text(given)
+
+
+def _same_question(asked: str | None, now: str, whose: str) -> None:
+    """A recorded answer to another question says nothing about this one: not graded."""
+    if asked is not None and asked != now:
+        raise NotGradedError(
+            f"the recorded answer for {whose} was given to another input: it was asked "
+            f"{_shown(asked)}, the case now asks {_shown(now)}"
+        )
+
+
+def _shown(text: str) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= 80 else flat[:77] + "...")
 
 
 def _recorded(row: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:

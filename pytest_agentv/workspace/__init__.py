@@ -12,8 +12,9 @@ How the lifecycle maps onto a pytest run (see docs/workspaces.md):
   worker is a process of its own, so each worker that runs cases of the file makes its own
   workspace and runs ``before_all`` and ``after_all`` for its share: a workspace is a folder on
   the machine that runs the target, which the controller does not share.
-- Otherwise (``isolation: per_test``, or a workspace only a case sets) each attempt of a case
-  gets a fresh folder, with the case's ``before_all`` run in it.
+- Otherwise (``isolation: per_test``, a workspace only a case sets, or a case that sets its
+  own template) each attempt of a case gets a fresh folder, with the case's ``before_all`` run
+  in it.
 - Around each attempt: ``before_each`` (reset, then command), the target, the diff since the
   baseline, then ``after_each`` (reset, then command); grading follows, as in v4.
 
@@ -52,11 +53,13 @@ OnLoop = Callable[[Coroutine[Any, Any, Any]], Awaitable[Any]]
 
 @dataclass
 class _Made:
-    """A workspace made and ready: where, its baseline commit, its repos' commits."""
+    """A workspace made and ready: where, its baseline commit, its repos' commits, and where
+    its baseline repository is kept when not in it (a static path)."""
 
     path: Path
     since: str
     checkouts: list[tuple[RepoConfig, str]]
+    repository: Path | None = None
 
 
 @dataclass
@@ -103,6 +106,8 @@ class Workspaces:
         self._shared: dict[Path, _Shared] = {}
         #: What went wrong after the cases were reported (``after_all``), for a warning.
         self.problems: list[str] = []
+        #: Copies in threads, which cancelling their case cannot stop: ``finish`` waits for them.
+        self._copies: set[asyncio.Future[Any]] = set()
 
     @property
     def env(self) -> dict[str, str]:
@@ -128,9 +133,20 @@ class Workspaces:
         checkouts: list[tuple[RepoConfig, str]] = []
         if static is None or not any(path.iterdir()):
             if plan.template is not None:  # links stay links: nothing is read from outside
-                await asyncio.to_thread(
-                    shutil.copytree, plan.template, path, symlinks=True, dirs_exist_ok=True
+                copy = asyncio.ensure_future(
+                    asyncio.to_thread(
+                        shutil.copytree,
+                        plan.template,
+                        path,
+                        symlinks=True,
+                        dirs_exist_ok=True,
+                        # A worktree's or submodule's .git file names the user's repository.
+                        ignore=shutil.ignore_patterns(".git"),
+                    )
                 )
+                self._copies.add(copy)
+                copy.add_done_callback(self._copies.discard)
+                await asyncio.shield(copy)
             for repo in plan.config.repos or ():
                 checkouts.append(
                     (repo, await repos.checkout(repo, path, plan.folder, self.rootdir, self.env))
@@ -139,14 +155,18 @@ class Workspaces:
         test_id = case.id if case is not None and not plan.shared else "__before_all__"
         context = self._context(plan, path, test_id, case if not plan.shared else None)
         await run_hook("before_all", plan.hook("before_all"), plan, context, self.env)
-        return _Made(path, await repos.baseline(path, self.env), checkouts)
+        outside = self._fresh("baseline") / "git" if static is not None else None
+        since = await repos.baseline(path, self.env, outside)
+        return _Made(path, since, checkouts, outside)
 
     def _shared_for(self, spec: CaseSpec, plan: WorkspacePlan) -> _Shared:
+        """The file's shared workspace, made from the file's own plan (not the first case's)."""
         key = spec.loaded.path
         shared = self._shared.get(key)
         if shared is None:
-            made = asyncio.ensure_future(self._make(plan, spec.dataset, None))
-            shared = self._shared[key] = _Shared(plan, asyncio.Lock(), made)
+            suite = plan.suite or plan
+            made = asyncio.ensure_future(self._make(suite, spec.dataset, None))
+            shared = self._shared[key] = _Shared(suite, asyncio.Lock(), made)
         return shared
 
     # -- a case's attempt ---------------------------------------------------------------------
@@ -177,15 +197,14 @@ class Workspaces:
                 await self._target_started(self._shared_for(spec, plan), target, made)
             before_each = plan.hook("before_each")
             if before_each is not None and before_each.reset not in (None, "none"):
-                await repos.reset(
-                    made.path, made.since, before_each.reset, made.checkouts, self.env
-                )
+                await self._reset(made, before_each.reset)
             hooks = [(before_each, None), (target.hooks.before_each if target else None, target)]
             commands = [(hook, owner) for hook, owner in hooks if hook and hook.command]
             for hook, owner in commands:
                 await run_hook("before_each", hook, plan, opened.context, self.env, owner)
             if commands:  # what the commands did is the case's starting point, not its changes
-                opened.made = replace(made, since=await repos.baseline(made.path, self.env))
+                since = await repos.baseline(made.path, self.env, made.repository)
+                opened.made = replace(made, since=since)
         except BaseException:
             self._release(opened)
             raise
@@ -219,17 +238,22 @@ class Workspaces:
         elif folders:
             self._own[_key(spec)] = folders
 
+    async def _reset(self, made: _Made, mode: str) -> None:
+        await repos.reset(made.path, made.since, mode, made.checkouts, self.env, made.repository)
+
     @staticmethod
     def _release(opened: Opened) -> None:
         if opened.lock is not None and opened.lock.locked():
             opened.lock.release()
 
-    async def close(self, opened: Opened, *, answered: bool = True) -> str:
+    async def close(self, opened: Opened, *, answered: bool = True) -> str | None:
         """After the target: the diff since the baseline, then ``after_each`` (reset, command).
         After an attempt that gave no answer the hooks still run and their failures are moot."""
         made, plan, env = opened.made, opened.plan, self.env
         try:
-            diff = await repos.changes(made.path, made.since, env) if answered else ""
+            diff = (
+                await repos.changes(made.path, made.since, env, made.repository) if answered else ""
+            )
             with contextlib.suppress(NotGradedError) if not answered else contextlib.nullcontext():
                 target = opened.target
                 if target is not None:
@@ -237,7 +261,7 @@ class Workspaces:
                     await run_hook("after_each", after, plan, opened.context, env, target)
                 after_each = plan.hook("after_each")
                 if after_each is not None and after_each.reset not in (None, "none"):
-                    await repos.reset(made.path, made.since, after_each.reset, made.checkouts, env)
+                    await self._reset(made, after_each.reset)
                 await run_hook("after_each", after_each, plan, opened.context, env)
             return diff
         finally:
@@ -268,7 +292,7 @@ class Workspaces:
         except BaseException:
             await on_loop(self._abandon(opened))
             raise
-        diff: str = await on_loop(self.close(opened))
+        diff: str | None = await on_loop(self.close(opened))
         return replace(response, workspace_path=path, file_changes=diff)
 
     # -- the end of the run -------------------------------------------------------------------
@@ -283,7 +307,12 @@ class Workspaces:
         return 30.0 + sum(deadline("after_all", hook) for hook in hooks if hook is not None)
 
     async def finish(self) -> None:
-        """``after_all`` in each shared workspace made; then the temporary folders go."""
+        """``after_all`` in each shared workspace made; then the temporary folders go, once
+        no workspace is still being made (a run that stopped early leaves none behind)."""
+        for shared in self._shared.values():
+            shared.ready.cancel()  # nothing, when it is made
+        making = [shared.ready for shared in self._shared.values()]
+        await asyncio.gather(*making, *self._copies, return_exceptions=True)
         for shared in self._shared.values():
             if not shared.ready.done() or shared.ready.cancelled() or shared.ready.exception():
                 continue

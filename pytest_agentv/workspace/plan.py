@@ -7,7 +7,7 @@ other path an eval names.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,9 @@ class WorkspacePlan:
     where: str
     template: Path | None
     metadata: Any = None
+    #: The file's own workspace, which its cases share (made from it alone, whichever case
+    #: starts first); None when the case's workspace is its own.
+    suite: WorkspacePlan | None = None
 
     @property
     def hooks_enabled(self) -> bool:
@@ -95,25 +98,37 @@ class WorkspacePlan:
 
 
 def plan_for(spec: CaseSpec, rootdir: Path) -> WorkspacePlan | None:
-    """The case's workspace, or None when neither its file nor the case sets one. Raises
-    ``ConfigError`` for a path that cannot be used (a workspace file's own problems are the
-    loader's, at collection)."""
-    folder = spec.loaded.path.parent
+    """The case's workspace, or None when neither its file nor the case sets one. The file's
+    shared workspace is made from the file's settings alone; a case that sets its own template
+    gets a workspace of its own. Raises ``ConfigError`` for a path that cannot be used (a
+    workspace file's own problems are the loader's, at collection)."""
     suite_raw, case_raw = spec.loaded.suite.workspace, spec.case.workspace
     if suite_raw is None and case_raw is None:
         return None
-    start = folder
+    starts = [spec.loaded.path.parent] * 2  # where each one's relative paths start
     configs: list[WorkspaceConfig | None] = []
-    for raw in (suite_raw, case_raw):
+    for index, raw in enumerate((suite_raw, case_raw)):
         if isinstance(raw, str):
             read = spec.loaded.workspace_files[raw]  # read with the eval file
             configs.append(read.config)
-            start = read.folder
+            starts[index] = read.folder
         else:
             configs.append(raw)
-    config = merged(*configs)
+    suite, case = configs
+    start = starts[1] if isinstance(case_raw, str) else starts[0]
+    config = merged(suite, case)
     if config is None:
         return None
+    own_template = case is not None and case.template is not None
+    plan = _plan(config, start, rootdir, spec, shared=False)
+    if suite is None or own_template or not _makes_shared(suite):
+        return plan
+    return replace(plan, shared=True, suite=_plan(suite, starts[0], rootdir, spec, shared=True))
+
+
+def _plan(
+    config: WorkspaceConfig, start: Path, rootdir: Path, spec: CaseSpec, *, shared: bool
+) -> WorkspacePlan:
     template = None
     if config.template is not None:
         template = resolve_reference(
@@ -125,7 +140,7 @@ def plan_for(spec: CaseSpec, rootdir: Path) -> WorkspacePlan | None:
         config=config,
         folder=start,
         rootdir=rootdir,
-        shared=_makes_shared(configs[0]),
+        shared=shared,
         where=spec.loaded.display,
         template=template,
         metadata=(spec.case.model_extra or {}).get("metadata"),

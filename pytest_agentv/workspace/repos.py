@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from ..errors import NotGradedError
 from ..paths import resolve_reference
@@ -21,9 +22,11 @@ from ..schema.workspace import RepoConfig
 
 #: How long one git command may take (v4: five minutes).
 GIT_TIMEOUT = 300.0
-#: v4 reads ``org/name`` as a GitHub repository.
-_SHORTHAND = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+#: v4 reads ``org/name`` as a GitHub repository (an owner starts with a letter or digit: a
+#: path such as ``./upstream`` or ``../x`` is local).
+_SHORTHAND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/(?!\.+$)[A-Za-z0-9_.-]+$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[^/\s]+@[^/\s]+:")
+_FILE_URL = re.compile(r"^file://", re.IGNORECASE)
 #: The baseline commit's author, unsigned whatever the user's git config says.
 _IDENTITY = (
     *("-c", "user.email=agentv@localhost", "-c", "user.name=agentv"),
@@ -38,9 +41,13 @@ def git_env(passthrough: Iterable[str] = ()) -> dict[str, str]:
     return env
 
 
-async def git(args: Sequence[str], cwd: Path, env: dict[str, str]) -> str:
-    """Run ``git args`` in ``cwd``; its stdout, or ``NotGradedError`` saying what failed."""
-    result = await run_process(["git", *args], cwd=cwd, env=env, timeout=GIT_TIMEOUT)
+async def git(
+    args: Sequence[str], cwd: Path, env: dict[str, str], repository: Path | None = None
+) -> str:
+    """Run ``git args`` in ``cwd`` (with ``repository`` as its git directory, ``cwd`` its work
+    tree, when given); its stdout, or ``NotGradedError`` saying what failed."""
+    outside = [f"--git-dir={repository}", f"--work-tree={cwd}"] if repository else []
+    result = await run_process(["git", *outside, *args], cwd=cwd, env=env, timeout=GIT_TIMEOUT)
     failure = result.failure(f"git {args[0]}", GIT_TIMEOUT)
     if failure:
         raise NotGradedError(redact(failure))
@@ -49,7 +56,11 @@ async def git(args: Sequence[str], cwd: Path, env: dict[str, str]) -> str:
 
 def clone_source(repo: str, folder: Path, rootdir: Path) -> str:
     """What ``git clone`` reads: a URL as written, ``org/name`` as GitHub's, else a local path
-    found from ``folder`` inside the rootdir (the rule every path an eval names follows)."""
+    found from ``folder`` inside the rootdir (the rule every path an eval names follows, a
+    ``file://`` URL's path included)."""
+    if _FILE_URL.match(repo):
+        path = unquote(urlsplit(repo).path)
+        return str(resolve_reference(path, start=folder, rootdir=rootdir, what="workspace repo"))
     if _URL.match(repo):
         return repo
     if _SHORTHAND.match(repo) and not (folder / repo).exists():
@@ -88,27 +99,38 @@ async def checkout(
     return sha.strip()
 
 
-async def baseline(workspace: Path, env: dict[str, str]) -> str:
+async def baseline(workspace: Path, env: dict[str, str], repository: Path | None = None) -> str:
     """Make the workspace a git repository and commit what is in it: the commit its changes
-    are measured from (v4's ``initializeBaseline``)."""
-    await git(["init", "--quiet"], workspace, env)
-    await git(["add", "-A"], workspace, env)
+    are measured from (v4's ``initializeBaseline``). A folder that is not ours (a static path,
+    perhaps inside the user's own repository) keeps its ``repository`` outside it, so that
+    nothing is written to it, nor to the user's branch or index."""
+    await git(["init", "--quiet"], workspace, env, repository)
+    await git(["add", "-A"], workspace, env, repository)
     await git(
         [*_IDENTITY, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", "agentv-baseline"],
         workspace,
         env,
+        repository,
     )
-    return (await git(["rev-parse", "HEAD"], workspace, env)).strip()
+    return (await git(["rev-parse", "HEAD"], workspace, env, repository)).strip()
 
 
-async def changes(workspace: Path, since: str, env: dict[str, str]) -> str:
+async def changes(
+    workspace: Path, since: str, env: dict[str, str], repository: Path | None = None
+) -> str | None:
     """Everything changed in the workspace since ``since``, as a unified diff; files inside
-    checked-out repositories are shown file by file (``--submodule=diff``)."""
-    for child in sorted(workspace.iterdir()):
-        if child.name != ".git" and (child / ".git").is_dir():
-            await git(["add", "-A"], child, env)
-    await git(["add", "-A"], workspace, env)
-    return (await git(["diff", since, "--submodule=diff"], workspace, env)).strip()
+    checked-out repositories are shown file by file (``--submodule=diff``). None when git
+    cannot stage the changes (a repository the agent made without a commit): as in AgentV v4,
+    the diff is best effort, and its absence does not stop the case. A diff over the output
+    limit does: it is too large to give graders whole."""
+    try:
+        for child in sorted(workspace.iterdir()):
+            if child.name != ".git" and (child / ".git").is_dir():
+                await git(["add", "-A"], child, env)
+        await git(["add", "-A"], workspace, env, repository)
+    except NotGradedError:
+        return None
+    return (await git(["diff", since, "--submodule=diff"], workspace, env, repository)).strip()
 
 
 async def reset(
@@ -117,13 +139,15 @@ async def reset(
     mode: str,
     checkouts: Sequence[tuple[RepoConfig, str]],
     env: dict[str, str],
+    repository: Path | None = None,
 ) -> None:
     """Put the workspace back as it was at ``since`` (``fast``: untracked files go, ignored ones
-    stay; ``strict``: those too), each checked-out repository at its commit."""
-    clean = ["clean", "-fdx" if mode == "strict" else "-fd", "--quiet"]
+    stay; ``strict``: those too), each checked-out repository at its commit. Repositories made
+    since go too (``clean -ff``: git keeps them with one ``-f``)."""
+    clean = ["clean", "-ffdx" if mode == "strict" else "-ffd", "--quiet"]
     for repo, sha in checkouts:
         target = workspace / repo.path
         await git(["reset", "--quiet", "--hard", sha], target, env)
         await git(clean, target, env)
-    await git(["reset", "--quiet", "--hard", since], workspace, env)
-    await git(clean, workspace, env)
+    await git(["reset", "--quiet", "--hard", since], workspace, env, repository)
+    await git(clean, workspace, env, repository)

@@ -12,6 +12,7 @@ folder of the user's, which side files must not fill.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -26,12 +27,19 @@ from .transcript import transcript
 #: v4's pass mark for a grader's score in ``benchmark.json``'s pass rates (``DEFAULT_THRESHOLD``).
 PASS_MARK = 0.8
 INDEX_NAME = "index.jsonl"
-_UNSAFE = re.compile(r'[/\\:*?"<>|]')
+_UNSAFE = re.compile(r'[/\\:*?"<>|\x00-\x1f\x7f]')
+#: The longest folder name written, in UTF-8 bytes (file systems take 255).
+_MAX_SEGMENT = 120
 
 
 def _segment(value: str | None, fallback: str) -> str:
-    text = (value or "").strip()
-    return _UNSAFE.sub("_", text) if text else fallback
+    """A suite, test or target name as one folder name of the run folder: never a separator,
+    never ``.`` or ``..`` (which would name the folder above), never too long."""
+    text = _UNSAFE.sub("_", (value or "").strip())
+    if not text.strip("."):
+        text = text.replace(".", "_")
+    text = text.encode("utf-8")[:_MAX_SEGMENT].decode("utf-8", "ignore")
+    return text or fallback
 
 
 def _stats(values: Sequence[float]) -> dict[str, float]:
@@ -215,17 +223,21 @@ class RunFolder:
         self.folder = folder
         self.lines: list[dict[str, Any]] = []
         self.files: set[str] = set()
-        self._taken: dict[str, str] = {}
+        #: Each artifact folder, and the test (suite, id, target) it is for.
+        self._taken: dict[str, tuple[Any, ...]] = {}
 
     def _subdir(self, line: Mapping[str, Any]) -> str:
         """v4's ``<suite>/<test_id>``; a matrix's other targets get ``<test_id>--<target>``
-        (v4 would write them over one another)."""
+        (v4 would write them over one another), and a name another test has (``a/b`` and
+        ``a_b``) a number after it: every test's folder is its own."""
         test = _segment(line.get("test_id"), "unknown")
         target = str(line.get("target") or "unknown")
         suite = line.get("suite")
-        base = "/".join([_segment(suite, "default"), test] if suite else [test])
-        owner = self._taken.setdefault(base, target)
-        return base if owner == target else f"{base}--{_segment(target, 'unknown')}"
+        base = f"{_segment(suite, 'default')}/{test}" if suite else test
+        whose = (suite, line.get("test_id"), target)
+        named = f"{base}--{_segment(target, 'unknown')}"
+        names = itertools.chain([base, named], (f"{named}-{n}" for n in itertools.count(2)))
+        return next(name for name in names if self._taken.setdefault(name, whose) == whose)
 
     def add(self, line: dict[str, Any], eval_file: str | None) -> dict[str, Any]:
         """Write a test's side files; its index row gains their paths, in v4's order
