@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .loader import LoadedFile
-from .schema.evalfile import EvalCase, EvalSuite, listed_evaluators
+from .schema.evalfile import EvalCase, EvalSuite, case_metadata, listed_evaluators
 from .schema.evaluators import EvaluatorConfig
 from .schema.grading import evaluator_entries
 from .schema.messages import render_content
@@ -69,6 +69,8 @@ class PreparedCase:
     workspace_path: str | None = None
     #: The target of this pair of a target matrix: what was recorded is looked up per pair.
     matrix_target: str | None = None
+    #: The case's metadata, its file's merged in (``CaseSpec.metadata``).
+    metadata: dict[str, Any] | None = None
 
 
 def _default_kind(case: EvalCase, suite: EvalSuite) -> str:
@@ -201,7 +203,13 @@ class CaseSpec:
             "question": prompt_text(texts),
             "input_messages": () if [m["role"] for m in texts] == ["user"] else tuple(texts),
             "expected_outcome": self.case.expected_outcome,
+            "metadata": self.metadata,
         }
+
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        """The case's ``metadata`` with the file's (its ``governance`` too) merged in."""
+        return case_metadata(self.case, self.loaded.suite)
 
     @property
     def question(self) -> str:

@@ -165,6 +165,7 @@ class LlmJudgeEvaluator:
             "input_messages": list(context.eval_case.authored_input),
             "output_messages": list(context.output_messages or ()),
             "file_changes": context.file_changes or "",
+            "metadata": context.eval_case.metadata,
         }
         untrusted = (
             str(inputs["candidate_answer"]),

@@ -50,8 +50,8 @@ _AGENTV_KEYS = (
 
 
 #: What else a case's row carries that a report of the file shows (``python -m pytest_agentv
-#: report``): the line of the case, what it asked and expected, its latency and tool calls, and
-#: the turns of a conversation.
+#: report``): the line of the case, what it asked and expected, its latency and tool calls,
+#: the turns of a conversation, and its metadata (governance tags...).
 _REPORTED_KEYS = (
     "line",
     "question",
@@ -59,6 +59,7 @@ _REPORTED_KEYS = (
     "duration_ms",
     "tool_calls",
     "turns",
+    "metadata",
 )
 
 

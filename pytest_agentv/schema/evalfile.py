@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -176,6 +177,9 @@ class JsonlSidecar(Model):
     category: str | None = None
     tags: list[Annotated[str, Field(strict=True), NOT_BLANK]] | None = None
     metadata: dict[str, Any] | None = None
+    #: AgentV v4's governance tags (OWASP, MITRE ATLAS, controls...): every case's
+    #: ``metadata.governance``, over the one ``metadata`` gives (``case_metadata``).
+    governance: dict[str, Any] | None = None
     input: list[Message] | None = Field(None, json_schema_extra=MESSAGES_SHORTHAND)
     input_files: list[FilePath] | None = None
 
@@ -251,3 +255,33 @@ def listed_evaluators(case: EvalCase, suite: EvalSuite) -> list[EvaluatorConfig]
         taken.add(name)
         added.append(entry if name == entry.name else entry.model_copy(update={"name": name}))
     return [*own, *added]
+
+
+def _merged(case: dict[str, Any], file: dict[str, Any]) -> dict[str, Any]:
+    """``file``'s metadata under ``case``'s, as AgentV v4 merges them
+    (``mergeSuiteMetadataPayload``): lists join, the file's items first and each once; mappings
+    merge key by key; any other value of the case's wins."""
+    merged = dict(case)
+    for key, given in file.items():
+        own = merged.get(key)
+        if isinstance(given, list) and isinstance(own, list):
+            joined: dict[str, Any] = {}
+            for item in [*given, *own]:
+                joined.setdefault(item if isinstance(item, str) else json.dumps(item), item)
+            merged[key] = list(joined.values())
+        elif isinstance(given, dict) and isinstance(own, dict):
+            merged[key] = _merged(own, given)
+        elif key not in merged:
+            merged[key] = given
+    return merged
+
+
+def case_metadata(case: EvalCase, suite: JsonlSidecar) -> dict[str, Any] | None:
+    """A case's metadata with the file's merged in (AgentV v4's ``extractSuiteMetadataPayload``:
+    the file's ``governance`` wins over its ``metadata.governance``); None when neither has
+    any."""
+    file = dict(suite.metadata or {})
+    if suite.governance is not None:
+        file["governance"] = suite.governance
+    merged = _merged(case.metadata or {}, file)
+    return merged or None

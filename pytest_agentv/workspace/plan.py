@@ -128,5 +128,5 @@ def plan_for(spec: CaseSpec, rootdir: Path) -> WorkspacePlan | None:
         shared=_makes_shared(configs[0]),
         where=spec.loaded.display,
         template=template,
-        metadata=(spec.case.model_extra or {}).get("metadata"),
+        metadata=spec.metadata,
     )
