@@ -139,3 +139,26 @@ def test_governance_travels_to_every_report(project: pytest.Pytester) -> None:
         "high",
         "critical",
     ]
+
+
+def test_graders_see_the_merged_metadata(project: pytest.Pytester) -> None:
+    """A code grader's payload has the case's metadata, the file's merged in (v4's
+    ``code-grader.ts``: ``metadata: evalCase.metadata``)."""
+    write(
+        project,
+        "graded.eval.yaml",
+        """\
+        governance: {mitre_atlas: [AML.T0051]}
+        tests:
+          - id: a
+            criteria: x
+            input: y
+            metadata: {domain: support}
+            assertions:
+              - type: code-grader
+                command: [python, expect.py]
+                payload:
+                  metadata: {domain: support, governance: {mitre_atlas: [AML.T0051]}}
+        """,
+    )
+    project.inline_run().assertoutcome(passed=1)
