@@ -269,6 +269,14 @@ class CaseSpec:
         )
 
     @property
+    def workers(self) -> tuple[str, int] | None:
+        """The file's cap on its cases in flight at once (AgentV v4's ``execution.workers``),
+        with the file it belongs to; None: only the run's limits hold."""
+        execution = self.loaded.suite.execution
+        cap = execution.workers if execution else None
+        return None if cap is None else (self.loaded.display, cap)
+
+    @property
     def budget_usd(self) -> float | None:
         """The file's ``execution.budget_usd`` (AgentV v4): what its cases may spend together."""
         execution = self.loaded.suite.execution

@@ -12,6 +12,7 @@ import pytest
 
 from pytest_agentv.cases import CaseSpec
 from pytest_agentv.collect import load_specs
+from pytest_agentv.errors import EvalFileError
 from pytest_agentv.evaluators import EvaluatorRegistry, build_evaluator_registry
 from pytest_agentv.loader import LoadedFile
 from tests.helpers import write
@@ -162,3 +163,16 @@ def test_graders_see_the_merged_metadata(project: pytest.Pytester) -> None:
         """,
     )
     project.inline_run().assertoutcome(passed=1)
+
+
+# -- execution.workers ---------------------------------------------------------------------------
+
+
+def test_workers_is_a_whole_number_from_1_to_50(tmp_path: Path) -> None:
+    """(The cap itself: ``test_scheduler.test_a_files_workers_cap_its_cases_in_flight``.)"""
+    case = "tests: [{id: a, criteria: x, input: y}]\n"
+    _, found = specs(tmp_path, "execution: {workers: 3.0}\n" + case)
+    assert found[0].workers == ("x.eval.yaml", 3)
+    for bad in ("0", "51", "2.5", "'4'", "true"):
+        with pytest.raises(EvalFileError, match=r"x\.eval\.yaml:1:\d+: execution\.workers: "):
+            specs(tmp_path, f"execution: {{workers: {bad}}}\n" + case)

@@ -153,6 +153,15 @@ def _number_as_text(value: Any) -> Any:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+def _whole(value: Any) -> Any:
+    """``3.0`` is ``3``, as AgentV (JavaScript) reads a number; ``2.5`` and ``true`` stay what
+    they are, for a strict ``int`` to refuse."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: A count or cap written as a whole number, ``3`` or ``3.0`` (on a strict ``int``).
+WHOLE = BeforeValidator(_whole)
+
 #: An id written as a whole number (``id: 1``, or ``1.0``: JSON Schema's integers) is its digits.
 Text = Annotated[str, BeforeValidator(_number_as_text), Schema({"type": ["string", "integer"]})]
 #: Text that is not blank; a command (text or a list) that is not empty.

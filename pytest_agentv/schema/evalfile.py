@@ -29,7 +29,7 @@ from .entries import entries_or_strings
 from .evaluators import Entries, EvaluatorConfig
 from .messages import MESSAGES_SHORTHAND, Message, as_messages
 from .rubrics import Rubrics, rubrics_shorthand
-from .suite import Budget, DependencyPolicy, DependsOn, FilePath, Matrix, Threshold
+from .suite import Budget, DependencyPolicy, DependsOn, FilePath, Matrix, Threshold, Workers
 from .trials import TrialsConfig
 from .workspace import WorkspaceField
 
@@ -74,9 +74,11 @@ class Execution(Model):
 
 
 class SuiteExecution(Execution):
-    """A file's ``execution``: a case's, and the suite's budget (AgentV v4)."""
+    """A file's ``execution``: a case's, the suite's budget and how many of its cases may be in
+    flight at once (AgentV v4)."""
 
     budget_usd: Budget | None = None
+    workers: Workers | None = None
 
 
 class EvalCase(Model):
