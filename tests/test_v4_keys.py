@@ -176,3 +176,45 @@ def test_workers_is_a_whole_number_from_1_to_50(tmp_path: Path) -> None:
     for bad in ("0", "51", "2.5", "'4'", "true"):
         with pytest.raises(EvalFileError, match=r"x\.eval\.yaml:1:\d+: execution\.workers: "):
             specs(tmp_path, f"execution: {{workers: {bad}}}\n" + case)
+
+
+# -- an entry's id ---------------------------------------------------------------------------
+
+
+def test_an_entrys_id_is_its_name(tmp_path: Path) -> None:
+    """v4's autoresearch example names its assertions with ``id``; an unnamed entry's generated
+    name steps around them."""
+    _, found = specs(
+        tmp_path,
+        """\
+        tests:
+          - id: total-outage
+            criteria: Classifies a complete outage as P0
+            input: All production servers are unreachable.
+            assertions:
+              - {type: contains, value: '"P0"', id: CLASSIFIES_P0_OUTAGE}
+              - {type: is-json, id: is-json}
+              - {type: is-json}
+              - Reasoning mentions the outage
+        """,
+    )
+    names = [entry.name for entry in found[0].evaluators]
+    assert names == ["CLASSIFIES_P0_OUTAGE", "is-json", "is-json-2", "rubrics"]
+
+
+def test_an_entry_gives_name_or_id(tmp_path: Path) -> None:
+    with pytest.raises(EvalFileError) as raised:
+        specs(
+            tmp_path,
+            """\
+            tests:
+              - id: a
+                criteria: x
+                input: y
+                assertions:
+                  - {type: is-json, name: json, id: JSON}
+            """,
+        )
+    assert str(raised.value) == (
+        "x.eval.yaml:6:37: tests.0.assertions.0.id: give either 'name' or 'id', not both"
+    )

@@ -50,7 +50,7 @@ from .checks import (
     TokenUsageSpec,
     ToolTrajectorySpec,
 )
-from .entries import v4_entries
+from .entries import named, v4_entries
 from .rubrics import Rubrics, rubrics_shorthand
 from .textchecks import LIST_VALUE_KINDS, ONE_VALUE_KINDS, TextCheckSpec
 
@@ -106,7 +106,7 @@ class EvaluatorConfig(Model):
 
     model_config = ConfigDict(json_schema_extra=_entry_rules)
 
-    name: str
+    name: str = Field(validation_alias=spelled("EvaluatorConfig", "name"))
     type: Annotated[str, _NOT_LATER]
     weight: Weight = 1.0
     script: Annotated[list[str] | str, NOT_EMPTY] | None = Field(
@@ -136,7 +136,7 @@ class EvaluatorConfig(Model):
     @classmethod
     def _later_shape(cls, value: Any) -> Any:
         """AgentV v4 entries may leave out ``name`` (the type names them)."""
-        if isinstance(value, dict) and "name" not in value and isinstance(value.get("type"), str):
+        if isinstance(value, dict) and not named(value) and isinstance(value.get("type"), str):
             value = {**value, "name": value["type"]}
         return value
 
