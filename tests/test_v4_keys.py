@@ -218,3 +218,42 @@ def test_an_entry_gives_name_or_id(tmp_path: Path) -> None:
     assert str(raised.value) == (
         "x.eval.yaml:6:37: tests.0.assertions.0.id: give either 'name' or 'id', not both"
     )
+
+
+# -- defaults: a place for anchors -----------------------------------------------------------
+
+
+def test_a_key_that_only_holds_anchors_is_not_a_setting(tmp_path: Path) -> None:
+    """v4's autoresearch example keeps its system prompt under ``defaults:`` as an anchor that
+    every case aliases: nothing there is dropped, so nothing is warned about. What an unknown
+    key holds that no alias uses is still named."""
+    loaded, found = specs(
+        tmp_path,
+        """\
+        defaults:
+          system_message: &system_prompt Classify the incident into P0, P1, P2 or P3.
+        tests:
+          - id: outage
+            criteria: Classifies a complete outage as P0
+            input:
+              - {role: system, content: *system_prompt}
+              - {role: user, content: All production servers are unreachable.}
+        """,
+    )
+    assert loaded.warnings == ()
+    assert found[0].case.input_messages[0].content[0].value == (
+        "Classify the incident into P0, P1, P2 or P3."
+    )
+    loaded, _ = specs(
+        tmp_path,
+        """\
+        defaults:
+          system_message: &system_prompt Classify the incident.
+          target: llm
+        tests:
+          - {id: outage, criteria: P0, input: [{role: system, content: *system_prompt}]}
+        """,
+    )
+    assert [w.message for w in loaded.warnings] == [
+        "x.eval.yaml:1: defaults: unknown key 'defaults' is ignored"
+    ]
