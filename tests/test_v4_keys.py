@@ -7,9 +7,11 @@ import json
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pytest_agentv import AgentvJudge, EvaluationScore
 from pytest_agentv.cases import CaseSpec
 from pytest_agentv.collect import load_specs
 from pytest_agentv.errors import EvalFileError
@@ -257,3 +259,68 @@ def test_a_key_that_only_holds_anchors_is_not_a_setting(tmp_path: Path) -> None:
     assert [w.message for w in loaded.warnings] == [
         "x.eval.yaml:1: defaults: unknown key 'defaults' is ignored"
     ]
+
+
+# -- a trajectory step's input and output ----------------------------------------------------
+
+#: The calls of v4's static trace example (tool-trajectory-advanced/static-trace.json), shortened.
+TRACE = [
+    {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "tool": "webSearch",
+                "input": {"query": "ThinkPad X1 Carbon Gen 11 specifications", "num": 5},
+                "output": {
+                    "results": [
+                        {"link": "https://lenovo.example/x1", "title": "X1", "snippet": "14-inch"},
+                        {"link": "https://review.example/x1", "title": "Review", "snippet": "Good"},
+                    ]
+                },
+            },
+            {
+                "tool": "fetchPage",
+                "input": {"url": "https://lenovo.example/x1"},
+                "output": {"title": "ThinkPad X1 Carbon Gen 11", "text": "Display: 14 inch"},
+            },
+        ],
+    },
+    {"role": "assistant", "content": "I recommend the X1 Carbon."},
+]
+
+
+def trajectory_score(judge: AgentvJudge, *expected: dict[str, Any]) -> EvaluationScore:
+    entry = {"name": "t", "type": "tool_trajectory", "mode": "in_order", "expected": expected}
+    return judge.evaluate(TRACE, evaluators=[entry]).evaluator_results[0].score
+
+
+def test_a_steps_input_and_output_are_what_the_call_holds(agentv_judge: AgentvJudge) -> None:
+    """AgentV v4's trace example checks a step's ``input`` and ``output`` ("inputs match
+    expected patterns", "outputs contain expected fields"), which v4.42.4 drops: they are
+    checked, each key and list item they list, so the example scores what it says."""
+    given = trajectory_score(
+        agentv_judge,
+        {"tool": "webSearch", "input": {"query": "ThinkPad X1 Carbon Gen 11 specifications"}},
+        {"tool": "fetchPage", "input": {"url": "https://lenovo.example/x1"}},
+    )
+    returned = trajectory_score(
+        agentv_judge,
+        {"tool": "webSearch", "output": {"results": [{"snippet": "Good"}]}},
+        {"tool": "fetchPage", "output": {"title": "ThinkPad X1 Carbon Gen 11"}},
+    )
+    assert (given.score, returned.score) == (1.0, 1.0)
+    wrong = trajectory_score(
+        agentv_judge,
+        {"tool": "webSearch", "input": {"query": "ThinkPad X1 reviews"}},
+        {"tool": "fetchPage", "output": {"title": "ThinkPad X1 Carbon Gen 11", "price": 1}},
+    )
+    assert wrong.score == 0.0
+    assert wrong.misses == (
+        "Expected webSearch at position 0: tool found at 0 but args mismatch",
+        "Expected fetchPage at position 1: tool found at 1 but args mismatch",
+    )
+    out_of_order = trajectory_score(
+        agentv_judge,
+        {"tool": "webSearch", "output": {"results": [{"title": "Review"}, {"title": "X1"}]}},
+    )
+    assert out_of_order.score == 0.0
