@@ -135,6 +135,7 @@ def _prepared(spec: CaseSpec, rootdir: Path) -> PreparedCase:
         v4=spec.loaded.suite.v4,
         matrix_target=spec.matrix_target,
         metadata=spec.metadata,
+        preprocessors=tuple(spec.loaded.suite.preprocessors or ()),
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from .loader import LoadedFile
 from .schema.evalfile import EvalCase, EvalSuite, case_metadata, listed_evaluators
-from .schema.evaluators import EvaluatorConfig
+from .schema.evaluators import EvaluatorConfig, Preprocessor
 from .schema.grading import evaluator_entries
 from .schema.messages import render_content
 from .schema.suite import MatrixEntry
@@ -71,6 +71,8 @@ class PreparedCase:
     matrix_target: str | None = None
     #: The case's metadata, its file's merged in (``CaseSpec.metadata``).
     metadata: dict[str, Any] | None = None
+    #: The file's content preprocessors (AgentV v4), which its LLM judges read files with.
+    preprocessors: tuple[Preprocessor, ...] = ()
 
 
 def _default_kind(case: EvalCase, suite: EvalSuite) -> str:

@@ -17,6 +17,7 @@ from pytest_agentv.collect import load_specs
 from pytest_agentv.errors import EvalFileError
 from pytest_agentv.evaluators import EvaluatorRegistry, build_evaluator_registry
 from pytest_agentv.loader import LoadedFile
+from tests.fake_openai import FakeOpenAI, checklist
 from tests.helpers import write
 
 BUILTINS = EvaluatorRegistry(build_evaluator_registry())
@@ -324,3 +325,132 @@ def test_a_steps_input_and_output_are_what_the_call_holds(agentv_judge: AgentvJu
         {"tool": "webSearch", "output": {"results": [{"title": "Review"}, {"title": "X1"}]}},
     )
     assert out_of_order.score == 0.0
+
+
+# -- preprocessors ---------------------------------------------------------------------------
+
+#: A target that answers with a file, as v4's preprocessors example's provider does.
+FILE_ANSWER = """\
+import pytest
+
+
+@pytest.fixture
+def agentv_target():
+    def answer(case):
+        return {"output": [{"role": "assistant", "content": [
+            {"type": "text", "text": "Here is the report."},
+            {"type": "file", "media_type": "xlsx", "path": "generated/report.xlsx"},
+            {"type": "file", "media_type": "text/plain", "path": "generated/notes.txt"},
+            {"type": "file", "media_type": "image/png", "path": "generated/chart.png"},
+            {"type": "file", "media_type": "pdf", "path": "https://example.com/a.pdf"},
+        ]}]}
+
+    return answer
+"""
+
+#: The example's spreadsheet preprocessor, in Python: what it was given, and the sheet's rows.
+XLSX_TO_CSV = """\
+import json, sys
+payload = json.load(sys.stdin)
+print("given:", payload["original_path"], payload["media_type"], payload["path"].endswith("x"))
+print("spreadsheet: revenue,total")
+print("Q1,42")
+"""
+
+PREPROCESSED = """\
+description: Convert file outputs to grader-readable text before llm grading
+preprocessors:
+  - type: xlsx
+    command: [python, ../scripts/xlsx-to-csv.py]
+tests:
+  - id: spreadsheet-output
+    input: Generate the spreadsheet report
+    criteria: The extracted spreadsheet content includes the revenue rows
+    assertions:
+      - Output contains the transformed spreadsheet text including the revenue rows
+"""
+
+
+def preprocessed_project(judged: pytest.Pytester) -> pytest.Pytester:
+    write(judged, "evals/dataset.eval.yaml", PREPROCESSED)
+    write(judged, "evals/conftest.py", FILE_ANSWER)
+    write(judged, "scripts/xlsx-to-csv.py", XLSX_TO_CSV)
+    write(judged, "generated/notes.txt", "line one\r\nline two\n")
+    (judged.path / "generated" / "chart.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0")
+    (judged.path / "generated" / "report.xlsx").write_bytes(b"PK\x03\x04\0binary")
+    return judged
+
+
+def test_a_judge_reads_the_answers_files_through_preprocessors(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    """v4's preprocessors example: the xlsx file reaches the judge as its preprocessor's text,
+    a text file as itself, and what cannot be read as a warning line."""
+    fake_llm.responder = lambda r: checklist(rubric_1=True)
+    preprocessed_project(judged).runpytest().assert_outcomes(passed=1)
+    user = fake_llm.requests[0].user
+    shown = (
+        "Here is the report.\n"
+        "[[ file: generated/report.xlsx ]]\n"
+        "given: generated/report.xlsx xlsx True\nspreadsheet: revenue,total\nQ1,42\n"
+        "[[ file: generated/notes.txt ]]\nline one\nline two\n\n"
+        "[file preprocessing warning] generated/chart.png (image/png): default UTF-8 read "
+        "produced binary or invalid text; configure a preprocessor\n"
+        "[file preprocessing warning] https://example.com/a.pdf (pdf): remote file paths are "
+        "not supported for preprocessing"
+    )
+    assert shown in user
+
+
+def test_an_entrys_preprocessor_wins_and_a_failing_one_leaves_the_case_not_graded(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: checklist(rubric_1=True)
+    project = preprocessed_project(judged)
+    write(project, "scripts/broken.py", "import sys\nsys.exit('no sheet in there')\n")
+    write(
+        project,
+        "evals/dataset.eval.yaml",
+        PREPROCESSED.replace(
+            "      - Output contains",
+            "      - type: llm-grader\n"
+            "        preprocessors: [{type: application/vnd.openxmlformats-officedocument"
+            ".spreadsheetml.sheet, command: [python, ../scripts/broken.py]}]\n"
+            "      - Output contains",
+        ),
+    )
+    result = project.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*preprocessor 'application/vnd*' exited with code 1: no sheet in there "
+            "(converting generated/report.xlsx for the judge)*"
+        ]
+    )
+
+
+def test_preprocessors_are_checked_when_the_file_loads(tmp_path: Path) -> None:
+    case = "tests: [{id: a, criteria: x, input: y, assertions: [$ENTRY]}]\n"
+    with pytest.raises(
+        EvalFileError,
+        match=r"x\.eval\.yaml:1:38: preprocessors\.0\.command: "
+        r"preprocessor script 'missing\.py' not found",
+    ):
+        specs(
+            tmp_path,
+            "preprocessors: [{type: pdf, command: [python, missing.py]}]\n"
+            + case.replace("$ENTRY", "{type: contains, value: y}"),
+        )
+    entry = "{type: contains, value: y, preprocessors: [{type: pdf, command: [x.py]}]}"
+    with pytest.raises(
+        EvalFileError,
+        match=r"LLM judges only; AgentV v4\.42\.4 reads them on a contains entry and never runs",
+    ):
+        specs(tmp_path, case.replace("$ENTRY", entry))
+    entry = "{type: llm-grader, preprocessors: [{type: pdf, command: [python, gone.py]}]}"
+    with pytest.raises(
+        EvalFileError,
+        match=r"evaluators\.0\.preprocessors\.0\.command: "
+        "preprocessor script 'gone.py' not found",
+    ):
+        specs(tmp_path, case.replace("$ENTRY", entry))

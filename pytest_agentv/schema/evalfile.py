@@ -26,7 +26,7 @@ from .conversation import (
     conversation_schema,
 )
 from .entries import entries_or_strings
-from .evaluators import Entries, EvaluatorConfig
+from .evaluators import Entries, EvaluatorConfig, Preprocessor
 from .messages import MESSAGES_SHORTHAND, Message, as_messages
 from .rubrics import Rubrics, rubrics_shorthand
 from .suite import Budget, DependencyPolicy, DependsOn, FilePath, Matrix, Threshold, Workers
@@ -211,6 +211,8 @@ class EvalSuite(JsonlSidecar):
         validation_alias=spelled("EvalSuite", "assertions"),
         json_schema_extra=entries_or_strings,
     )
+    #: AgentV v4: how every LLM judge of the file reads the answer's files, by media type.
+    preprocessors: list[Preprocessor] | None = None
     _v4: bool = PrivateAttr(False)
 
     @model_validator(mode="before")
