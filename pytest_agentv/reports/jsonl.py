@@ -20,6 +20,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pytest
 
+from ..results.numbers import json_text
+
 if TYPE_CHECKING:
     from ..results import ResultRow
     from ..settings import Settings
@@ -30,7 +32,7 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 def compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json_text(value, separators=(",", ":"))
 
 
 #: Row keys a results-file line carries, in AgentV's order.
