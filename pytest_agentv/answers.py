@@ -15,7 +15,7 @@ from typing import Any
 from .errors import DuplicateKeyError, NotGradedError
 from .jsonlines import json_decoder
 from .redaction import valid_data
-from .schema.base import metric_number, shown_number
+from .schema.base import reported_metric, shown_number
 from .schema.messages import render_content
 
 
@@ -35,18 +35,27 @@ class ToolCall:
 
 def metric(value: Any, name: str, what: str) -> float | None:
     """A number an answer reports about itself (``cost_usd``, ``duration_ms``, a count of tokens
-    or calls): None when it reports none. One that is negative, not a number or not finite is
-    not a metric, and a limit checked against it would pass or fail on a made-up number: the
-    answer is not graded (``NotGradedError`` naming ``what`` reported it)."""
+    or calls), as limits are checked against it (``reported_metric``: a whole number too large
+    for a float is ``inf``, over any limit): None when it reports none. One that is negative,
+    not a number, NaN or infinite is not a metric, and a limit checked against it would pass or
+    fail on a made-up number: the answer is not graded (``NotGradedError`` naming ``what``
+    reported it)."""
     if value is None:
         return None
-    number = metric_number(value)
+    number = reported_metric(value)
     if number is None:
         raise NotGradedError(
             f"{what} reported {name} {shown_number(value)}, which is not a metric "
             "(a finite number >= 0)"
         )
     return number
+
+
+def _as_reported(value: Any, name: str, what: str) -> Any:
+    """``value`` as the answer reported it, once it is known to be a metric: the answer keeps
+    the number it gave (a 401-digit one too), which its reports show."""
+    metric(value, name, what)
+    return value
 
 
 #: The numbers of AgentV's trace summary, and its tables of them (token counts, calls by tool
@@ -104,7 +113,9 @@ def tool_calls(messages: Iterable[Mapping[str, Any]], what: str = "the answer") 
                     args = json_decoder(nan=True).decode(args)
                 except (ValueError, RecursionError):  # a key given twice too: not an object
                     pass
-            duration = metric(call.get("duration_ms"), f"duration_ms of tool call '{name}'", what)
+            duration = _as_reported(
+                call.get("duration_ms"), f"duration_ms of tool call '{name}'", what
+            )
             found.append(
                 ToolCall(
                     name=name,
@@ -227,8 +238,8 @@ def response_from(value: Any, what: str) -> TargetResponse:
             text=text,
             output_messages=tuple(messages),
             token_usage=metric_table(value.get("token_usage"), "token_usage", what),
-            cost_usd=metric(value.get("cost_usd"), "cost_usd", what),
-            duration_ms=metric(value.get("duration_ms"), "duration_ms", what),
+            cost_usd=_as_reported(value.get("cost_usd"), "cost_usd", what),
+            duration_ms=_as_reported(value.get("duration_ms"), "duration_ms", what),
         )
         return checked_answer(response, what)
     raise NotGradedError(

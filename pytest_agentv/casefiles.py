@@ -134,6 +134,8 @@ def _prepared(spec: CaseSpec, rootdir: Path) -> PreparedCase:
         eval_file=spec.loaded.path,
         v4=spec.loaded.suite.v4,
         matrix_target=spec.matrix_target,
+        metadata=spec.metadata,
+        preprocessors=tuple(spec.loaded.suite.preprocessors or ()),
     )
 
 

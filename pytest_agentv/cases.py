@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .loader import LoadedFile
-from .schema.evalfile import EvalCase, EvalSuite, listed_evaluators
-from .schema.evaluators import EvaluatorConfig
+from .schema.evalfile import EvalCase, EvalSuite, case_metadata, listed_evaluators
+from .schema.evaluators import EvaluatorConfig, Preprocessor
 from .schema.grading import evaluator_entries
 from .schema.messages import render_content
 from .schema.suite import MatrixEntry
@@ -69,6 +69,10 @@ class PreparedCase:
     workspace_path: str | None = None
     #: The target of this pair of a target matrix: what was recorded is looked up per pair.
     matrix_target: str | None = None
+    #: The case's metadata, its file's merged in (``CaseSpec.metadata``).
+    metadata: dict[str, Any] | None = None
+    #: The file's content preprocessors (AgentV v4), which its LLM judges read files with.
+    preprocessors: tuple[Preprocessor, ...] = ()
 
 
 def _default_kind(case: EvalCase, suite: EvalSuite) -> str:
@@ -201,7 +205,13 @@ class CaseSpec:
             "question": prompt_text(texts),
             "input_messages": () if [m["role"] for m in texts] == ["user"] else tuple(texts),
             "expected_outcome": self.case.expected_outcome,
+            "metadata": self.metadata,
         }
+
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        """The case's ``metadata`` with the file's (its ``governance`` too) merged in."""
+        return case_metadata(self.case, self.loaded.suite)
 
     @property
     def question(self) -> str:
@@ -259,6 +269,14 @@ class CaseSpec:
         return (case.execution.trials if case.execution else None) or (
             suite.execution.trials if suite.execution else None
         )
+
+    @property
+    def workers(self) -> tuple[str, int] | None:
+        """The file's cap on its cases in flight at once (AgentV v4's ``execution.workers``),
+        with the file it belongs to; None: only the run's limits hold."""
+        execution = self.loaded.suite.execution
+        cap = execution.workers if execution else None
+        return None if cap is None else (self.loaded.display, cap)
 
     @property
     def budget_usd(self) -> float | None:

@@ -33,6 +33,7 @@ from .redaction import printable, shown
 from .reports.junit import record_properties, result_key
 from .results import ResultRow
 from .runner import AgentvRun
+from .schema.base import reported_metric
 from .targets import Target, TargetDefinition
 from .targets.fixture import FixtureTarget, target_fixture_defined
 from .trials import policy_for
@@ -251,7 +252,7 @@ class EvalItem(pytest.Function):
         apply_threshold(row, self.spec.threshold(run.settings.threshold))
         run.dependencies.record(self.spec, failed=row["status"] == "error")
         if self.spec.budget_usd is not None:
-            reported = (row.get("trace_summary") or {}).get("cost_usd") or 0.0
+            reported = reported_metric((row.get("trace_summary") or {}).get("cost_usd")) or 0.0
             run.suite_budgets.charge(self.spec.loaded.display, row["usage"]["cost_usd"] + reported)
         record_properties(self, row)
         settle_ungraded(

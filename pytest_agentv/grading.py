@@ -26,6 +26,7 @@ from .evaluators.base import (
 from .llm.usage import Usage, current_usage
 from .redaction import redact
 from .results import CaseResult, Status
+from .schema.base import reported_metric
 from .schema.evaluators import EvaluatorConfig
 from .trials import TrialPolicy, TrialResult, TrialRun
 
@@ -159,7 +160,7 @@ class Grading:
             self.fail(exc, response)
             return
         grade = evaluation.grade()
-        cost = self.usage.spent_usd - spent + (response.cost_usd or 0.0)
+        cost = self.usage.spent_usd - spent + (reported_metric(response.cost_usd) or 0.0)
         trial = TrialResult(attempt, grade, cost, response.text, context.trace_summary)
         if self.trials is None:
             self._single = trial

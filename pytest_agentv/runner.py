@@ -172,7 +172,9 @@ class AgentvRun:
             expect = getattr(plan.target, "expect", None)
             if callable(expect) and self.trial_policy(spec) is None and spec.conversation is None:
                 expect(spec)
-        self.scheduler.plan([(key, partial(self.run_case, plan)) for key, plan in new])
+        self.scheduler.plan(
+            [(key, partial(self.run_case, plan), plan.spec.workers) for key, plan in new]
+        )
 
     def trial_policy(self, spec: CaseSpec) -> TrialPolicy | None:
         """The case's trials (``execution.trials`` and ``--agentv-trials``); None: it runs once.

@@ -4,7 +4,8 @@ pytest runs items one at a time; an eval suite mostly waits on models. Once coll
 the scheduler starts the target and evaluator work of upcoming items — at most twice
 ``concurrency`` at once, never more than a few windows ahead of the item pytest is running — and
 each item then waits only for its own result. Outcomes and reports stay exactly those of a
-sequential run.
+sequential run. Work may belong to a group with a smaller cap of its own (an eval file's
+``execution.workers``): its next piece then waits until one of the group's ends.
 
 Child processes (``processes.limit_children``: CLI targets, code judges) and model calls
 (``llm/limits.py``) are held to ``concurrency`` on their own: a case started early waits for a
@@ -27,6 +28,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 Work = Callable[[], Coroutine[Any, Any, Any]]
+#: A group of work with its own cap on how much of it runs at once (an eval file's
+#: ``execution.workers``): its name and the cap.
+Cap = tuple[Hashable, int]
 
 _loop: asyncio.AbstractEventLoop | None = None
 #: How long closing waits for the loop to start cancelling the run's work (it does at once,
@@ -92,13 +96,15 @@ class Scheduler:
         #: instead of idling while the next case gets ready.
         self.cases_at_once = 2 * concurrency
         self.lookahead = max(1, concurrency) * 4
-        self._plan: list[tuple[Hashable, Work]] = []
+        self._plan: list[tuple[Hashable, Work, Cap | None]] = []
         self._index: dict[Hashable, int] = {}
         self._futures: dict[Hashable, concurrent.futures.Future[Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._cursor = 0
         self._position = 0
         self._in_flight = 0
+        #: Work of each capped group running now.
+        self._group_flight: dict[Hashable, int] = {}
         self._halted = False
 
     @property
@@ -128,8 +134,9 @@ class Scheduler:
         finally:
             self._tasks.discard(task)
 
-    def plan(self, work: Sequence[tuple[Hashable, Work]]) -> None:
-        """Register work that may start early, in the order its items will run.
+    def plan(self, work: Sequence[tuple[Hashable, Work, Cap | None]]) -> None:
+        """Register work that may start early, in the order its items will run, each piece with
+        the group it counts against (None: only the scheduler's own limit).
 
         May be called again with more work (under xdist a worker learns its share piece by
         piece); keys already planned are ignored.
@@ -137,13 +144,13 @@ class Scheduler:
         if not self.enabled or self._halted:
             return
         added = False
-        for key, factory in work:
+        for key, factory, cap in work:
             if key in self._index:
                 continue
             # The future must exist before the loop thread can see the plan entry.
             self._futures[key] = concurrent.futures.Future()
             self._index[key] = len(self._plan)
-            self._plan.append((key, factory))
+            self._plan.append((key, factory, cap))
             added = True
         if added:
             shared_loop().call_soon_threadsafe(self._pump)
@@ -209,29 +216,45 @@ class Scheduler:
                 await asyncio.wait_for(cleanup(), timeout=10)
 
     def _pump(self, required: int = -1) -> None:
-        """Start work in order while the limit allows; work up to ``required`` starts regardless."""
+        """Start work in order while the limits allow (the next piece's group's too); work up to
+        ``required`` starts regardless."""
         while self._cursor < len(self._plan) and (
             self._cursor <= required
             or (
                 not self._halted
                 and self._in_flight < self.cases_at_once
                 and self._cursor <= self._position + self.lookahead
+                and self._group_has_room(self._plan[self._cursor][2])
             )
         ):
-            key, work = self._plan[self._cursor]
-            self._plan[self._cursor] = (key, _done)
+            key, work, cap = self._plan[self._cursor]
+            self._plan[self._cursor] = (key, _done, None)
             self._cursor += 1
             future = self._futures.get(key)
             if future is None or not future.set_running_or_notify_cancel():
                 continue
             self._in_flight += 1
+            group = cap[0] if cap is not None else None
+            if group is not None:
+                self._group_flight[group] = self._group_flight.get(group, 0) + 1
             task = asyncio.ensure_future(work())
             self._tasks.add(task)
-            task.add_done_callback(partial(self._finished, future=future))
+            task.add_done_callback(partial(self._finished, future=future, group=group))
 
-    def _finished(self, task: asyncio.Task[Any], *, future: concurrent.futures.Future[Any]) -> None:
+    def _group_has_room(self, cap: Cap | None) -> bool:
+        return cap is None or self._group_flight.get(cap[0], 0) < cap[1]
+
+    def _finished(
+        self,
+        task: asyncio.Task[Any],
+        *,
+        future: concurrent.futures.Future[Any],
+        group: Hashable | None,
+    ) -> None:
         self._tasks.discard(task)
         self._in_flight -= 1
+        if group is not None:
+            self._group_flight[group] -= 1
         if future.done():
             pass
         elif task.cancelled():

@@ -24,7 +24,9 @@ from .yamlfile import Loc, child_at
 #: Keys read as one field, by model and field: the classic (v2.5.8) name first. ``outcome``,
 #: ``description`` and ``eval_cases`` are older spellings; ``tests``, ``input``,
 #: ``expected_output``, ``criteria``, ``assertions``, ``command`` and rubric ``outcome`` /
-#: ``min_score`` are later ones (v2.10 to v4); camelCase keys are AgentV's TypeScript names.
+#: ``min_score`` are later ones (v2.10 to v4); camelCase keys are AgentV's TypeScript names. An
+#: evaluator entry's ``id`` (v4's autoresearch example) names it: AgentV v4.42.4 reads no ``id``
+#: and names such an entry by its kind, which loses the name its author gave.
 FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "EvalSuite": {
         "evalcases": ("evalcases", "tests", "eval_cases"),
@@ -39,6 +41,7 @@ FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "Execution": {"evaluators": ("evaluators", "assertions")},
     "TrialsConfig": {"cost_limit_usd": ("cost_limit_usd", "costLimitUsd")},
     "EvaluatorConfig": {
+        "name": ("name", "id"),
         "script": ("script", "command"),
         "rubrics": ("rubrics", "criteria"),
     },

@@ -106,6 +106,36 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+def aliased(root: yaml.Node) -> set[int]:
+    """The nodes (by ``id``) a document uses in more than one place: anchors with aliases."""
+    seen: set[int] = set()
+    twice: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            twice.add(id(node))
+            continue
+        seen.add(id(node))
+        stack.extend(_children(node))
+    return twice
+
+
+def only_anchors(node: yaml.Node, twice: set[int]) -> bool:
+    """Whether all ``node`` holds is used elsewhere through aliases (``twice``: ``aliased``):
+    it is aliased itself, or each of its entries holds an aliased node. Such a key (v4's
+    autoresearch example's ``defaults:``) is a place for anchors, not a setting."""
+
+    def holds_alias(part: yaml.Node) -> bool:
+        return id(part) in twice or any(holds_alias(child) for child in _children(part))
+
+    if id(node) in twice:
+        return True
+    entries = [value for _, value in node.value] if isinstance(node, yaml.MappingNode) else []
+    entries += node.value if isinstance(node, yaml.SequenceNode) else []
+    return bool(entries) and all(holds_alias(entry) for entry in entries)
+
+
 #: Flow brackets, and what can hide them: the opening quote of a quoted scalar (where a node can
 #: start; ``_double_quoted_end`` and ``_single_quoted_end`` find its end) or a comment.
 _FLOW_SCAN = re.compile(

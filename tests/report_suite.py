@@ -1,6 +1,7 @@
 """A small eval suite with every kind of case a report shows: pass, borderline, fail, not
-graded, a rubric graded by the (fake) LLM judge, trials, tool calls, and a baseline to compare
-with. The report tests and the browser test run it; so does the docs' screenshot.
+graded, a rubric graded by the (fake) LLM judge, trials, tool calls, governance tags, and a
+baseline to compare with. The report tests and the browser test run it; so does the docs'
+screenshot.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ evalcases:
 """.replace("$WINDOW", WINDOW)
 
 TOOLS = """\
+governance:
+  owasp_llm_top_10_2025: [LLM06]
 evalcases:
   - id: looks-up-order
     expected_outcome: Looks the order up before answering

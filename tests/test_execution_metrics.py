@@ -228,6 +228,60 @@ def test_eval_file_with_a_metrics_reporting_cli_agent(pytester: pytest.Pytester)
     )
 
 
+HUGE_AGENT = """\
+import json, sys
+huge = int("9" * 401)
+answer = {"text": "done", "cost_usd": huge, "duration_ms": huge,
+          "token_usage": {"input": huge, "output": 1}}
+open(sys.argv[1], "w").write(json.dumps(answer))
+"""
+
+
+def strict_json(line: str) -> Any:
+    """A line as a strict JSON reader (JavaScript's) takes it: no NaN nor Infinity."""
+    return json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in {line}"))
+
+
+@pytest.mark.parametrize("rows", ["pytest-agentv", "agentv-v4"])
+def test_a_401_digit_metric_fails_its_checks_and_its_rows_are_json(
+    pytester: pytest.Pytester, rows: str
+) -> None:
+    write(pytester, "agent.py", HUGE_AGENT)
+    write(
+        pytester,
+        ".agentv/targets.yaml",
+        "targets: [{name: default, provider: cli, command: 'python agent.py {OUTPUT_FILE}'}]",
+    )
+    write(
+        pytester,
+        "m.eval.yaml",
+        """
+        tests:
+          - id: huge
+            input: hello
+            assertions:
+              - {name: fast, type: latency, threshold: 1000}
+              - {name: cheap, type: cost, budget: 0.001}
+              - {name: short, type: token-usage, max_total: 100}
+        """,
+    )
+    result = pytester.runpytest(
+        "--agentv-results=out.jsonl",
+        f"--agentv-results-format={rows}",
+        "--agentv-html=report.html",
+        "--junitxml=junit.xml",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*✗ Duration Infinityms > 1000ms threshold", "*✗ Total tokens Infinity > 100"]
+    )
+    assert "Infinity" in (pytester.path / "report.html").read_text()
+    [row] = map(strict_json, (pytester.path / "out.jsonl").read_text().splitlines())
+    assert row["trace_summary" if rows == "pytest-agentv" else "trace"]["duration_ms"] == int(
+        "9" * 401
+    )
+
+
 def test_trace_must_be_a_mapping(agentv_judge: AgentvJudge) -> None:
     with pytest.raises(TypeError, match="trace must be a mapping"):
         agentv_judge.evaluate("x", trace=[1200], evaluators=[])  # type: ignore[arg-type]
@@ -251,7 +305,6 @@ NOT_METRICS = [
     ({"cost_usd": -5}, "cost_usd -5"),
     ({"duration_ms": -10}, "duration_ms -10"),
     ({"duration_ms": "850"}, "duration_ms '850'"),
-    ({"duration_ms": 10**400}, "duration_ms 1000000000000000000000000000000000000..."),
     ({"token_usage": {"input": -1e6, "output": 999999}}, "token_usage.input -1000000.0"),
     ({"token_usage": {"input": 100, "output": 100, "cached": -1000}}, "token_usage.cached -1000"),
     ({"token_usage": "lots"}, "token_usage 'lots', which is not an object of metrics"),
@@ -268,6 +321,32 @@ TRAJECTORY = {
     "mode": "in_order",
     "expected": [{"tool": "search", "max_duration_ms": 100}],
 }
+
+
+def test_a_whole_number_too_large_for_a_float_is_over_every_limit(
+    agentv_judge: AgentvJudge,
+) -> None:
+    """A 401-digit cost, duration or token count is a number (JavaScript reads it as Infinity):
+    the checks fail; it left the case not graded, as if it were not a metric."""
+    huge = 10**400
+    reported = {"cost_usd": huge, "duration_ms": huge, "token_usage": {"input": huge, "output": 1}}
+    metrics = {"name": "spent", "type": "execution_metrics", "max_tokens": 10, "max_cost_usd": 1}
+    call = {"tool": "search", "duration_ms": huge}
+    answer = {"output_messages": [{"role": "assistant", "content": "ok", "tool_calls": [call]}]}
+    result = agentv_judge.evaluate(
+        {**answer, **reported}, evaluators=[*LIMITS, metrics, TRAJECTORY]
+    )
+    scores = {r.name: r.score for r in result.evaluator_results}
+    assert {name: score.score for name, score in scores.items()} == {
+        "cheap": 0.0,
+        "fast": 0.0,
+        "short": 0.0,
+        "spent": 0.0,
+        "quick": 0.5,
+    }
+    assert scores["fast"].misses == ("Duration Infinityms > 5000ms threshold",)
+    assert scores["quick"].misses == ("search took Infinityms (max: 100ms)",)
+    assert scores["fast"].details == {"threshold_ms": 5000.0, "duration_ms": huge}
 
 
 @pytest.mark.parametrize(("metrics", "shown"), NOT_METRICS)

@@ -240,7 +240,7 @@ def test_unknown_setting_keys_warn(pytester: pytest.Pytester) -> None:
                 type: tool_trajectory
                 mode: in_order
                 expected:
-                  - {tool: search, input: {q: laptops}}
+                  - {tool: search, argz: {q: laptops}}
                 minimum: {search: 1}
         """,
     )
@@ -250,8 +250,8 @@ def test_unknown_setting_keys_warn(pytester: pytest.Pytester) -> None:
         [
             "*w.eval.yaml:11: evalcases.0.evaluators.0.minimum: unknown key 'minimum' is ignored "
             "(did you mean 'minimums'?)",
-            "*w.eval.yaml:10: evalcases.0.evaluators.0.expected.0.input: unknown key 'input' is "
-            "ignored",
+            "*w.eval.yaml:10: evalcases.0.evaluators.0.expected.0.argz: unknown key 'argz' is "
+            "ignored*",
         ]
     )
 

@@ -1,6 +1,7 @@
 """The HTML report in a real browser (headless Chromium driven by selenium), used as a person
-would: filter to the failures, sort by delta, follow a case's link, search the text; the
-console stays free of errors. The last screen is saved as ``test-artifacts/report.png``.
+would: filter to the failures, sort by delta, follow a case's link, filter by a governance tag,
+search the text; the console stays free of errors. The last screen is saved as
+``test-artifacts/report.png``.
 
 Skipped, saying why, only where no browser is installed (``.ci/run`` installs Debian's
 ``chromium`` and ``chromium-driver``).
@@ -93,6 +94,10 @@ def test_a_person_filters_sorts_and_follows_a_link(
     tools = browser.find_element("id", "evals/agent/tools.eval.yaml::looks-up-order")
     assert tools.get_attribute("open") == "true"
     assert "lookup_order" in tools.find_element("css selector", "table.tools").text
+
+    choose(browser, "f-tag", "governance.owasp_llm_top_10_2025:LLM06")
+    assert shown_cases(browser) == ["evals/agent/tools.eval.yaml::looks-up-order"]
+    choose(browser, "f-tag", "")
 
     browser.find_element("id", "f-text").send_keys("kettle")
     assert shown_cases(browser) == ["evals/support.eval.yaml::tone-rubric"]

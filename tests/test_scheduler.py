@@ -90,6 +90,21 @@ def test_concurrency_one_runs_one_case_at_a_time(
     assert fake_server.peak_in_flight == 1
 
 
+def test_a_files_workers_cap_its_cases_in_flight(
+    relayed: pytest.Pytester, fake_server: FakeOpenAI
+) -> None:
+    """AgentV v4's ``execution.workers``: at most that many of the file's cases at once, under
+    the run's own limit (8 here), and the reports in item order."""
+    fake_server.responder = gated(2, Delay(0.2, freeform_reply(0.9)))  # type: ignore[assignment]
+    write(relayed, "c.eval.yaml", "execution: {workers: 2}\n" + cases(8, relay=fake_server))
+    reprec = relayed.inline_run("--agentv-concurrency=8")
+    reprec.assertoutcome(passed=8)
+    assert [r.nodeid for r in call_reports(reprec)] == [
+        f"c.eval.yaml::case-{i:02d}" for i in range(8)
+    ]
+    assert fake_server.peak_in_flight == 2
+
+
 def quiet_after(server: FakeOpenAI, seconds: float = 1.0) -> None:
     """Nothing keeps running once pytest has returned: no new requests, none in flight."""
     count = len(server.requests)

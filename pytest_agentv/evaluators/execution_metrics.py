@@ -10,6 +10,7 @@ from typing import Any
 
 from ..answers import metric, metric_table, tool_calls
 from ..results import AssertionRow, js_number
+from ..schema.base import reported_metric
 from ..schema.checks import ExecutionMetricsSpec
 from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
 from .limits import TRACE, trace_number
@@ -124,7 +125,7 @@ class ExecutionMetricsEvaluator:
         if not by_name:
             for call in tool_calls(context.output_messages or ()):
                 by_name[call.name] = by_name.get(call.name, 0) + 1
-        explored = sum(by_name.get(tool) or 0 for tool in EXPLORATION_TOOLS)
+        explored = sum(reported_metric(by_name.get(tool)) or 0 for tool in EXPLORATION_TOOLS)
         ratio = explored / calls
         actual["exploration_ratio"] = ratio
         diff = abs(ratio - target)

@@ -1,7 +1,8 @@
 """What the kinds that hold an answer's cost to a limit share (latency, cost, token usage: the
 numbers of the trace summary): how they read the trace, and how a result is worded, as AgentV
 words it. A trace that does not report the number scores 0, never a pass; one that reports a
-number that is not a metric (negative, not a number, not finite) leaves the case not graded.
+number that is not a metric (negative, not a number, NaN or infinite) leaves the case not graded;
+a whole number too large for a float is over any limit.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class TraceLimit:
 
     def check(self, context: EvaluationContext, limit: float) -> EvaluationScore:
         value = trace_number(context, self.key)
-        details = {self.limit_key: limit, self.key: value}
+        details = {self.limit_key: limit, self.key: (context.trace_summary or {}).get(self.key)}
         if value is None:
             return no_trace_data(self.what, self.unreported, details)
         passed = value <= limit

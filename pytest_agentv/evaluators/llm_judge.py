@@ -32,6 +32,7 @@ from . import prompts
 from .base import EvaluationContext, EvaluationScore, ResolveJudge
 from .contract import PROTOCOL_VERSION, Contract, contract_for, correction
 from .fencing import new_nonce
+from .preprocessors import judged_text
 from .promptfiles import FILE_PREFIX, load_prompt_file, read_prompt
 from .scripts import DEFAULT_SCRIPT_TIMEOUT, Scripts, script_payload
 
@@ -109,7 +110,12 @@ class LlmJudgeEvaluator:
         self, entry: EvaluatorConfig, folder: Path, rootdir: Path
     ) -> Iterator[EntryProblem]:
         """When the file loads: a prompt that is a file exists (in the rootdir) and uses a
-        candidate variable."""
+        candidate variable; each preprocessor's script exists."""
+        for index, preprocessor in enumerate(entry.preprocessors or ()):
+            try:
+                preprocessor.argv(folder, rootdir)
+            except ConfigError as exc:
+                yield EntryProblem(("preprocessors", index, "command"), str(exc))
         if isinstance(entry.prompt, str):
             try:
                 load_prompt_file(entry.prompt, start=folder, rootdir=rootdir, v4=entry.v4)
@@ -165,7 +171,10 @@ class LlmJudgeEvaluator:
             "input_messages": list(context.eval_case.authored_input),
             "output_messages": list(context.output_messages or ()),
             "file_changes": context.file_changes or "",
+            "metadata": context.eval_case.metadata,
         }
+        if run_scripts and (text := await judged_text(context, self.scripts)) is not None:
+            inputs["candidate_answer"] = text  # the answer's files, as text (AgentV v4)
         untrusted = (
             str(inputs["candidate_answer"]),
             str(inputs["file_changes"]),

@@ -154,6 +154,11 @@ class TemplateValues(Mapping[str, str]):
             for r in self._rubrics
         ]
 
+    def metadata(self, **layout: Any) -> str:
+        """The case's metadata as JSON (AgentV v4's ``JSON.stringify``); none: empty."""
+        given = self._inputs.get("metadata")
+        return "" if given is None else json.dumps(given, ensure_ascii=False, **layout)
+
     def file_changes(self) -> str:
         changes = self._inputs.get("file_changes")
         return self.fenced(str(changes)) if changes else ""
@@ -173,8 +178,8 @@ _RECIPES: dict[str, Callable[[TemplateValues], str]] = {
     "output": lambda v: v.fenced(v.text("candidate_answer")),
     "expected_output": lambda v: v.text("reference_answer"),
     "criteria": lambda v: v.text("expected_outcome"),
-    "metadata": lambda v: "",
-    "metadata_json": lambda v: "",
+    "metadata": lambda v: v.metadata(indent=2),
+    "metadata_json": lambda v: v.metadata(separators=(",", ":")),
     "rubrics": lambda v: pretty(v.rubric_rows()) if v.rubric_rows() else "",
     "rubrics_json": lambda v: (
         json.dumps(v.rubric_rows(), ensure_ascii=False) if v.rubric_rows() else ""

@@ -138,7 +138,7 @@ def script_payload(context: EvaluationContext) -> dict[str, Any]:
         "output": context.candidate,
         "messages": messages or [],
         "input": list(case.authored_input),
-        "metadata": None,
+        "metadata": case.metadata,
         "trace": _v4_trace(v4_summary, messages),
         "token_usage": (summary or {}).get("token_usage"),
         "cost_usd": (summary or {}).get("cost_usd"),

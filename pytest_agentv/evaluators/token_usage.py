@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..answers import metric_table
 from ..results import js_number
-from ..schema.base import metric_number
+from ..schema.base import reported_metric
 from ..schema.checks import TokenUsageSpec
 from .base import NEEDS_SETTINGS, EvaluationContext, EvaluationScore, entry_settings
 from .limits import TRACE, no_trace_data
@@ -29,7 +29,7 @@ class TokenUsageEvaluator:
         aspects = max(sum(1 for limit in limits.values() if limit is not None), 1)
         reported = (context.trace_summary or {}).get("token_usage")
         usage = metric_table(reported, "token_usage", TRACE) or {}
-        counts = {key: metric_number(usage.get(key)) for key in ("input", "output", "cached")}
+        counts = {key: reported_metric(usage.get(key)) for key in ("input", "output", "cached")}
         if counts.get("input") is None and counts.get("output") is None:
             return no_trace_data(
                 "token usage",

@@ -7,9 +7,11 @@ how fast, with AgentV v2.5.8's scoring.
 * ``exact``: step *i* against call *i*; a different number of calls is a miss, not a penalty.
 
 ``args`` compares only the keys it lists (deep equality); ``args: any`` or no ``args`` matches
-any call. A step's ``max_duration_ms`` (which AgentV's own parser drops) is one more check on a
-matched call: at the limit passes, and a call that reports no duration skips the check. Calls come
-from the answer's ``output_messages``; ``any_order`` falls back to the trace summary's counts.
+any call. A step's ``input`` and ``output`` (which AgentV v4 drops; its examples write them)
+list what the call must have been given and have returned: keys, and list items in order. A
+step's ``max_duration_ms`` (which AgentV's own parser drops) is one more check on a matched
+call: at the limit passes, and a call that reports no duration skips the check. Calls come from
+the answer's ``output_messages``; ``any_order`` falls back to the trace summary's counts.
 """
 
 from __future__ import annotations
@@ -66,6 +68,31 @@ def args_match(
     if mode == "subset":
         return all(key in expected and deep_equal(actual[key], expected[key]) for key in actual)
     return all(key in actual and deep_equal(value, actual[key]) for key, value in expected.items())
+
+
+def holds(expected: Any, actual: Any) -> bool:
+    """Whether ``actual`` holds what ``expected`` lists: a mapping's keys, each holding its
+    value; a list's items, in order, among the actual list's; any other value equal."""
+    if isinstance(expected, Mapping):
+        return isinstance(actual, Mapping) and all(
+            key in actual and holds(value, actual[key]) for key, value in expected.items()
+        )
+    if isinstance(expected, list):
+        if not isinstance(actual, list):
+            return False
+        rest = iter(actual)
+        return all(any(holds(item, candidate) for candidate in rest) for item in expected)
+    return deep_equal(expected, actual)
+
+
+def call_fits(step: TrajectoryStep, call: ToolCall, mode: str | list[str]) -> bool:
+    """Whether a call of the step's tool is the step: its ``args`` (compared by ``mode``), and
+    what the call was given and returned holding the step's ``input`` and ``output``."""
+    return (
+        args_match(step.args, call.args, mode)
+        and (step.input is None or holds(step.input, call.args))
+        and (step.output is None or holds(step.output, call.output))
+    )
 
 
 def step_mode(step: TrajectoryStep, spec: ToolTrajectorySpec, v4: bool) -> str | list[str]:
@@ -144,7 +171,7 @@ def _in_order(
                 continue
             row["position"] = position
             position += 1
-            if args_match(step.args, call.args, modes[index]):
+            if call_fits(step, call, modes[index]):
                 row["matched"] = True
                 tally.matched += 1
                 tally.hits.append(f"Found {step.tool} at position {row['position']}")
@@ -177,7 +204,7 @@ def _exact(expected: Sequence[TrajectoryStep], calls: Sequence[ToolCall], modes:
         if call.name != step.tool:
             row["actual"] = call.name
             tally.misses.append(f"Position {index}: expected {step.tool}, got {call.name}")
-        elif not args_match(step.args, call.args, modes[index]):
+        elif not call_fits(step, call, modes[index]):
             row["position"], row["args"] = index, "mismatch"
             tally.misses.append(f"Position {index}: {step.tool} args mismatch")
         else:
@@ -227,9 +254,7 @@ def _superset(
             (
                 index
                 for index, call in enumerate(calls)
-                if index not in used
-                and call.name == step.tool
-                and args_match(step.args, call.args, mode)
+                if index not in used and call.name == step.tool and call_fits(step, call, mode)
             ),
             None,
         )
@@ -263,7 +288,7 @@ def _subset(
     checks = []
     for index, call in enumerate(calls):
         allowed = any(
-            call.name == step.tool and args_match(step.args, call.args, mode)
+            call.name == step.tool and call_fits(step, call, mode)
             for step, mode in zip(expected, modes, strict=True)
         )
         verb = "is" if allowed else "is not"

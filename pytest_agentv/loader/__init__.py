@@ -199,6 +199,11 @@ def load_eval_file(path: Path, display: str, kinds: KindRules, rootdir: Path) ->
                 "'expected_output', or the case 'assertions'",
             )
     check_dependencies(suite, fail)
+    for index, preprocessor in enumerate(suite.preprocessors or ()):
+        try:
+            preprocessor.argv(path.parent, rootdir)
+        except ConfigError as exc:
+            fail(("preprocessors", index, "command"), str(exc))
     placed: list[Loc] = [("execution", "trials")] if suite.execution else []
     placed += [
         ("evalcases", i, "execution", "trials")

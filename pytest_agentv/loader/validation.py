@@ -19,7 +19,7 @@ from ..schema.base import problem_text
 from ..schema.evaluators import EvaluatorConfig
 from ..schema.targets import TargetConfig
 from ..spellings import SPELLED_TWICE, key_at, locate
-from ..yamlfile import Loc, file_of, line_col
+from ..yamlfile import Loc, aliased, file_of, line_col, only_anchors
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -104,9 +104,14 @@ def unknown_key_warnings(
     files: dict[str, Path] | None = None,
 ) -> Iterator[FileWarning]:
     """A warning for each unknown key, in the file it is written in (``files``: the datasets
-    an eval file's cases were read from, by how they are shown)."""
+    an eval file's cases were read from, by how they are shown); not for one that only holds
+    what the file uses through YAML aliases (``only_anchors``)."""
+    twice: set[int] | None = None
     for loc, key, known in _unknown_keys(model, (), (EvaluatorConfig, TargetConfig)):
-        node, _ = locate(root, loc)
+        node, matched = locate(root, loc)
+        twice = aliased(root) if twice is None else twice
+        if matched == len(loc) and only_anchors(node, twice):
+            continue
         key_node = key_at(locate(root, loc[:-1])[0], loc[-1])
         line = line_col(key_node or node)[0]
         message = (

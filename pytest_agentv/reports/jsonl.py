@@ -20,6 +20,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pytest
 
+from ..results.numbers import json_text
+
 if TYPE_CHECKING:
     from ..results import ResultRow
     from ..settings import Settings
@@ -30,7 +32,7 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 def compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json_text(value, separators=(",", ":"))
 
 
 #: Row keys a results-file line carries, in AgentV's order.
@@ -50,8 +52,8 @@ _AGENTV_KEYS = (
 
 
 #: What else a case's row carries that a report of the file shows (``python -m pytest_agentv
-#: report``): the line of the case, what it asked and expected, its latency and tool calls, and
-#: the turns of a conversation.
+#: report``): the line of the case, what it asked and expected, its latency and tool calls,
+#: the turns of a conversation, and its metadata (governance tags...).
 _REPORTED_KEYS = (
     "line",
     "question",
@@ -59,6 +61,7 @@ _REPORTED_KEYS = (
     "duration_ms",
     "tool_calls",
     "turns",
+    "metadata",
 )
 
 

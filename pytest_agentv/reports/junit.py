@@ -2,9 +2,9 @@
 
 A case's row travels on the report that ends it as ``report.agentv`` (plain builtins, so
 pytest-xdist can carry it to the controller); its scores, verdicts, trials, deltas and cost are
-the test's JUnit properties (``agentv.score``, ``agentv.evaluator.<name>.score``...), one key
-each: evaluator names holding a dot are quoted, and a test's later ``assert_judged`` calls are
-numbered (``agentv.2.score``).
+the test's JUnit properties (``agentv.score``, ``agentv.evaluator.<name>.score``, its
+metadata's tags ``agentv.tags``...), one key each: evaluator names holding a dot are quoted,
+and a test's later ``assert_judged`` calls are numbered (``agentv.2.score``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..redaction import printable
-from ..results import js_fixed
+from ..results import js_fixed, metadata_tags
 from .jsonl import compact_json
 
 if TYPE_CHECKING:
@@ -86,6 +86,9 @@ def properties_for(row: ResultRow, prefix: str = "agentv") -> list[tuple[str, st
         props.append((f"{prefix}.cost_usd", "unknown" if cost is None else js_fixed(cost, 6)))
     if row["error"]:
         props.append((f"{prefix}.error", row["error"]))
+    tags = metadata_tags(row.get("metadata"))
+    if tags:  # a red-team suite's OWASP and ATLAS ids, for CI to filter by
+        props.append((f"{prefix}.tags", compact_json(tags)))
     return props
 
 

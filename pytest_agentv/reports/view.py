@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 from ..baseline import UNCHANGED
 from ..outcomes import trials_summary
 from ..redaction import redact_obj
-from ..results import fmt
+from ..results import fmt, metadata_tags
 
 #: How many of the worst cases each list of the Markdown summary names.
 WORST = 20
@@ -75,7 +76,13 @@ def where(row: Mapping[str, Any]) -> str:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A number of a row as a float (a whole number beyond a float's range: infinite)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def case_cost(row: Mapping[str, Any]) -> float | None:
@@ -201,6 +208,7 @@ def case_view(row: Mapping[str, Any], anchor: str) -> dict[str, Any]:
         ),
         "own_reasoning": not any(e.get("reasoning") for e in evaluators),
         "evaluator_names": sorted(set(_names(row.get("evaluator_results") or ()))),
+        "tags": sorted(set(metadata_tags(row.get("metadata")))),
         "tools_by_name": trace.get("tool_calls_by_name") or trace.get("tool_calls") or {},
         "tool_calls": [
             {**call, "input_json": json.dumps(call.get("input"), indent=2, ensure_ascii=False)}
@@ -243,6 +251,8 @@ class Tally:
     targets: set[str] = field(default_factory=set)
     files: set[str] = field(default_factory=set)
     evaluators: set[str] = field(default_factory=set)
+    #: The cases' metadata tags (``governance.mitre_atlas:AML.T0051``...).
+    tags: set[str] = field(default_factory=set)
     first: str | None = None
     cost: float = 0.0
     tokens: int = 0
@@ -266,6 +276,7 @@ class Tally:
         if row.get("file"):
             self.files.add(str(row["file"]))
         self.evaluators.update(_names(row.get("evaluator_results") or ()))
+        self.tags.update(metadata_tags(row.get("metadata")))
         stamp = row.get("timestamp")
         if isinstance(stamp, str) and (self.first is None or stamp < self.first):
             self.first = stamp

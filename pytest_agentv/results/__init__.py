@@ -7,6 +7,7 @@ and what people read of it made printable, once, when it is made.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -43,6 +44,7 @@ __all__ = [
     "fmt",
     "js_fixed",
     "js_number",
+    "metadata_tags",
     "no_usage",
     "usd",
 ]
@@ -61,6 +63,22 @@ class Grade:
     #: Set when an evaluator could not grade at all: the case is then not graded.
     error: str | None = None
     gate_failed: bool = False
+
+
+def metadata_tags(metadata: Any, path: str = "") -> list[str]:
+    """A case's metadata as tags, ``path:value`` for each value in it
+    (``governance.owasp_llm_top_10_2025:LLM01``): what reports filter cases by."""
+    if isinstance(metadata, dict):
+        return [
+            tag
+            for key, value in metadata.items()
+            for tag in metadata_tags(value, f"{path}.{key}" if path else str(key))
+        ]
+    if isinstance(metadata, list):
+        return [tag for item in metadata for tag in metadata_tags(item, path)]
+    if metadata is None:
+        return []
+    return [f"{path}:{metadata if isinstance(metadata, str) else json.dumps(metadata)}"]
 
 
 def _now() -> str:
@@ -96,6 +114,8 @@ class CaseResult:
     duration_ms: float | None = None
     tool_calls: tuple[dict[str, Any], ...] = ()
     turns: tuple[TurnRow, ...] = ()
+    #: The case's metadata (AgentV v4's, governance tags included), as its file gives it.
+    metadata: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -145,6 +165,7 @@ class CaseResult:
             ("duration_ms", None if self.duration_ms is None else round(self.duration_ms, 3)),
             ("tool_calls", list(self.tool_calls)),
             ("turns", list(self.turns)),
+            ("metadata", self.metadata),
         ):
             if value not in (None, "", []):
                 row[key] = value  # type: ignore[literal-required]

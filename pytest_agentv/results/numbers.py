@@ -1,17 +1,21 @@
-"""Numbers as reports show them: as JavaScript prints them (AgentV's messages do), and dollars;
-the run's spend so far."""
+"""Numbers as reports show them: as JavaScript prints them (AgentV's messages do) and writes
+them in JSON, and dollars; the run's spend so far."""
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import ROUND_HALF_UP, Decimal
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 def js_number(value: float) -> str:
     """A number as JavaScript prints it, as AgentV's messages do: ``45``, not ``45.0``; ``1e+308``,
     not 309 digits (a limit or a number from hostile data); ``0.000001``, then ``1e-7``."""
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # a whole number beyond a float: JavaScript's Infinity
+        number = math.inf if value > 0 else -math.inf
     if not math.isfinite(number):
         return "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
     if number == 0:
@@ -61,3 +65,23 @@ def usd(amount: float) -> str:
 def fmt(score: float | None) -> str:
     """A score as reports show it: two places, ``-`` for none."""
     return "-" if score is None else f"{score:.2f}"
+
+
+def json_text(value: Any, **layout: Any) -> str:
+    """JSON of a row or report file; a number that is not finite (a cost over every limit, as
+    an answer's 401-digit ``cost_usd`` reads) is ``null``, as JavaScript writes it, never the
+    ``Infinity`` no JSON reader takes."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, **layout)
+    except ValueError:
+        return json.dumps(_finite(value), ensure_ascii=False, allow_nan=False, **layout)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value

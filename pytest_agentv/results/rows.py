@@ -186,3 +186,5 @@ class ResultRow(TypedDict):
     tool_calls: NotRequired[list[dict[str, Any]]]
     #: A conversation's turns, as far as they went.
     turns: NotRequired[list[TurnRow]]
+    #: The case's metadata (its file's merged in: AgentV v4's governance tags...).
+    metadata: NotRequired[dict[str, Any]]

@@ -85,6 +85,16 @@ def metric_number(value: Any) -> float | None:
     return number if number is not None and number >= 0 else None
 
 
+def reported_metric(value: Any) -> float | None:
+    """A number an answer reports about itself, as a limit is checked against it: a metric
+    (``metric_number``), or ``inf`` for a whole number too large for a float (it is over any
+    limit; JavaScript reads it as Infinity); None for NaN, infinities, negatives and what is not
+    a number."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return finite_number(value) or math.inf
+    return metric_number(value)
+
+
 def shown_number(value: Any, most: int = 40) -> str:
     """A value as a message shows it: its ``repr``, cut short (a number may have 400 digits)."""
     try:
@@ -152,6 +162,15 @@ def _number_as_text(value: Any) -> Any:
         value = int(value)
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
+
+def _whole(value: Any) -> Any:
+    """``3.0`` is ``3``, as AgentV (JavaScript) reads a number; ``2.5`` and ``true`` stay what
+    they are, for a strict ``int`` to refuse."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: A count or cap written as a whole number, ``3`` or ``3.0`` (on a strict ``int``).
+WHOLE = BeforeValidator(_whole)
 
 #: An id written as a whole number (``id: 1``, or ``1.0``: JSON Schema's integers) is its digits.
 Text = Annotated[str, BeforeValidator(_number_as_text), Schema({"type": ["string", "integer"]})]

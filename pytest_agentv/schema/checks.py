@@ -71,6 +71,9 @@ class TrajectoryStep(Model):
         None, validation_alias=spelled("TrajectoryStep", "max_duration_ms")
     )
     args_match: ArgsMatch = Field(None, validation_alias=spelled("TrajectoryStep", "args_match"))
+    #: What the call must have been given and have returned (the keys and items listed).
+    input: Any = None
+    output: Any = None
 
     @field_validator("args", mode="before")
     @classmethod

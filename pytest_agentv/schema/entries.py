@@ -11,6 +11,11 @@ _NAMED_BY_VALUE = ("contains", "icontains", "starts-with", "ends-with", "equals"
 _NAMED_BY_COUNT = ("contains-any", "contains-all", "icontains-any", "icontains-all")
 
 
+def named(entry: dict[str, Any]) -> bool:
+    """Whether an entry names itself: ``name``, or its other spelling ``id``."""
+    return "name" in entry or "id" in entry
+
+
 def generated_name(entry: dict[str, Any]) -> str:
     """AgentV v4's name for an unnamed entry: its kind (kebab-case), with its value, the length
     of its list, the first 30 characters of its pattern, or its skill."""
@@ -52,18 +57,18 @@ def v4_entries(value: Any, *, strings: bool = True) -> Any:
     if not isinstance(value, list):
         return value
     items = _strings_as_rubrics(value) if strings else value
-    taken = {item.get("name") for item in items if isinstance(item, dict)}
-    named: list[Any] = []
+    taken = {item.get("name", item.get("id")) for item in items if isinstance(item, dict)}
+    entries: list[Any] = []
     for item in items:
-        if isinstance(item, dict) and "name" not in item and isinstance(item.get("type"), str):
+        if isinstance(item, dict) and not named(item) and isinstance(item.get("type"), str):
             base = name = generated_name(item)
             count = 2
             while name in taken:
                 name, count = f"{base}-{count}", count + 1
             taken.add(name)
             item = {"name": name, **item}
-        named.append(item)
-    return named
+        entries.append(item)
+    return entries
 
 
 def entries_or_strings(schema: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -25,10 +26,10 @@ from .conversation import (
     conversation_schema,
 )
 from .entries import entries_or_strings
-from .evaluators import Entries, EvaluatorConfig
+from .evaluators import Entries, EvaluatorConfig, Preprocessor
 from .messages import MESSAGES_SHORTHAND, Message, as_messages
 from .rubrics import Rubrics, rubrics_shorthand
-from .suite import Budget, DependencyPolicy, DependsOn, FilePath, Matrix, Threshold
+from .suite import Budget, DependencyPolicy, DependsOn, FilePath, Matrix, Threshold, Workers
 from .trials import TrialsConfig
 from .workspace import WorkspaceField
 
@@ -73,9 +74,11 @@ class Execution(Model):
 
 
 class SuiteExecution(Execution):
-    """A file's ``execution``: a case's, and the suite's budget (AgentV v4)."""
+    """A file's ``execution``: a case's, the suite's budget and how many of its cases may be in
+    flight at once (AgentV v4)."""
 
     budget_usd: Budget | None = None
+    workers: Workers | None = None
 
 
 class EvalCase(Model):
@@ -176,6 +179,9 @@ class JsonlSidecar(Model):
     category: str | None = None
     tags: list[Annotated[str, Field(strict=True), NOT_BLANK]] | None = None
     metadata: dict[str, Any] | None = None
+    #: AgentV v4's governance tags (OWASP, MITRE ATLAS, controls...): every case's
+    #: ``metadata.governance``, over the one ``metadata`` gives (``case_metadata``).
+    governance: dict[str, Any] | None = None
     input: list[Message] | None = Field(None, json_schema_extra=MESSAGES_SHORTHAND)
     input_files: list[FilePath] | None = None
 
@@ -205,6 +211,8 @@ class EvalSuite(JsonlSidecar):
         validation_alias=spelled("EvalSuite", "assertions"),
         json_schema_extra=entries_or_strings,
     )
+    #: AgentV v4: how every LLM judge of the file reads the answer's files, by media type.
+    preprocessors: list[Preprocessor] | None = None
     _v4: bool = PrivateAttr(False)
 
     @model_validator(mode="before")
@@ -251,3 +259,33 @@ def listed_evaluators(case: EvalCase, suite: EvalSuite) -> list[EvaluatorConfig]
         taken.add(name)
         added.append(entry if name == entry.name else entry.model_copy(update={"name": name}))
     return [*own, *added]
+
+
+def _merged(case: dict[str, Any], file: dict[str, Any]) -> dict[str, Any]:
+    """``file``'s metadata under ``case``'s, as AgentV v4 merges them
+    (``mergeSuiteMetadataPayload``): lists join, the file's items first and each once; mappings
+    merge key by key; any other value of the case's wins."""
+    merged = dict(case)
+    for key, given in file.items():
+        own = merged.get(key)
+        if isinstance(given, list) and isinstance(own, list):
+            joined: dict[str, Any] = {}
+            for item in [*given, *own]:
+                joined.setdefault(item if isinstance(item, str) else json.dumps(item), item)
+            merged[key] = list(joined.values())
+        elif isinstance(given, dict) and isinstance(own, dict):
+            merged[key] = _merged(own, given)
+        elif key not in merged:
+            merged[key] = given
+    return merged
+
+
+def case_metadata(case: EvalCase, suite: JsonlSidecar) -> dict[str, Any] | None:
+    """A case's metadata with the file's merged in (AgentV v4's ``extractSuiteMetadataPayload``:
+    the file's ``governance`` wins over its ``metadata.governance``); None when neither has
+    any."""
+    file = dict(suite.metadata or {})
+    if suite.governance is not None:
+        file["governance"] = suite.governance
+    merged = _merged(case.metadata or {}, file)
+    return merged or None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -22,6 +23,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from ..errors import did_you_mean
+from ..paths import resolve_reference
 from ..spellings import (
     AGGREGATOR_ALIASES,
     KIND_ALIASES,
@@ -31,6 +33,7 @@ from ..spellings import (
     spelled,
 )
 from .base import (
+    NOT_BLANK,
     NOT_EMPTY,
     Limit,
     Model,
@@ -50,9 +53,25 @@ from .checks import (
     TokenUsageSpec,
     ToolTrajectorySpec,
 )
-from .entries import v4_entries
+from .entries import named, v4_entries
 from .rubrics import Rubrics, rubrics_shorthand
 from .textchecks import LIST_VALUE_KINDS, ONE_VALUE_KINDS, TextCheckSpec
+
+
+class Preprocessor(Model):
+    """AgentV v4's content preprocessor: a command that turns a file of one media type
+    (``xlsx``, ``application/pdf``...) into the text an LLM judge reads."""
+
+    type: Annotated[str, Field(strict=True), NOT_BLANK]
+    #: Its argv; the last word is the script file, found from the eval file's folder up.
+    command: list[Annotated[str, Field(strict=True), NOT_BLANK]] = Field(min_length=1)
+
+    def argv(self, start: Path, rootdir: Path) -> list[str]:
+        """The command with its script file's path resolved (inside the rootdir), as AgentV v4
+        resolves it; ``ConfigError`` when there is no such file."""
+        *program, script = self.command
+        found = resolve_reference(script, start=start, rootdir=rootdir, what="preprocessor script")
+        return [*program, str(found)]
 
 
 class PromptScript(Model):
@@ -106,7 +125,7 @@ class EvaluatorConfig(Model):
 
     model_config = ConfigDict(json_schema_extra=_entry_rules)
 
-    name: str
+    name: str = Field(validation_alias=spelled("EvaluatorConfig", "name"))
     type: Annotated[str, _NOT_LATER]
     weight: Weight = 1.0
     script: Annotated[list[str] | str, NOT_EMPTY] | None = Field(
@@ -129,6 +148,8 @@ class EvaluatorConfig(Model):
         False, union_mode="left_to_right"
     )
     min_score: float | None = Field(None, gt=0, le=1)
+    #: AgentV v4: how an LLM judge reads files of the answer, over the file's own.
+    preprocessors: list[Preprocessor] | None = None
     _spec: KindSpec | None = PrivateAttr(None)
     _v4: bool = PrivateAttr(False)
 
@@ -136,7 +157,7 @@ class EvaluatorConfig(Model):
     @classmethod
     def _later_shape(cls, value: Any) -> Any:
         """AgentV v4 entries may leave out ``name`` (the type names them)."""
-        if isinstance(value, dict) and "name" not in value and isinstance(value.get("type"), str):
+        if isinstance(value, dict) and not named(value) and isinstance(value.get("type"), str):
             value = {**value, "name": value["type"]}
         return value
 
@@ -167,6 +188,11 @@ class EvaluatorConfig(Model):
             raise ValueError(
                 f"{self.type} evaluator '{self.name}' needs a non-empty 'rubrics' "
                 "(or 'criteria') list"
+            )
+        if self.preprocessors is not None and self.kind != "llm_judge":
+            raise ValueError(
+                f"'preprocessors' turn the answer's files into text for LLM judges only; "
+                f"AgentV v4.42.4 reads them on a {self.type} entry and never runs them"
             )
         spec = KIND_SPECS.get(self.kind)
         if spec is not None:

@@ -1,7 +1,8 @@
 """AgentV v4's suite settings, by the field types eval files give them: a matrix of targets
 (``execution.targets``, each with its ``use_target`` and hooks), the pass bar
-(``execution.threshold``), the suite's budget (``execution.budget_usd``), dependencies between
-cases (``depends_on``), per-case ``vars`` and the files an input attaches (``input_files``)."""
+(``execution.threshold``), the suite's budget (``execution.budget_usd``) and cap on cases in
+flight (``execution.workers``), dependencies between cases (``depends_on``), per-case ``vars``
+and the files an input attaches (``input_files``)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
-from .base import FINITE, NOT_BLANK, Model, Text, first_repeat
+from .base import FINITE, NOT_BLANK, WHOLE, Model, Text, first_repeat
 from .workspace import HOOK_NAMES, HookConfig
 
 #: The pass bar: a case passes at or above it (AgentV's ``execution.threshold``, 0 to 1).
 Threshold = Annotated[float, Field(ge=0, le=1, strict=True, allow_inf_nan=False), FINITE]
 #: A suite's budget in US dollars (more than 0).
 Budget = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False), FINITE]
+#: How many of a file's cases may be in flight at once (AgentV v4 accepts 1 to 50).
+Workers = Annotated[int, WHOLE, Field(ge=1, le=50, strict=True)]
 
 #: What a failed dependency does to a case: AgentV v4's ``on_dependency_failure``.
 DependencyPolicy = Literal["skip", "fail", "run"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BeforeValidator,
     ConfigDict,
     Field,
     field_validator,
@@ -14,7 +13,7 @@ from pydantic import (
 
 from ..options import MAX_TRIALS
 from ..spellings import spelled
-from .base import FINITE, Model, real_number
+from .base import FINITE, WHOLE, Model, real_number
 
 #: ``execution.trials`` strategies: AgentV's (``pass_any`` is ``pass_at_k``'s later name) and
 #: ``adaptive``, which stops when the case's pass probability is settled.
@@ -34,14 +33,8 @@ def _trials_rules(schema: dict[str, Any]) -> None:
     schema["else"] = {"allOf": [{"not": {"required": [key]}} for key in ADAPTIVE_KEYS]}
 
 
-def _whole(value: Any) -> Any:
-    """``3.0`` is ``3``, as AgentV (JavaScript) reads a number; ``2.5`` and ``true`` are not
-    counts."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 #: A number of trials: a whole number from 1 to ``MAX_TRIALS``.
-TrialCount = Annotated[int, BeforeValidator(_whole), Field(ge=1, le=MAX_TRIALS, strict=True)]
+TrialCount = Annotated[int, WHOLE, Field(ge=1, le=MAX_TRIALS, strict=True)]
 
 
 class TrialsConfig(Model):

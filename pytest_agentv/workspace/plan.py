@@ -143,5 +143,5 @@ def _plan(
         shared=shared,
         where=spec.loaded.display,
         template=template,
-        metadata=(spec.case.model_extra or {}).get("metadata"),
+        metadata=spec.metadata,
     )

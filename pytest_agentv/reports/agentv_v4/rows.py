@@ -237,6 +237,8 @@ def v4_row(row: ResultRow) -> dict[str, Any]:
     line["output"] = row["candidate_answer"]
     line["trace"] = _trace(row, failure)
     line.update(_trials(row))
+    if row.get("metadata"):  # the case's, as v4's orchestrator surfaces it on the result
+        line["metadata"] = row.get("metadata")
     if failure is None:
         line["execution_status"] = "ok" if row["verdict"] == "pass" else "quality_failure"
         return line

@@ -13,7 +13,6 @@ folder of the user's, which side files must not fill.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ...results.numbers import json_text
 from .trace import has_transcript, trace_envelope
 from .transcript import transcript
 
@@ -209,11 +209,7 @@ def _write(path: Path, text: str) -> None:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return json_text(value, indent=2) + "\n"
 
 
 class RunFolder:
@@ -266,7 +262,8 @@ class RunFolder:
         envelope = trace_envelope(line, run_id, eval_file, now.replace("+00:00", "Z"))
         _write(folder / "outputs" / "trace.json", _json(envelope))
         if has_transcript(line):
-            lines = "".join(f"{_compact(entry)}\n" for entry in transcript(envelope))
+            entries = transcript(envelope)
+            lines = "".join(json_text(entry, separators=(",", ":")) + "\n" for entry in entries)
             _write(folder / "outputs" / "transcript.jsonl", lines)
             paths["transcript_path"] = f"{subdir}/outputs/transcript.jsonl"
         if question is not None:

@@ -1,5 +1,5 @@
 "use strict";
-// Filters (verdict, file, evaluator, text), sorting, and case links (#file::id): the cases
+// Filters (verdict, file, evaluator, metadata tag, text), sorting, and case links (#file::id): the cases
 // are elements of the page; this only hides, shows and reorders them.
 (function () {
   var main = document.getElementById("cases");
@@ -7,6 +7,8 @@
   var kind = document.getElementById("f-kind");
   var file = document.getElementById("f-file");
   var evaluator = document.getElementById("f-evaluator");
+  // Only a page whose cases have metadata tags has this filter.
+  var tag = document.getElementById("f-tag") || { value: "", addEventListener: function () {} };
   var text = document.getElementById("f-text");
   var sort = document.getElementById("sort");
   var shown = document.getElementById("shown");
@@ -17,6 +19,7 @@
   cases.forEach(function (el, index) {
     el.dataset.order = String(index);
     el.evaluators = JSON.parse(el.dataset.evaluators || "[]");
+    el.tags = JSON.parse(el.dataset.tags || "[]");
   });
 
   function number(el, key) {
@@ -42,6 +45,7 @@
       var visible = (!kind.value || el.dataset.kind === kind.value) &&
         (!file.value || el.dataset.file === file.value) &&
         (!evaluator.value || el.evaluators.indexOf(evaluator.value) >= 0) &&
+        (!tag.value || el.tags.indexOf(tag.value) >= 0) &&
         (!wanted || texts[index].indexOf(wanted) >= 0);
       el.hidden = !visible;
       if (visible) { count += 1; }
@@ -80,14 +84,14 @@
     var el = id ? document.getElementById(id) : null;
     if (!el || !el.classList.contains("case")) { return; }
     if (el.hidden) {
-      kind.value = file.value = evaluator.value = text.value = "";
+      kind.value = file.value = evaluator.value = tag.value = text.value = "";
       apply();
     }
     el.open = true;
     el.scrollIntoView();
   }
 
-  [kind, file, evaluator, sort].forEach(function (control) {
+  [kind, file, evaluator, tag, sort].forEach(function (control) {
     control.addEventListener("change", apply);
   });
   text.addEventListener("input", apply);
