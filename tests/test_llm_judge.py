@@ -58,10 +58,13 @@ def test_freeform_prompt_contract_and_request_record(
     body = request.body
     assert body["model"] == "fake-judge"
     assert body["temperature"] == 0
-    assert "response_format" not in body
+    assert body["response_format"]["type"] == "json_schema"
+    assert 200 < body["max_tokens"] < 2000  # the reply schema's bound
     system, user = request.system, request.user
-    assert '{"score": <number from 0.0 to 1.0>, "hits": [<at most 4' in system
-    assert '"misses": [<at most 4' in system and '"reasoning"' in system
+    for key in ("score", "hits", "misses", "reasoning", "nonce"):
+        assert f'\n- "{key}": ' in system
+    # Nothing a model could copy instead of grading: no example reply, no placeholder.
+    assert "<" not in system.split("Text between")[0] and "{" not in system
     for section, value in [
         ("expected_outcome", "States the 30-day refund window"),
         ("question", "How long do I have to return an item?"),
@@ -385,7 +388,12 @@ def test_checklist_rubrics(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> Non
     assert "[[ ## rubrics ## ]]" in user
     assert "- [rubric-1] (REQUIRED) (weight: 1): States the 30-day window" in user
     assert "- [tone] (weight: 2): Is friendly" in user
-    assert '"satisfied": <true|false>' in fake_llm.requests[0].system
+    system = fake_llm.requests[0].system
+    assert '"satisfied" (true when the answer satisfies the item, else false)' in system
+    assert '(the rubric item\'s id: "rubric-1", "tone", "channel")' in system
+    check = fake_llm.requests[0].body["response_format"]["json_schema"]["schema"]["properties"]
+    assert check["checks"]["minItems"] == check["checks"]["maxItems"] == 3
+    assert check["checks"]["items"]["properties"]["id"]["enum"] == ["rubric-1", "tone", "channel"]
     row = results(judged)["refund"]
     assert row["score"] == pytest.approx(3 / 4)
     assert row["hits"] == [
@@ -464,7 +472,10 @@ def test_score_range_rubrics(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> N
     assert "### Criterion: accuracy (weight: 2)" in user
     assert "### Criterion: brevity (weight: 1) [REQUIRED: min score 7]" in user
     assert "- Score 4-7: Mostly right" in user and "- Score 5-7: 50-80 words" in user
-    assert '"score": <integer 0-10>' in fake_llm.requests[0].system
+    assert '"score" (an integer from 0 to 10)' in fake_llm.requests[0].system
+    schema = fake_llm.requests[0].body["response_format"]["json_schema"]["schema"]
+    score = schema["properties"]["checks"]["items"]["properties"]["score"]
+    assert score == {"type": "integer", "enum": list(range(11))}
     row = results(judged)["summary"]
     assert row["score"] == pytest.approx((2 * 0.9 + 0.8) / 3)
     [rubric] = row["evaluator_results"]  # inline rubrics are a listed evaluator
@@ -579,10 +590,14 @@ def test_bad_prompt_files_are_load_errors(
     result.stdout.fnmatch_lines([f"p.eval.yaml:5:*: evalcases.0.evaluators.0.prompt: {message}"])
 
 
-def test_structured_output_where_the_model_supports_it(
+def test_structured_output_and_the_run_s_price(
     project: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
-    project.makeini(judge_ini(fake_llm, model="openai/gpt-4o-mini"))
+    # A hosted model's name at another API base is not charged the hosted price: the run's
+    # price table says what it costs there.
+    project.makeini(
+        judge_ini(fake_llm, model="openai/gpt-4o-mini", model_prices="openai/gpt-4o-mini 150 600")
+    )
     fake_llm.responder = lambda r: freeform_reply(0.9)
     write(project, "f.eval.yaml", FREEFORM)
     project.runpytest("--junitxml=junit.xml").assert_outcomes(passed=1)
@@ -594,11 +609,13 @@ def test_structured_output_where_the_model_supports_it(
         "type": "string",
         "const": nonce_of(fake_llm.requests[0]),
     }
+    assert schema["properties"]["score"]["enum"][:3] == [0.0, 0.05, 0.1]
+    assert schema["properties"]["reasoning"]["maxLength"] > 0
     props = {
         p.get("name"): p.get("value") for p in ET.parse(project.path / "junit.xml").iter("property")
     }
     assert props["agentv.tokens"] == "120"
-    assert float(props["agentv.cost_usd"]) > 0
+    assert float(props["agentv.cost_usd"]) == pytest.approx((100 * 150 + 20 * 600) / 1e6)
 
 
 def test_judge_model_overrides(project: pytest.Pytester, fake_llm: FakeOpenAI) -> None:

@@ -31,6 +31,8 @@ class Reply:
     #: None when the model's price or the call's usage is unknown; for a reused reply, what its
     #: recording cost.
     cost_usd: float | None = None
+    #: The model stopped at its length limit (``finish_reason: "length"``): the text is cut off.
+    truncated: bool = False
 
     def __post_init__(self) -> None:
         # A model may send a lone surrogate escape: the store and reports must be UTF-8.

@@ -82,6 +82,16 @@ class Failure:
     message: str
     retry_after: float | None = None
     rate_limited: bool = False
+    #: No reply in time: the server may still be working on the request.
+    timed_out: bool = False
+
+
+@dataclass
+class Attempts:
+    """Requests sent for one answer, across the calls that ask for it again (a judge's
+    contract retries): what a "failed after N attempts" counts."""
+
+    sent: int = 0
 
 
 def _header(exc: BaseException, name: str) -> str | None:
@@ -135,7 +145,7 @@ def classify(exc: BaseException) -> Failure:
         "Timeout",
         "APITimeoutError",
     ):
-        return Failure(True, f"timed out: {message}")
+        return Failure(True, f"timed out: {message}", timed_out=True)
     if status == 429:
         if "insufficient_quota" in text or ("quota" in text.lower() and "exceeded" in text.lower()):
             return Failure(False, message)
@@ -179,17 +189,24 @@ async def with_retries(
     limits: Limits,
     model: str,
     estimate: int,
+    attempts: Attempts | None = None,
 ) -> T:
     """``send(attempt_timeout, grant)`` until it succeeds or the policy gives up
     (``NotGradedError`` naming ``who``, the attempts and the last failure). Each attempt first
     takes a slot of the run's ``limits`` (``send`` sets ``grant.used`` to the tokens it spent);
     the call's deadline starts with its first slot, so waiting for the run's limits never counts
-    against it, and each attempt is bounded by what is left of it."""
+    against it, and each attempt is bounded by what is left of it. An attempt that timed out
+    slows the run down as a 429 does: a server that has not answered the last requests (it may
+    still be working on them) gets fewer at once, not more. ``attempts`` counts the requests
+    sent, and may go on from an earlier call's."""
     loop = asyncio.get_running_loop()
     deadline: float | None = None
-    attempt = 0
+    attempts = attempts if attempts is not None else Attempts()
+    tries = 0
     while True:
-        attempt += 1
+        tries += 1
+        attempts.sent += 1
+        attempt = attempts.sent
         async with limits.slot(model, estimate) as grant:
             deadline = deadline if deadline is not None else loop.time() + policy.deadline
             budget = max(min(deadline - loop.time(), policy.attempt_timeout), 0.001)
@@ -202,19 +219,19 @@ async def with_retries(
             else:
                 limits.succeeded()
                 return reply
-        if failure.rate_limited:
+        if failure.rate_limited or failure.timed_out:
             limits.rate_limited()
         where = f"{who} failed after {attempt} attempt{'s' if attempt > 1 else ''}"
         if not failure.retryable:
             raise NotGradedError(f"{where} (not retryable): {failure.message}")
-        if attempt > policy.retries:
+        if tries > policy.retries:
             raise NotGradedError(f"{where} (retry budget spent): {failure.message}")
         if failure.retry_after is not None and failure.retry_after > policy.retry_after_cap:
             raise NotGradedError(
                 f"{where}: the server asked to retry after {failure.retry_after:.0f}s, more "
                 f"than the {policy.retry_after_cap:.0f}s cap: {failure.message}"
             )
-        pause = policy.delay(attempt, failure.retry_after)
+        pause = policy.delay(tries, failure.retry_after)
         if loop.time() + pause >= deadline:
             raise NotGradedError(
                 f"{where}: no time left within the {policy.deadline:g}s deadline: {failure.message}"
