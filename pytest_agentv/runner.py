@@ -286,10 +286,12 @@ class AgentvRun:
 
     def facts(self) -> dict[str, Any]:
         """What this process knows that the controller's summary needs (sent from pytest-xdist
-        workers as plain builtins): the cases it collected, and its calibration."""
+        workers as plain builtins): the cases it collected, its calibration, and what it
+        learnt about its model endpoints."""
         return {
             "collected": sorted(self.collected),
             "calibration": self.calibration.facts() if self.calibration is not None else None,
+            "endpoint_notes": self.clients.notes(),
         }
 
     def close(self) -> None:

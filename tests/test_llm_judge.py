@@ -13,13 +13,16 @@ from pytest_agentv.evaluators.contract.rubrics import CHECKLIST as CHECKLIST_MOD
 from pytest_agentv.llm.client import ReplyError
 from pytest_agentv.schema.rubrics import RubricItem
 from tests.fake_openai import (
+    CutOff,
     Delay,
     FakeOpenAI,
     Gate,
     Hang,
+    Linger,
     Request,
     Reset,
     Status,
+    ToolCallReply,
     Truncated,
     checklist,
     nonce_of,
@@ -836,3 +839,196 @@ def test_empty_llm_target_reply_is_not_graded_nor_stored(
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*target 'default' (openai/agent) returned an empty reply*"])
     assert not list((project.path / ".agentv" / "cache").rglob("*.json"))
+
+
+# -- judges on any endpoint: dialects, bounds, cut-off replies, what is counted -------------
+
+#: What llama-cpp-python's server answers a json_schema response format with.
+REFUSED_FORMAT = Status(
+    500,
+    body=json.dumps(
+        {
+            "error": {
+                "message": "1 validation error: {'type': 'literal_error', 'loc': ('body', "
+                "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+                "'json_object'\", 'input': 'json_schema'}",
+                "type": "internal_server_error",
+            }
+        }
+    ),
+)
+
+TWO_CASES = (
+    FREEFORM
+    + """\
+  - id: shipping
+    expected_outcome: Gives the shipping time
+    input: How long does shipping take?
+"""
+)
+
+
+def test_auto_falls_back_once_from_a_refused_dialect(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    def server(request: Request) -> object:
+        if request.body["response_format"]["type"] == "json_schema":
+            return REFUSED_FORMAT
+        return freeform_reply(0.9)
+
+    fake_llm.responder = server  # type: ignore[assignment]
+    write(judged, "f.eval.yaml", TWO_CASES)
+    result = judged.runpytest("--agentv-concurrency=1")
+    result.assert_outcomes(passed=2)
+    # The refusal was not retried as an outage: one request, then json_object for the run.
+    formats = [r.body["response_format"]["type"] for r in fake_llm.requests]
+    assert formats == ["json_schema", "json_object", "json_object"]
+    assert fake_llm.requests[1].body["response_format"]["schema"]["required"][0] == "score"
+    result.stdout.fnmatch_lines(
+        [
+            "agentv: 3 model calls made, *",
+            f"agentv: openai/fake-judge at {fake_llm.api_base} refused structured output as "
+            "json_schema (*Input should be 'text' or 'json_object'*); json_object is used for "
+            "the rest of the run",
+        ]
+    )
+
+
+def test_a_chosen_dialect_the_server_refuses_is_not_graded_at_once(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: REFUSED_FORMAT
+    write(judged, "f.eval.yaml", FREEFORM)
+    result = judged.runpytest("--agentv-judge-structured=json_schema")
+    result.assert_outcomes(errors=1)
+    assert len(fake_llm.requests) == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*was not graded: judge openai/fake-judge: the server refuses structured output as "
+            "json_schema (*Input should be 'text' or 'json_object'*); choose another with "
+            "--agentv-judge-structured *"
+        ]
+    )
+
+
+def test_dialects_as_sent(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    def server(request: Request) -> object:
+        if "tools" in request.body:
+            arguments = json.loads(freeform_reply(0.9))
+            return ToolCallReply("agentv_freeform", {**arguments, "nonce": nonce_of(request)})
+        return freeform_reply(0.9)
+
+    fake_llm.responder = server  # type: ignore[assignment]
+    write(judged, "f.eval.yaml", FREEFORM)
+    judged.runpytest("--agentv-judge-structured=tools").assert_outcomes(passed=1)
+    judged.runpytest("--agentv-judge-structured=off").assert_outcomes(passed=1)
+    tools, off = (r.body for r in fake_llm.requests)
+    assert tools["tool_choice"] == {"type": "function", "function": {"name": "agentv_freeform"}}
+    [tool] = tools["tools"]
+    assert tool["function"]["parameters"]["properties"]["nonce"]["const"] in str(tools)
+    assert "response_format" not in tools
+    assert "response_format" not in off and "tools" not in off
+
+
+def test_a_judge_target_says_its_dialect_price_and_reply_bound(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    project.makeini(judge_ini(fake_llm))
+    write(
+        project,
+        ".agentv/targets.yaml",
+        f"""
+        targets:
+          - name: default
+            provider: mock
+            response: Within 30 days.
+            judge_target: local
+          - name: local
+            provider: openai
+            model: smollm2
+            api_base: {fake_llm.api_base}
+            structured: json_object
+            max_tokens: 300
+            input_cost_per_million: 0
+            output_cost_per_million: 0
+        """,
+    )
+    fake_llm.responder = lambda r: freeform_reply(0.9)
+    write(project, "f.eval.yaml", FREEFORM)
+    result = project.runpytest("--agentv-budget-usd=0.01")
+    result.assert_outcomes(passed=1)
+    [request] = fake_llm.requests
+    assert request.body["model"] == "smollm2"
+    assert request.body["response_format"]["type"] == "json_object"
+    assert request.body["max_tokens"] == 300
+    result.stdout.fnmatch_lines(
+        [
+            "agentv: 1 model calls made, 0 replies reused from the store, 120 tokens, $0.0000",
+            "agentv budget: $0.0000 spent of $0.0100 (--agentv-budget-usd)",
+        ]
+    )
+
+
+def test_a_cut_off_reply_is_asked_for_afresh(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.push(CutOff('{"score": 0.9, "hits": ["gives the wi'))
+    fake_llm.responder = lambda r: freeform_reply(0.9)
+    write(judged, "f.eval.yaml", FREEFORM + "    evaluators: [{name: judge, type: llm_judge}]\n")
+    judged.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=1)
+    first, second = fake_llm.requests
+    # Not the cut-off text and a correction: the context would only fill up further.
+    assert [m["role"] for m in second.body["messages"]] == ["system", "user"]
+    [judge] = results(judged)["refund"]["evaluator_results"]
+    assert judge["details"]["outside_contract"] == [
+        f"the reply was cut off at its length limit of {first.body['max_tokens']} tokens"
+    ]
+
+
+@pytest.mark.parametrize(
+    "reasoning",
+    [
+        "<one or two sentences>",
+        "One or two sentences of your own on why this answer earns its score.",
+    ],
+)
+def test_a_reply_that_copies_the_prompt_is_outside_the_contract(reasoning: str) -> None:
+    reply = json.dumps({"score": 1.0, "hits": [], "misses": [], "reasoning": reasoning})
+    with pytest.raises(ReplyError, match="copied from the prompt"):
+        parse_freeform(reply.replace("}", f', "nonce": "{NONCE}"}}'), NONCE)
+    checks = [{"id": "a", "satisfied": True, "reasoning": "<brief>"}]
+    with pytest.raises(ReplyError, match="'reasoning' holds '<brief>', copied"):
+        CHECKLIST_MODE.parse(
+            json.dumps({"checks": checks, "nonce": NONCE}), NONCE, [RubricItem(id="a")]
+        )
+
+
+def test_every_request_sent_is_counted_and_attempts_are_counted_as_sent(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    # A reply outside the contract, then a server that fails: the second call's failures are
+    # the judgement's second and third requests, and all three are counted.
+    fake_llm.push("no JSON here", Status(503), Status(503))
+    write(judged, "f.eval.yaml", FREEFORM)
+    result = judged.runpytest("--agentv-judge-retries=1")
+    result.assert_outcomes(errors=1)
+    assert len(fake_llm.requests) == 3
+    result.stdout.fnmatch_lines(
+        [
+            "*was not graded: judge openai/fake-judge failed after 3 attempts (retry budget "
+            "spent)*",
+            "agentv: 3 model calls made, 0 replies reused from the store, 120 tokens, *",
+        ]
+    )
+
+
+def test_a_timed_out_request_is_cancelled_on_the_connection(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.push(Linger())
+    fake_llm.responder = lambda r: freeform_reply(0.9)
+    write(judged, "f.eval.yaml", FREEFORM)
+    result = judged.runpytest("--agentv-judge-attempt-timeout=1")
+    result.assert_outcomes(passed=1)
+    # The server saw the client go (it could stop working on the request), before the retry.
+    assert fake_llm.gone == 1
+    assert len(fake_llm.requests) == 2
+    result.stdout.fnmatch_lines(["agentv: 2 model calls made, *"])
