@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import xml.etree.ElementTree as ET
 
 import pytest
 
+from pytest_agentv.errors import NotGradedError
 from pytest_agentv.evaluators.contract import contract_object, parse_freeform
 from pytest_agentv.evaluators.contract.rubrics import CHECKLIST as CHECKLIST_MODE
 from pytest_agentv.llm.client import ReplyError
+from pytest_agentv.llm.limits import CallLimits, Grant
+from pytest_agentv.llm.retry import RetryPolicy, with_retries
 from pytest_agentv.schema.rubrics import RubricItem
 from tests.fake_openai import (
     CutOff,
@@ -1032,3 +1036,21 @@ def test_a_timed_out_request_is_cancelled_on_the_connection(
     assert fake_llm.gone == 1
     assert len(fake_llm.requests) == 2
     result.stdout.fnmatch_lines(["agentv: 2 model calls made, *"])
+
+
+def test_a_timed_out_attempt_slows_the_run_down() -> None:
+    """A server that has not answered (it may still be working) gets fewer requests at once,
+    as after a 429, not a retry stacked on top."""
+    limits = CallLimits(4, cooldown=0)
+
+    async def never(timeout: float, grant: Grant) -> str:
+        await asyncio.sleep(60)
+        return "late"
+
+    policy = RetryPolicy(retries=1, attempt_timeout=0.05, deadline=30, backoff=0.001)
+    call = with_retries(never, policy, "judge", limits=limits, model="m", estimate=1)
+    with pytest.raises(
+        NotGradedError, match=r"failed after 2 attempts \(retry budget spent\): timed"
+    ):
+        asyncio.run(call)
+    assert limits.current == 1  # 4, halved after each timed-out attempt
