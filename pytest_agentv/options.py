@@ -13,6 +13,9 @@ import pytest
 BorderlineMode = Literal["xfail", "fail", "pass"]
 
 DEFAULT_EVAL_PATTERNS = ("*.eval.yaml", "*.eval.yml", "*.eval.jsonl")
+#: How a judge is asked for its reply's JSON Schema (``llm/structured.py``): ``auto``, then
+#: the dialects in the order ``auto`` tries them.
+STRUCTURED_CHOICES = ("auto", "json_schema", "json_object", "tools", "off")
 #: The most trials one case may run (``--agentv-trials``, ``execution.trials``).
 MAX_TRIALS = 1000
 
@@ -21,7 +24,7 @@ MAX_TRIALS = 1000
 class Option:
     name: str
     help: str
-    kind: Literal["str", "int", "float", "bool", "choice", "list", "path"]
+    kind: Literal["str", "int", "float", "bool", "choice", "list", "path", "prices"]
     default: Any = None
     choices: tuple[str, ...] = ()
     metavar: str | None = None
@@ -127,6 +130,25 @@ OPTIONS: tuple[Option, ...] = (
         "choice",
         "auto",
         ("auto", "litellm"),
+    ),
+    Option(
+        "judge_structured",
+        "How the judge is asked for its reply's JSON Schema: json_schema (OpenAI's "
+        "response_format), json_object (with a schema: llama-cpp-python's server), tools (a "
+        "function call), off (the prompt alone), or auto (json_schema, and the next one for "
+        "the rest of the run where a server refuses it); a judge target's structured wins",
+        "choice",
+        "auto",
+        STRUCTURED_CHOICES,
+    ),
+    Option(
+        "model_prices",
+        "Prices of models in US dollars per million tokens, one 'MODEL INPUT OUTPUT' entry "
+        "per line or between semicolons (0 0 for a local model); wins over litellm's price "
+        "table, which prices a model only at its provider's own endpoint",
+        "prices",
+        (),
+        metavar="MODEL IN OUT;...",
     ),
     Option(
         "judge_timeout",

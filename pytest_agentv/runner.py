@@ -285,12 +285,13 @@ class AgentvRun:
 
     def facts(self) -> dict[str, Any]:
         """What this process knows that the controller's summary needs (sent from pytest-xdist
-        workers as plain builtins): the cases it collected, its calibration, and how its calls
-        met the rate limits when it kept its own."""
+        workers as plain builtins): the cases it collected, its calibration, what it learnt
+        about its model endpoints, and how its calls met the rate limits when it kept its own."""
         limits = self.clients.limits
         return {
             "collected": sorted(self.collected),
             "calibration": self.calibration.facts() if self.calibration is not None else None,
+            "endpoint_notes": self.clients.notes(),
             # Under pytest-xdist the controller's limits report (see ``plugin``).
             "pacing": limits.report() if isinstance(limits, CallLimits) else None,
         }

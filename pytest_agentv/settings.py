@@ -69,6 +69,10 @@ class Settings:
     judge_api_base: str | None
     #: One of ``judge.TRANSPORT_CHOICES``, checked against the option's choices.
     judge_transport: str
+    #: One of ``options.STRUCTURED_CHOICES``.
+    judge_structured: str
+    #: Per model: US dollars per million input and output tokens.
+    model_prices: tuple[tuple[str, float, float], ...]
     judge_timeout: float
     judge_attempt_timeout: float
     judge_retries: int
@@ -237,6 +241,7 @@ def _parse(option: Option, raw: str, source: str, base: Path) -> Any:
         ),
         "bool": lambda: _boolean(text, source),
         "choice": lambda: _choice(text, option, source),
+        "prices": lambda: _prices(text, option, source),
     }
     return parsers[option.kind]()
 
@@ -284,6 +289,27 @@ def _list(text: str, option: Option, source: str) -> tuple[str, ...]:
             f"unset for the default {','.join(DEFAULT_EVAL_PATTERNS)}"
         )
     return items
+
+
+def _prices(text: str, option: Option, source: str) -> tuple[tuple[str, float, float], ...]:
+    """``MODEL INPUT OUTPUT`` entries, one a line or between semicolons."""
+    entries = []
+    for entry in text.replace(";", "\n").splitlines():
+        words = entry.split()
+        if not words:
+            continue
+        try:
+            model, prompt, completion = words[0], float(words[1]), float(words[2])
+        except (IndexError, ValueError):
+            prompt = completion = math.nan
+        if len(words) != 3 or not all(math.isfinite(v) and v >= 0 for v in (prompt, completion)):
+            raise pytest.UsageError(
+                f"{source} is invalid: {option.flag} takes 'MODEL INPUT OUTPUT' entries (US "
+                f"dollars per million tokens, >= 0), one a line or between semicolons, not "
+                f"{entry.strip()!r}"
+            )
+        entries.append((model, prompt, completion))
+    return tuple(entries)
 
 
 def _boolean(text: str, source: str) -> bool:

@@ -115,8 +115,25 @@ class ToolCallReply:
     delay: float = 0.0
 
 
+@dataclass(frozen=True)
+class CutOff:
+    """Reply ``content`` as a model stopped at its length limit (``finish_reason: "length"``)."""
+
+    content: str
+
+
+@dataclass(frozen=True)
+class Linger:
+    """Accept the request and answer nothing until the client closes its connection (at most
+    ``most`` seconds); the server counts the clients it saw go (``gone``)."""
+
+    most: float = 30.0
+
+
 Action = (
     str
+    | CutOff
+    | Linger
     | Status
     | Hang
     | Delay
@@ -320,6 +337,8 @@ class FakeOpenAI:
         self.rate_limit: RateLimit | None = None
         self.refused = 0
         self._limiter: _Limiter | None = None
+        #: Requests whose client closed the connection while the server was still on them.
+        self.gone = 0
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._stopping = threading.Event()
@@ -455,6 +474,15 @@ class FakeOpenAI:
                     fake._stopping.wait(action.delay)
                     body = tool_call_completion(action.name, action.arguments, model)
                     self._send(200, json.dumps(body))
+                elif isinstance(action, CutOff):
+                    reply = (
+                        echo_nonce(action.content, request) if fake.echo_nonce else action.content
+                    )
+                    body = completion(reply, model)
+                    body["choices"][0]["finish_reason"] = "length"
+                    self._send(200, json.dumps(body))
+                elif isinstance(action, Linger):
+                    self._linger(action.most)
                 elif isinstance(action, Hang):
                     fake._stopping.wait(60)
                     self.close_connection = True
@@ -481,6 +509,22 @@ class FakeOpenAI:
                     self.wfile.flush()
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
+
+            def _linger(self, most: float) -> None:
+                """Wait for the client to close its end (a read that returns nothing)."""
+                self.connection.settimeout(0.05)
+                end = time.monotonic() + most
+                while time.monotonic() < end and not fake._stopping.is_set():
+                    try:
+                        if self.connection.recv(1) == b"":
+                            with fake._lock:
+                                fake.gone += 1
+                            break
+                    except TimeoutError:
+                        continue
+                    except OSError:
+                        break
+                self.close_connection = True
 
             def _send(self, code: int, body: str, headers: dict[str, str] | None = None) -> None:
                 self._answered()

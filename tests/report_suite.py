@@ -152,8 +152,10 @@ def make_suite(project: pytest.Pytester, fake_llm: FakeOpenAI) -> list[str]:
     write(project, "evals/agent/conftest.py", TOOLS_CONFTEST)
     write(project, ".agentv/targets.yaml", TARGETS)
     write(project, "crash.py", CRASH)
-    # A model with a price: the run's budget counts what the judge spent.
-    project.makeini(judge_ini(fake_llm, model="openai/gpt-4o-mini"))
+    # A model with a price at the fake's endpoint: the run's budget counts what the judge spent.
+    project.makeini(
+        judge_ini(fake_llm, model="openai/gpt-4o-mini", model_prices="openai/gpt-4o-mini 0.15 0.6")
+    )
     lines = "".join(json.dumps(row) + "\n" for row in BASELINE)
     write(project, "baseline.jsonl", lines)
     return ["--agentv-baseline=baseline.jsonl", "--agentv-budget-usd=5"]

@@ -10,25 +10,26 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentv.llm import prices
 from pytest_agentv.llm.budget import Ledger
+from pytest_agentv.llm.prices import Price
 from pytest_agentv.llm.usage import PlannedCall, Usage, prompt_tokens
 from pytest_agentv.results import usd
 from tests.fake_openai import FakeOpenAI, Request, WithUsage, checklist, freeform, ranges
 from tests.helpers import judge_ini, write
 
 MODEL = "openai/gpt-4o-mini"
+#: The judge's price at the fake server's endpoint (gpt-4o-mini's list price, US dollars per
+#: million tokens): a hosted model's name at another API base has no price of its own.
+PRICE = Price.per_million(0.15, 0.6)
 
 
 def priced_ini(server: FakeOpenAI, **extra: str) -> str:
-    return judge_ini(server, model=MODEL, **extra)
+    return judge_ini(server, model=MODEL, model_prices=f"{MODEL} 0.15 0.6", **extra)
 
 
 def call_cost() -> float:
     """What one call to the fake server costs: it reports 100 prompt and 20 completion tokens."""
-    price = prices.price_for(MODEL)
-    assert price is not None
-    return price.cost(100, 20)
+    return PRICE.cost(100, 20)
 
 
 def cases(count: int) -> str:
@@ -114,7 +115,11 @@ def test_a_model_without_a_price_is_not_called_under_a_budget(
     result.assert_outcomes(errors=2)
     assert fake_llm.requests == []
     result.stdout.fnmatch_lines(
-        ["*model 'openai/fake-judge' has no known price, so its calls cannot be counted *"]
+        [
+            "*model 'openai/fake-judge' has no known price at its endpoint, so its calls cannot "
+            "be counted *; give its price with --agentv-model-prices or its target's "
+            "input_cost_per_million and output_cost_per_million (0 for a local model)"
+        ]
     )
 
 
@@ -152,16 +157,14 @@ def test_estimate_arithmetic() -> None:
     estimate = Usage()
     estimate.plan(
         [
-            PlannedCall(MODEL, 1000, stored=False),
-            PlannedCall(MODEL, 1000, stored=True),
-            PlannedCall(MODEL, 1000, stored=False, max_tokens=100),
+            PlannedCall(MODEL, 1000, stored=False, price=PRICE),
+            PlannedCall(MODEL, 1000, stored=True, price=PRICE),
+            PlannedCall(MODEL, 1000, stored=False, max_tokens=100, price=PRICE),
         ]
     )
-    price = prices.price_for(MODEL)
-    assert price is not None
     assert (estimate.calls, estimate.reused, estimate.prompt_tokens) == (2, 1, 2000)
     assert estimate.completion_tokens == 256 + 100
-    assert estimate.cost_usd == pytest.approx(price.cost(2000, 356))
+    assert estimate.cost_usd == pytest.approx(PRICE.cost(2000, 356))
     estimate.plan([PlannedCall("openai/not-a-priced-model", 10, stored=False)])
     assert estimate.cost == "unknown (1 calls without a known price or token counts)"
 
@@ -229,7 +232,7 @@ def judge(request: Request) -> str:
         return "Refunds are accepted within 30 days of purchase."
     if '"satisfied"' in request.system:
         return checklist(rubric_1=True, tone=True)
-    if "<integer 0-10>" in request.system:
+    if '"score" (an integer from 0 to 10)' in request.system:
         return ranges(accuracy=9)
     return freeform(0.1 if "never" in request.user else 0.9)
 

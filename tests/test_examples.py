@@ -67,7 +67,7 @@ def grade(request: Request) -> str:
             line.split("]")[0][3:] for line in request.user.splitlines() if line.startswith("- [")
         ]
         return checklist(**{i.replace("-", "_"): not wrong for i in ids})
-    if "<integer 0-10>" in request.system:
+    if '"score" (an integer from 0 to 10)' in request.system:
         ids = [
             line.split(": ")[1].split(" (")[0]
             for line in request.user.splitlines()

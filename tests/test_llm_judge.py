@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import xml.etree.ElementTree as ET
 
 import pytest
 
+from pytest_agentv.errors import NotGradedError
 from pytest_agentv.evaluators.contract import contract_object, parse_freeform
 from pytest_agentv.evaluators.contract.rubrics import CHECKLIST as CHECKLIST_MODE
 from pytest_agentv.llm.client import ReplyError
+from pytest_agentv.llm.limits import CallLimits, Grant
+from pytest_agentv.llm.retry import RetryPolicy, with_retries
 from pytest_agentv.schema.rubrics import RubricItem
 from tests.fake_openai import (
+    CutOff,
     Delay,
     FakeOpenAI,
     Gate,
     Hang,
+    Linger,
     Request,
     Reset,
     Status,
+    ToolCallReply,
     Truncated,
     checklist,
     nonce_of,
@@ -58,10 +65,13 @@ def test_freeform_prompt_contract_and_request_record(
     body = request.body
     assert body["model"] == "fake-judge"
     assert body["temperature"] == 0
-    assert "response_format" not in body
+    assert body["response_format"]["type"] == "json_schema"
+    assert 200 < body["max_tokens"] < 2000  # the reply schema's bound
     system, user = request.system, request.user
-    assert '{"score": <number from 0.0 to 1.0>, "hits": [<at most 4' in system
-    assert '"misses": [<at most 4' in system and '"reasoning"' in system
+    for key in ("score", "hits", "misses", "reasoning", "nonce"):
+        assert f'\n- "{key}": ' in system
+    # Nothing a model could copy instead of grading: no example reply, no placeholder.
+    assert "<" not in system.split("Text between")[0] and "{" not in system
     for section, value in [
         ("expected_outcome", "States the 30-day refund window"),
         ("question", "How long do I have to return an item?"),
@@ -385,7 +395,12 @@ def test_checklist_rubrics(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> Non
     assert "[[ ## rubrics ## ]]" in user
     assert "- [rubric-1] (REQUIRED) (weight: 1): States the 30-day window" in user
     assert "- [tone] (weight: 2): Is friendly" in user
-    assert '"satisfied": <true|false>' in fake_llm.requests[0].system
+    system = fake_llm.requests[0].system
+    assert '"satisfied" (true when the answer satisfies the item, else false)' in system
+    assert '(the rubric item\'s id: "rubric-1", "tone", "channel")' in system
+    check = fake_llm.requests[0].body["response_format"]["json_schema"]["schema"]["properties"]
+    assert check["checks"]["minItems"] == check["checks"]["maxItems"] == 3
+    assert check["checks"]["items"]["properties"]["id"]["enum"] == ["rubric-1", "tone", "channel"]
     row = results(judged)["refund"]
     assert row["score"] == pytest.approx(3 / 4)
     assert row["hits"] == [
@@ -464,7 +479,10 @@ def test_score_range_rubrics(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> N
     assert "### Criterion: accuracy (weight: 2)" in user
     assert "### Criterion: brevity (weight: 1) [REQUIRED: min score 7]" in user
     assert "- Score 4-7: Mostly right" in user and "- Score 5-7: 50-80 words" in user
-    assert '"score": <integer 0-10>' in fake_llm.requests[0].system
+    assert '"score" (an integer from 0 to 10)' in fake_llm.requests[0].system
+    schema = fake_llm.requests[0].body["response_format"]["json_schema"]["schema"]
+    score = schema["properties"]["checks"]["items"]["properties"]["score"]
+    assert score == {"type": "integer", "enum": list(range(11))}
     row = results(judged)["summary"]
     assert row["score"] == pytest.approx((2 * 0.9 + 0.8) / 3)
     [rubric] = row["evaluator_results"]  # inline rubrics are a listed evaluator
@@ -579,10 +597,14 @@ def test_bad_prompt_files_are_load_errors(
     result.stdout.fnmatch_lines([f"p.eval.yaml:5:*: evalcases.0.evaluators.0.prompt: {message}"])
 
 
-def test_structured_output_where_the_model_supports_it(
+def test_structured_output_and_the_run_s_price(
     project: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
-    project.makeini(judge_ini(fake_llm, model="openai/gpt-4o-mini"))
+    # A hosted model's name at another API base is not charged the hosted price: the run's
+    # price table says what it costs there.
+    project.makeini(
+        judge_ini(fake_llm, model="openai/gpt-4o-mini", model_prices="openai/gpt-4o-mini 150 600")
+    )
     fake_llm.responder = lambda r: freeform_reply(0.9)
     write(project, "f.eval.yaml", FREEFORM)
     project.runpytest("--junitxml=junit.xml").assert_outcomes(passed=1)
@@ -594,11 +616,13 @@ def test_structured_output_where_the_model_supports_it(
         "type": "string",
         "const": nonce_of(fake_llm.requests[0]),
     }
+    assert schema["properties"]["score"]["enum"][:3] == [0.0, 0.05, 0.1]
+    assert schema["properties"]["reasoning"]["maxLength"] > 0
     props = {
         p.get("name"): p.get("value") for p in ET.parse(project.path / "junit.xml").iter("property")
     }
     assert props["agentv.tokens"] == "120"
-    assert float(props["agentv.cost_usd"]) > 0
+    assert float(props["agentv.cost_usd"]) == pytest.approx((100 * 150 + 20 * 600) / 1e6)
 
 
 def test_judge_model_overrides(project: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
@@ -830,3 +854,214 @@ def test_empty_llm_target_reply_is_not_graded_nor_stored(
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*target 'default' (openai/agent) returned an empty reply*"])
     assert not list((project.path / ".agentv" / "cache").rglob("*.json"))
+
+
+# -- judges on any endpoint: dialects, bounds, cut-off replies, what is counted -------------
+
+#: What llama-cpp-python's server answers a json_schema response format with.
+REFUSED_FORMAT = Status(
+    500,
+    body=json.dumps(
+        {
+            "error": {
+                "message": "1 validation error: {'type': 'literal_error', 'loc': ('body', "
+                "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+                "'json_object'\", 'input': 'json_schema'}",
+                "type": "internal_server_error",
+            }
+        }
+    ),
+)
+
+TWO_CASES = (
+    FREEFORM
+    + """\
+  - id: shipping
+    expected_outcome: Gives the shipping time
+    input: How long does shipping take?
+"""
+)
+
+
+def test_auto_falls_back_once_from_a_refused_dialect(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    def server(request: Request) -> object:
+        if request.body["response_format"]["type"] == "json_schema":
+            return REFUSED_FORMAT
+        return freeform_reply(0.9)
+
+    fake_llm.responder = server  # type: ignore[assignment]
+    write(judged, "f.eval.yaml", TWO_CASES)
+    result = judged.runpytest("--agentv-concurrency=1")
+    result.assert_outcomes(passed=2)
+    # The refusal was not retried as an outage: one request, then json_object for the run.
+    formats = [r.body["response_format"]["type"] for r in fake_llm.requests]
+    assert formats == ["json_schema", "json_object", "json_object"]
+    assert fake_llm.requests[1].body["response_format"]["schema"]["required"][0] == "score"
+    result.stdout.fnmatch_lines(
+        [
+            "agentv: 3 model calls made, *",
+            f"agentv: openai/fake-judge at {fake_llm.api_base} refused structured output as "
+            "json_schema (*Input should be 'text' or 'json_object'*); json_object is used for "
+            "the rest of the run",
+        ]
+    )
+
+
+def test_a_chosen_dialect_the_server_refuses_is_not_graded_at_once(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.responder = lambda r: REFUSED_FORMAT
+    write(judged, "f.eval.yaml", FREEFORM)
+    result = judged.runpytest("--agentv-judge-structured=json_schema")
+    result.assert_outcomes(errors=1)
+    assert len(fake_llm.requests) == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*was not graded: judge openai/fake-judge: the server refuses structured output as "
+            "json_schema (*Input should be 'text' or 'json_object'*); choose another with "
+            "--agentv-judge-structured *"
+        ]
+    )
+
+
+def test_dialects_as_sent(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    def server(request: Request) -> object:
+        if "tools" in request.body:
+            arguments = json.loads(freeform_reply(0.9))
+            return ToolCallReply("agentv_freeform", {**arguments, "nonce": nonce_of(request)})
+        return freeform_reply(0.9)
+
+    fake_llm.responder = server  # type: ignore[assignment]
+    write(judged, "f.eval.yaml", FREEFORM)
+    judged.runpytest("--agentv-judge-structured=tools").assert_outcomes(passed=1)
+    judged.runpytest("--agentv-judge-structured=off").assert_outcomes(passed=1)
+    tools, off = (r.body for r in fake_llm.requests)
+    assert tools["tool_choice"] == {"type": "function", "function": {"name": "agentv_freeform"}}
+    [tool] = tools["tools"]
+    assert tool["function"]["parameters"]["properties"]["nonce"]["const"] in str(tools)
+    assert "response_format" not in tools
+    assert "response_format" not in off and "tools" not in off
+
+
+def test_a_judge_target_says_its_dialect_price_and_reply_bound(
+    project: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    project.makeini(judge_ini(fake_llm))
+    write(
+        project,
+        ".agentv/targets.yaml",
+        f"""
+        targets:
+          - name: default
+            provider: mock
+            response: Within 30 days.
+            judge_target: local
+          - name: local
+            provider: openai
+            model: smollm2
+            api_base: {fake_llm.api_base}
+            structured: json_object
+            max_tokens: 300
+            input_cost_per_million: 0
+            output_cost_per_million: 0
+        """,
+    )
+    fake_llm.responder = lambda r: freeform_reply(0.9)
+    write(project, "f.eval.yaml", FREEFORM)
+    result = project.runpytest("--agentv-budget-usd=0.01")
+    result.assert_outcomes(passed=1)
+    [request] = fake_llm.requests
+    assert request.body["model"] == "smollm2"
+    assert request.body["response_format"]["type"] == "json_object"
+    assert request.body["max_tokens"] == 300
+    result.stdout.fnmatch_lines(
+        [
+            "agentv: 1 model calls made, 0 replies reused from the store, 120 tokens, $0.0000",
+            "agentv budget: $0.0000 spent of $0.0100 (--agentv-budget-usd)",
+        ]
+    )
+
+
+def test_a_cut_off_reply_is_asked_for_afresh(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.push(CutOff('{"score": 0.9, "hits": ["gives the wi'))
+    fake_llm.responder = lambda r: freeform_reply(0.9)
+    write(judged, "f.eval.yaml", FREEFORM + "    evaluators: [{name: judge, type: llm_judge}]\n")
+    judged.runpytest("--agentv-results=out.jsonl").assert_outcomes(passed=1)
+    first, second = fake_llm.requests
+    # Not the cut-off text and a correction: the context would only fill up further.
+    assert [m["role"] for m in second.body["messages"]] == ["system", "user"]
+    [judge] = results(judged)["refund"]["evaluator_results"]
+    assert judge["details"]["outside_contract"] == [
+        f"the reply was cut off at its length limit of {first.body['max_tokens']} tokens"
+    ]
+
+
+@pytest.mark.parametrize(
+    "reasoning",
+    [
+        "<one or two sentences>",
+        "One or two sentences of your own on why this answer earns its score.",
+    ],
+)
+def test_a_reply_that_copies_the_prompt_is_outside_the_contract(reasoning: str) -> None:
+    reply = json.dumps({"score": 1.0, "hits": [], "misses": [], "reasoning": reasoning})
+    with pytest.raises(ReplyError, match="copied from the prompt"):
+        parse_freeform(reply.replace("}", f', "nonce": "{NONCE}"}}'), NONCE)
+    checks = [{"id": "a", "satisfied": True, "reasoning": "<brief>"}]
+    with pytest.raises(ReplyError, match="'reasoning' holds '<brief>', copied"):
+        CHECKLIST_MODE.parse(
+            json.dumps({"checks": checks, "nonce": NONCE}), NONCE, [RubricItem(id="a")]
+        )
+
+
+def test_every_request_sent_is_counted_and_attempts_are_counted_as_sent(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    # A reply outside the contract, then a server that fails: the second call's failures are
+    # the judgement's second and third requests, and all three are counted.
+    fake_llm.push("no JSON here", Status(503), Status(503))
+    write(judged, "f.eval.yaml", FREEFORM)
+    result = judged.runpytest("--agentv-judge-retries=1")
+    result.assert_outcomes(errors=1)
+    assert len(fake_llm.requests) == 3
+    result.stdout.fnmatch_lines(
+        [
+            "*was not graded: judge openai/fake-judge failed after 3 attempts (retry budget "
+            "spent)*",
+            "agentv: 3 model calls made, 0 replies reused from the store, 120 tokens, *",
+        ]
+    )
+
+
+def test_a_timed_out_request_is_cancelled_on_the_connection(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
+) -> None:
+    fake_llm.push(Linger())
+    fake_llm.responder = lambda r: freeform_reply(0.9)
+    write(judged, "f.eval.yaml", FREEFORM)
+    result = judged.runpytest("--agentv-judge-attempt-timeout=1")
+    result.assert_outcomes(passed=1)
+    # The server saw the client go (it could stop working on the request), before the retry.
+    assert fake_llm.gone == 1
+    assert len(fake_llm.requests) == 2
+    result.stdout.fnmatch_lines(["agentv: 2 model calls made, *"])
+
+
+def test_a_timed_out_attempt_slows_the_run_down() -> None:
+    """A server that has not answered (it may still be working) gets fewer requests at once,
+    as after a 429, not a retry stacked on top."""
+    limits = CallLimits(4, cooldown=0)
+
+    async def never(timeout: float, grant: Grant) -> str:
+        await asyncio.sleep(60)
+        return "late"
+
+    policy = RetryPolicy(retries=1, attempt_timeout=0.05, deadline=30, backoff=0.001)
+    call = with_retries(never, policy, "judge", limits=limits, model="m", estimate=1)
+    with pytest.raises(
+        NotGradedError, match=r"failed after 2 attempts \(retry budget spent\): timed"
+    ):
+        asyncio.run(call)
+    assert limits.current == 1  # 4, halved after each timed-out attempt

@@ -253,10 +253,11 @@ def test_a_recorded_multi_trial_suite_replays_with_zero_model_calls(
         """,
     )
     write(project, "s.eval.yaml", PRICED)
-    # A model litellm knows the price of: each judge call costs $0.000027 (100 + 20 tokens).
-    ini = judge_ini(fake_llm, "openai/gpt-4o-mini").replace(
-        "agentv_cache_mode = off", "agentv_cache_mode = readwrite"
-    )
+    # gpt-4o-mini's list price at the fake's endpoint: each judge call costs $0.000027 (100 + 20
+    # tokens).
+    ini = judge_ini(
+        fake_llm, "openai/gpt-4o-mini", model_prices="openai/gpt-4o-mini 0.15 0.6"
+    ).replace("agentv_cache_mode = off", "agentv_cache_mode = readwrite")
     project.makeini(ini)
     first = project.runpytest("--agentv-results=first.jsonl")
     recorded = len(fake_llm.requests)

@@ -85,4 +85,9 @@ def test_fallback_graded_without_asserting(agentv_judge) -> None:  # type: ignor
     text = answer_text("Can I pay with cryptocurrency?")
     assert text == FALLBACK
     result = agentv_judge.evaluate(text, expected_outcome="Offers a human instead of guessing")
-    print(f"fallback score {result.score.score:.2f}: {result.score.reasoning}")
+    score = result.score
+    # A judge that was down or answered outside its contract gave no score: say so.
+    if score.error:
+        print(f"fallback not graded: {score.error}")
+    else:
+        print(f"fallback score {score.score:.2f}: {score.reasoning}")

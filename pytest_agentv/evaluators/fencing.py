@@ -18,10 +18,14 @@ _SECTION_LOOKALIKE = re.compile(r"\[" + _INVISIBLE + r"\s*\[" + _INVISIBLE + r"\
 _NEUTRAL_MARKER = "[marker removed]"
 
 
+#: Hex digits of a nonce.
+NONCE_LENGTH = 16
+
+
 def new_nonce(*avoid: str) -> str:
     """A random nonce that does not occur in any of the given texts."""
     while True:
-        nonce = secrets.token_hex(8)
+        nonce = secrets.token_hex(NONCE_LENGTH // 2)
         if not any(nonce in text for text in avoid):
             return nonce
 

@@ -5,9 +5,12 @@ otherwise (seeds 000, 002, 003). Each mode asks for one JSON object that echoes 
 (the candidate was written before the nonce existed, so an object it planted cannot carry it),
 and checks it against the contract: a freeform score from 0 to 1, one check per rubric item and
 none for unknown items, integer scores from 0 to 10. A reply outside the contract is asked for
-again with a short correction, up to three attempts in all; then the case is not graded — a
-judge that answered on another scale, or skipped items, said nothing about the answer. (Seed
-000's "clamp the score" and "zero on unparseable output" rules are replaced by this.)
+again with a short correction (one cut off at its length limit: afresh), up to three attempts
+in all; then the case is not graded — a judge that answered on another scale, or skipped items,
+said nothing about the answer. Every request carries a reply bound (``max_tokens``): the
+entry's ``max_output_tokens``, else the judge target's ``max_tokens``, else what the longest
+reply within the contract's schema takes. (Seed 000's "clamp the score" and "zero on
+unparseable output" rules are replaced by this.)
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ..errors import ConfigError, JudgeNotConfiguredError, NotGradedError
 from ..llm.client import LlmClient, ReplyError
 from ..llm.replay import NONCE_PLACEHOLDER
 from ..llm.reply import Reply
+from ..llm.retry import Attempts
 from ..llm.usage import PlannedCall, prompt_tokens
 from ..loader import EntryProblem
 from ..schema.base import finite_number
@@ -54,7 +58,7 @@ class JudgeRequest:
     contract: Contract
     render: Callable[[str], tuple[str, str]]
     temperature: float
-    max_tokens: int | None
+    max_tokens: int
     #: Texts a nonce must not occur in (the candidate, and any other data shown).
     untrusted: tuple[str, ...]
     custom_source: str | None
@@ -163,7 +167,13 @@ class LlmJudgeEvaluator:
         options = entry.options if entry is not None else {}
         temperature = _number(options.get("temperature"), self.temperature)
         max_tokens = options.get("max_output_tokens", self.max_output_tokens)
-        max_tokens = int(max_tokens) if isinstance(max_tokens, int) else None
+        contract = contract_for(rubrics)
+        # Every request is bounded: the entry's, else the judge target's, else the schema's.
+        max_tokens = (
+            max_tokens
+            if isinstance(max_tokens, int) and max_tokens > 0
+            else judge.spec.max_tokens or contract.max_tokens
+        )
 
         inputs = {
             **context.prompt_inputs,
@@ -181,7 +191,6 @@ class LlmJudgeEvaluator:
             json.dumps(inputs["output_messages"]),
             *(json.dumps(value, default=str) for value in extra.values()),
         )
-        contract = contract_for(rubrics)
         build = _USER_PROMPTS.get(contract.mode)
 
         memo: dict[str, str] = {}
@@ -238,6 +247,7 @@ class LlmJudgeEvaluator:
             prompt_tokens=prompt_tokens(messages),
             stored=stored is not None,
             max_tokens=request.max_tokens,
+            price=request.judge.price,
         )
 
     async def planned_calls(self, context: EvaluationContext) -> list[PlannedCall]:
@@ -262,7 +272,8 @@ class LlmJudgeEvaluator:
         }
         if request.custom_source is not None:
             raw_request["custom_prompt"] = request.custom_source
-        problem = ""
+        problems: list[str] = []
+        attempts = Attempts()
         rejected: tuple[str, str] | None = None  # the last reply outside the contract, its nonce
         for _attempt in range(MAX_ATTEMPTS):
             nonce = new_nonce(*request.untrusted)
@@ -271,7 +282,7 @@ class LlmJudgeEvaluator:
                 reply_text, old_nonce = rejected
                 messages += [
                     {"role": "assistant", "content": reply_text.replace(old_nonce, nonce)},
-                    {"role": "user", "content": correction(problem, nonce)},
+                    {"role": "user", "content": correction(problems[-1], nonce)},
                 ]
             try:
                 score, reply = await judge.complete(
@@ -285,20 +296,24 @@ class LlmJudgeEvaluator:
                     protocol=PROTOCOL_VERSION,
                     label=f"judge {judge.model}",
                     replay_as=messages[:2],
+                    attempts=attempts,
                 )
             except ReplyError as exc:
-                problem = str(exc)
-                rejected = (exc.reply, nonce)
+                problems.append(str(exc))
+                # A reply cut off at its length limit is asked for afresh: sent back with a
+                # correction it would only fill the model's context further.
+                rejected = None if exc.cut_off else (exc.reply, nonce)
                 continue
-            return _with_request(score, raw_request, reply)
+            return _with_request(score, raw_request, reply, problems)
         return EvaluationScore(
             score=0.0,
             verdict="fail",
             reasoning=None,
             evaluator_raw_request=raw_request,
+            details={"outside_contract": problems},
             error=(
                 f"the judge's reply could not be parsed after {MAX_ATTEMPTS} attempts "
-                f"({problem}); this is not a verdict on the answer"
+                f"({problems[-1]}); this is not a verdict on the answer"
             ),
         )
 
@@ -333,8 +348,15 @@ class LlmJudgeEvaluator:
         return _Prompt(text, is_template=True, source=f"script: {script}")
 
 
-def _with_request(score: EvaluationScore, request: dict[str, Any], reply: Reply) -> EvaluationScore:
-    details = {**(score.details or {}), **({"replayed": True} if reply.cached else {})}
+def _with_request(
+    score: EvaluationScore, request: dict[str, Any], reply: Reply, problems: list[str]
+) -> EvaluationScore:
+    """The score with its request, and the replies before it that were outside the contract."""
+    details = {
+        **(score.details or {}),
+        **({"replayed": True} if reply.cached else {}),
+        **({"outside_contract": problems} if problems else {}),
+    }
     return replace(score, evaluator_raw_request=request, details=details or None)
 
 

@@ -1,12 +1,14 @@
 """The run's spend ledger, consulted before every model call.
 
-``--agentv-budget-usd X``: before a model call is made (a reply reused from the store is free and
-never asks), ``Budget.check`` refuses it once the run has spent X, or when the model has no known
-price (its calls could not be counted against X). A call's cost is known when it returns, and is
-then added. Calls already in flight when X is reached finish and are counted, so a run ends above
-X by at most the cost of the calls that were in flight. A call whose reply does not report its
-usage as counts of tokens has an unknown cost, which cannot be counted against X either: once
-there is one, no more calls are started, and the run fails (never a negative or zero spend).
+``--agentv-budget-usd X``: before a model call is made (a reply reused from the store is free
+and never asks), ``Budget.check`` refuses it once the run has spent X, or when the model has no
+known price at its endpoint (its calls could not be counted against X). Every request sent is
+added when it ends, at its cost (``usage.py``: a refused one costs nothing, one abandoned at its
+timeout is of unknown cost unless the model is free). Calls already in flight when X is reached
+finish and are counted, so a run ends above X by at most the cost of the calls that were in
+flight. A call whose reply does not report its usage as counts of tokens has an unknown cost,
+which cannot be counted against X either: once there is one, no more calls are started, and the
+run fails (never a negative or zero spend).
 
 Every process of a run shares one ledger: a file the controller creates, of one line per paid
 call (its cost), call of unknown cost (``unknown``) or refused call (``refused``). Each line is
@@ -23,10 +25,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import NotGradedError
 from ..results import UNKNOWN_COST, Spend, usd
-from . import prices
 
 if TYPE_CHECKING:
-    from .reply import Reply
+    from .prices import Price
 
 _REFUSED = b"refused"
 _UNKNOWN = b"unknown"
@@ -90,13 +91,17 @@ class Budget:
         self.limit_usd = limit_usd
         self.ledger = ledger
 
-    def check(self, model: str) -> None:
-        """Raise ``NotGradedError`` (the case is not graded) instead of starting this call."""
-        if prices.price_for(model) is None:
+    def check(self, model: str, price: Price | None) -> None:
+        """Raise ``NotGradedError`` (the case is not graded) instead of starting this call of
+        ``model`` at ``price``."""
+        if price is None:
             self.ledger.refuse()
             raise NotGradedError(
-                f"model '{model}' has no known price, so its calls cannot be counted against "
-                f"the run's budget of {usd(self.limit_usd)} (--agentv-budget-usd): not called"
+                f"model '{model}' has no known price at its endpoint, so its calls cannot be "
+                f"counted against the run's budget of {usd(self.limit_usd)} "
+                "(--agentv-budget-usd): not called; give its price with --agentv-model-prices "
+                "or its target's input_cost_per_million and output_cost_per_million (0 for a "
+                "local model)"
             )
         spend = self.ledger.totals()
         if spend.unknown:
@@ -115,14 +120,8 @@ class Budget:
                 "(--agentv-budget-usd); no more model calls are started"
             )
 
-    def charge(self, model: str, reply: Reply) -> None:
-        """Count a call that was made; its cost from the reply, else from the price table, and
-        unknown when its usage is (``Reply``)."""
-        cost_usd = reply.cost_usd
-        prompt, completion = reply.prompt_tokens, reply.completion_tokens
-        if cost_usd is None and prompt is not None and completion is not None:
-            price = prices.price_for(model)
-            cost_usd = price.cost(prompt, completion) if price else None
+    def charge(self, cost_usd: float | None) -> None:
+        """Count a request that was sent, at its cost (None: unknown)."""
         self.ledger.add(cost_usd)
 
 

@@ -1,12 +1,11 @@
-"""A model client: the replay store in front, the run's budget consulted before each call, the
-retry policy around it, and the usage of the case it works for counted."""
+"""A model client: the replay store in front of the model's endpoint (``endpoint.py``), and the
+run's clients, one per model and endpoint."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,8 +13,10 @@ from ..errors import ReplayMissError
 from ..paths import display_path
 from ..settings import Settings
 from .budget import Budget, Ledger
+from .endpoint import Endpoint
 from .http import CONNECTIONS
-from .limits import UNLIMITED, CallLimits, Grant, Limits
+from .limits import UNLIMITED, CallLimits, Limits
+from .prices import Price
 from .replay import (
     NONCE_PLACEHOLDER,
     ReplayStore,
@@ -25,29 +26,26 @@ from .replay import (
     stored_reply,
 )
 from .reply import Reply
-from .retry import RetryPolicy, with_retries
-from .transports import (
-    LeanTransport,
-    LitellmTransport,
-    ModelSpec,
-    Transport,
-    uses_lean_transport,
-)
-from .usage import REPLY_TOKENS, current_usage, prompt_tokens
+from .retry import Attempts, RetryPolicy
+from .structured import StructuredOutput
+from .transports import ModelSpec
+from .usage import current_usage
 
 T = TypeVar("T")
 
 
 class ReplyError(ValueError):
-    """A reply that does not answer its request's contract; ``reply`` is its text."""
+    """A reply that does not answer its request's contract; ``reply`` is its text, and
+    ``cut_off`` says it stopped at its length limit (ask again afresh, not for a correction)."""
 
     reply: str = ""
+    cut_off: bool = False
 
 
 class LlmClient:
-    """Calls one model under the retry policy, with the replay store in front and the run's
-    budget consulted before each call; the transport (``uses_lean_transport``) is chosen when
-    the first call must be made."""
+    """Calls one model, with the replay store in front of its endpoint (``endpoint.py``: the
+    retry policy, the run's budget and limits, the transport and the structured-output
+    dialect)."""
 
     def __init__(
         self,
@@ -58,34 +56,33 @@ class LlmClient:
         transport: str = "auto",
         budget: Budget | None = None,
         connections: int = CONNECTIONS,
+        structured: str = "auto",
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         self.spec = spec
-        self.connections = connections
-        self.policy = policy or RetryPolicy()
         self.store = store
-        self.budget = budget
-        self.limits: Limits = limits if limits is not None else CallLimits(UNLIMITED)
-        self.transport_choice = transport
-        self._transport: Transport | None = None
-        self._schema_support: bool | None = None
+        self.endpoint = Endpoint(
+            spec,
+            policy or RetryPolicy(),
+            limits if limits is not None else CallLimits(UNLIMITED),
+            budget,
+            transport,
+            connections,
+            StructuredOutput(spec.structured or structured),
+            prices or {},
+        )
 
     @property
     def model(self) -> str:
         return self.spec.model
 
     @property
-    def transport(self) -> Transport:
-        if self._transport is None:
-            lean = uses_lean_transport(self.spec.model, self.transport_choice)
-            self._transport = (
-                LeanTransport(self.spec, self.connections) if lean else LitellmTransport(self.spec)
-            )
-        return self._transport
+    def price(self) -> Price | None:
+        return self.endpoint.price
 
-    def supports_response_schema(self) -> bool:
-        if self._schema_support is None:
-            self._schema_support = self.transport.supports_response_schema()
-        return self._schema_support
+    @property
+    def output(self) -> StructuredOutput:
+        return self.endpoint.output
 
     async def complete(
         self,
@@ -100,18 +97,20 @@ class LlmClient:
         protocol: str = "",
         label: str = "",
         replay_as: Sequence[dict[str, str]] | None = None,
+        attempts: Attempts | None = None,
     ) -> tuple[T, Reply]:
         """Return ``(accept(text), reply)``; a reply ``accept`` rejects is never stored.
 
         ``accept`` raises ``ReplyError`` (which then carries the reply's text) for a reply
-        outside its contract. A call that corrects such a reply passes the first attempt's
-        messages as ``replay_as``: its accepted reply is stored as the answer to that request,
-        so a replayed run gets it at once. ``structured`` is a JSON-schema response format to
-        send where the model supports it. Whether it does is only asked (which may read the price
-        table or import litellm) when a call must be made: a reply stored for either choice is
-        reused, so replaying imports neither litellm nor the HTTP client. Store keys do not depend
-        on the transport. The per-call ``nonce`` never reaches the store: keys and stored replies
-        hold a placeholder in its place.
+        outside its contract; so does a reply to a ``structured`` request that was cut off at
+        its length limit. A call that corrects such a reply passes the first attempt's messages
+        as ``replay_as``: its accepted reply is stored as the answer to that request, so a
+        replayed run gets it at once. ``structured`` is an OpenAI ``json_schema`` response
+        format, sent in the endpoint's dialect (``structured.py``). A reply stored with or
+        without it is reused, so replaying imports neither litellm nor the HTTP client. Store
+        keys do not depend on the transport or the dialect. The per-call ``nonce`` never reaches
+        the store: keys and stored replies hold a placeholder in its place. ``attempts`` counts
+        the requests sent for one answer across calls.
         """
 
         def unnonced(value: Any) -> Any:
@@ -156,18 +155,20 @@ class LlmClient:
                     f"{store.label} (cache mode 'replay'). Record it by running once with "
                     "--agentv-cache-mode readwrite and a configured model, then commit the store"
                 )
-        if structured is not None and self._schema_support is None:
-            # The first answer may import litellm or read the price table: not on the loop.
-            await asyncio.to_thread(self.supports_response_schema)
-        response_format = (
-            structured if structured is not None and self.supports_response_schema() else None
+        reply, asked = await self.endpoint.send(
+            messages, temperature, max_tokens, structured, label, attempts or Attempts()
         )
-        reply = await self._call(messages, temperature, max_tokens, response_format, label)
-        if usage is not None:
-            usage.charge(reply)
+        if reply.truncated and structured is not None:
+            cut = ReplyError(
+                f"the reply was cut off at its length limit of {max_tokens} tokens"
+                if max_tokens
+                else "the reply was cut off at the model's length limit"
+            )
+            cut.reply, cut.cut_off = reply.text, True
+            raise cut
         value = judged(reply.text)
         if store is not None and keeps_meaning(reply.text, value, accept):
-            request = fingerprint(response_format)
+            request = fingerprint(structured if asked else None)
             store.put(request_key(request), request, stored_reply(reply, nonce))
         return value, reply
 
@@ -224,44 +225,6 @@ class LlmClient:
         )
         return None if stored is None else str(stored["content"])
 
-    async def _call(
-        self,
-        messages: Sequence[dict[str, str]],
-        temperature: float | None,
-        max_tokens: int | None,
-        response_format: dict[str, Any] | None,
-        label: str,
-    ) -> Reply:
-        transport = self.transport
-
-        async def send(timeout: float, grant: Grant) -> Reply:
-            if self.budget is not None:
-                # Once the slot is held: a call that waited for one sees what those before spent.
-                self.budget.check(self.spec.model)
-            reply = await transport.send(
-                messages,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                response_format=response_format,
-                timeout=timeout,
-            )
-            if reply.prompt_tokens is not None and reply.completion_tokens is not None:
-                grant.used = reply.prompt_tokens + reply.completion_tokens
-            grant.observed = reply.limits
-            if self.budget is not None:  # before the slot is free: the next call sees it
-                self.budget.charge(self.spec.model, reply)
-            return reply
-
-        await transport.ready()
-        return await with_retries(
-            send,
-            self.policy,
-            label or f"call to {self.spec.model}",
-            limits=self.limits,
-            model=self.spec.model,
-            estimate=prompt_tokens(messages) + (max_tokens or REPLY_TOKENS),
-        )
-
 
 #: The judge is a model client like any other.
 JudgeClient = LlmClient
@@ -304,6 +267,11 @@ class ModelClients:
             transport=settings.judge_transport,
             budget=budget,
             connections=settings.concurrency,
+            structured=settings.judge_structured,
+            prices={
+                model: Price.per_million(prompt, completion)
+                for model, prompt, completion in settings.model_prices
+            },
         )
 
     def __init__(
@@ -314,9 +282,13 @@ class ModelClients:
         transport: str = "auto",
         budget: Budget | None = None,
         connections: int = CONNECTIONS,
+        structured: str = "auto",
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         self.policy = policy
         self.connections = connections
+        self.structured = structured
+        self.prices = dict(prices or {})
         self.store = store
         self.budget = budget
         self.limits = limits
@@ -336,5 +308,12 @@ class ModelClients:
                     transport=self.transport,
                     budget=self.budget,
                     connections=self.connections,
+                    structured=self.structured,
+                    prices=self.prices,
                 )
             return client
+
+    def notes(self) -> list[str]:
+        """What the run learnt about its endpoints (a structured-output dialect refused)."""
+        with self._lock:
+            return [note for client in self._clients.values() for note in client.output.notes]

@@ -41,6 +41,15 @@ class Price:
     input_per_token: float
     output_per_token: float
 
+    @classmethod
+    def per_million(cls, prompt: float, completion: float) -> Price:
+        """From prices per million tokens, as providers list them."""
+        return cls(prompt / 1_000_000, completion / 1_000_000)
+
+    @property
+    def free(self) -> bool:
+        return self.input_per_token == 0 and self.output_per_token == 0
+
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return prompt_tokens * self.input_per_token + completion_tokens * self.output_per_token
 

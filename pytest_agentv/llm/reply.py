@@ -34,6 +34,8 @@ class Reply:
     cost_usd: float | None = None
     #: What the reply's rate-limit headers said (never stored: a replayed reply tells nothing).
     limits: Observed | None = field(default=None, compare=False, repr=False)
+    #: The model stopped at its length limit (``finish_reason: "length"``): the text is cut off.
+    truncated: bool = False
 
     def __post_init__(self) -> None:
         # A model may send a lone surrogate escape: the store and reports must be UTF-8.

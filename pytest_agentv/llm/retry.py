@@ -84,6 +84,16 @@ class Failure:
     rate_limited: bool = False
     #: What the failed reply's rate-limit headers said, if it had any.
     observed: Observed | None = None
+    #: No reply in time: the server may still be working on the request.
+    timed_out: bool = False
+
+
+@dataclass
+class Attempts:
+    """Requests sent for one answer, across the calls that ask for it again (a judge's
+    contract retries): what a "failed after N attempts" counts."""
+
+    sent: int = 0
 
 
 def _headers(exc: BaseException) -> Iterator[Mapping[str, str]]:
@@ -155,7 +165,7 @@ def classify(exc: BaseException) -> Failure:
         "Timeout",
         "APITimeoutError",
     ):
-        return Failure(True, f"timed out: {message}")
+        return Failure(True, f"timed out: {message}", timed_out=True)
     if status == 429:
         if "insufficient_quota" in text or ("quota" in text.lower() and "exceeded" in text.lower()):
             return Failure(False, message)
@@ -199,26 +209,33 @@ async def with_retries(
     limits: Limits,
     model: str,
     estimate: int,
+    attempts: Attempts | None = None,
 ) -> T:
     """``send(attempt_timeout, grant)`` until it succeeds or the policy gives up
     (``NotGradedError`` naming ``who``, the attempts and the last failure). Each attempt first
     takes a slot of the run's ``limits`` (``send`` sets ``grant.used`` to the tokens it spent,
     and ``grant.observed`` to what its reply's rate-limit headers said); the call's deadline
     starts with its first slot, so waiting for the run's limits never counts against it, and
-    each attempt is bounded by what is left of it.
+    each attempt is bounded by what is left of it. ``attempts`` counts the requests sent, and
+    may go on from an earlier call's (a judge's contract retries).
 
     A 429 waits what its ``retry-after`` asks (every call of the model does: the limits hold
     them), or, when its rate-limit headers said when the limit is whole again, as long as the
     limits then hold the retry; only a 429 that said neither is retried after a backoff. A
-    wait that would end past the deadline ends the call at once, saying so."""
+    wait that would end past the deadline ends the call at once, saying so. An attempt that
+    timed out slows the run down as a 429 does: a server that has not answered the last
+    requests (it may still be working on them) gets fewer at once, not more."""
     loop = asyncio.get_running_loop()
     deadline: float | None = None
     failure: Failure | None = None
-    attempt = 0
+    attempts = attempts if attempts is not None else Attempts()
+    tries = 0
     while True:
-        attempt += 1
+        tries += 1
+        attempts.sent += 1
+        attempt = attempts.sent
         async with limits.slot(
-            model, estimate, hold=policy.attempt_timeout, retry=attempt > 1
+            model, estimate, hold=policy.attempt_timeout, retry=tries > 1
         ) as grant:
             deadline = deadline if deadline is not None else loop.time() + policy.deadline
             if failure is not None and loop.time() >= deadline:  # the limits held the retry
@@ -238,12 +255,12 @@ async def with_retries(
             else:
                 limits.succeeded()
                 return reply
-        if failure.rate_limited:
+        if failure.rate_limited or failure.timed_out:
             limits.rate_limited(model, failure.retry_after)
         where = f"{who} failed after {attempt} attempt{'s' if attempt > 1 else ''}"
         if not failure.retryable:
             raise NotGradedError(f"{where} (not retryable): {failure.message}")
-        if attempt > policy.retries:
+        if tries > policy.retries:
             raise NotGradedError(f"{where} (retry budget spent): {failure.message}")
         asked = failure.retry_after
         if asked is not None and asked > policy.retry_after_cap:
@@ -258,7 +275,7 @@ async def with_retries(
                 f"left): {failure.message}"
             )
         paced = failure.rate_limited and asked is None and failure.observed is not None
-        pause = 0.0 if paced else policy.delay(attempt, asked)
+        pause = 0.0 if paced else policy.delay(tries, asked)
         if loop.time() + pause >= deadline:
             raise NotGradedError(
                 f"{where}: no time left within the {policy.deadline:g}s deadline: {failure.message}"

@@ -15,7 +15,7 @@ import asyncio
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Literal, Protocol, get_args
 from urllib.parse import quote
@@ -67,12 +67,19 @@ def litellm_module() -> ModuleType:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Which model to call and where. Credentials are never part of reports or store keys."""
+    """Which model to call and where, and what its entry (a target) says of it there.
+    Credentials are never part of reports or store keys."""
 
     model: str
     api_base: str | None = None
     api_key: str | None = field(default=None, repr=False)
     api_version: str | None = None
+    #: The structured-output dialect (``structured.py``); None: the run's.
+    structured: str | None = None
+    #: What the model costs at this endpoint; None: the run's price for it, if any.
+    price: prices.Price | None = None
+    #: The reply bound of a judge's requests; None: the reply schema's.
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.api_key:
@@ -82,11 +89,11 @@ class ModelSpec:
 class Transport(Protocol):
     """Sends one chat request to one model, once: retries and deadlines are the client's.
 
-    Raises ``NotGradedError`` for a request that cannot be made at all (no credentials),
-    anything else for a failed attempt (see ``classify``).
+    ``fields`` are more request fields (a structured-output dialect's, ``structured.py``). The
+    reply's text is its message's content, else the arguments of its first tool call (the
+    ``tools`` dialect). Raises ``NotGradedError`` for a request that cannot be made at all (no
+    credentials), anything else for a failed attempt (see ``classify``).
     """
-
-    def supports_response_schema(self) -> bool: ...
 
     async def ready(self) -> None:
         """One-off set-up (a slow import), in a thread, before an attempt's clock starts."""
@@ -97,9 +104,32 @@ class Transport(Protocol):
         *,
         temperature: float | None,
         max_tokens: int | None,
-        response_format: dict[str, Any] | None,
+        fields: Mapping[str, Any],
         timeout: float,
     ) -> Reply: ...
+
+
+#: What a reasoning model may spend on its hidden reasoning beyond a request's reply bound:
+#: ``max_completion_tokens`` counts both.
+REASONING_TOKENS = 8192
+
+
+def _field(value: Any, key: str) -> Any:
+    """A key of a reply's JSON (a dict) or an attribute of litellm's reply objects."""
+    return value.get(key) if isinstance(value, dict) else getattr(value, key, None)
+
+
+def reply_text(message: Any) -> str:
+    """A reply message's text: its content, else its first tool call's arguments."""
+    content = _field(message, "content")
+    if isinstance(content, str) and content:
+        return content
+    calls = _field(message, "tool_calls")
+    if isinstance(calls, list) and calls:
+        arguments = _field(_field(calls[0], "function"), "arguments")
+        if isinstance(arguments, str):
+            return arguments
+    return ""
 
 
 class LitellmTransport:
@@ -112,12 +142,7 @@ class LitellmTransport:
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
-
-    def supports_response_schema(self) -> bool:
-        try:
-            return bool(litellm_module().supports_response_schema(model=self.spec.model))
-        except Exception:
-            return False
+        self._reasoning: bool | None = None
 
     def _kwargs(self) -> dict[str, Any]:
         spec = self.spec
@@ -145,7 +170,7 @@ class LitellmTransport:
         *,
         temperature: float | None,
         max_tokens: int | None,
-        response_format: dict[str, Any] | None,
+        fields: Mapping[str, Any],
         timeout: float,
     ) -> Reply:
         litellm = litellm_module()
@@ -154,24 +179,21 @@ class LitellmTransport:
         if temperature is not None:
             kwargs["temperature"] = temperature
         if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
-        if response_format is not None:
-            kwargs["response_format"] = response_format
+            if self._reasoning is None:
+                self._reasoning = prices.supports(self.spec.model, "supports_reasoning")
+            kwargs["max_tokens"] = max_tokens + (REASONING_TOKENS if self._reasoning else 0)
+        kwargs.update(fields)
         # litellm caches HTTP clients by timeout: pass it a constant one, so connections are
         # reused; the client enforces what is left of the deadline.
         response = await litellm.acompletion(**kwargs, timeout=timeout)
         choice = response.choices[0]
         usage = getattr(response, "usage", None)
-        try:
-            cost: float | None = float(litellm.completion_cost(completion_response=response))
-        except Exception:
-            cost = None
         return Reply(
-            text=getattr(choice.message, "content", None) or "",
+            text=reply_text(choice.message),
             cached=False,
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
-            cost_usd=cost,
+            truncated=getattr(choice, "finish_reason", None) == "length",
         )
 
 
@@ -181,6 +203,18 @@ def _env(*names: str) -> str | None:
         if value:
             return value
     return None
+
+
+def at_provider(spec: ModelSpec) -> bool:
+    """Whether the model is called at its provider's own endpoint, where a price list for its
+    name holds: not at an API base of the target's or the environment's (a local server)."""
+    provider, slash, _ = spec.model.partition("/")
+    if provider == "azure":
+        return True  # an Azure resource is always Azure's, priced per deployment's model
+    if provider == "openai" or not slash:
+        base = spec.api_base or _env("OPENAI_BASE_URL", "OPENAI_API_BASE")
+        return base is None or base.rstrip("/") == OPENAI_API_BASE
+    return spec.api_base is None
 
 
 def azure_api_version(spec: ModelSpec) -> str:
@@ -213,10 +247,6 @@ class LeanTransport:
         self.connections = connections
         self._endpoint: _Endpoint | None = None
         self._reasoning = False
-        self._price: prices.Price | None = None
-
-    def supports_response_schema(self) -> bool:
-        return prices.supports(self.spec.model, "supports_response_schema")
 
     async def ready(self) -> None:
         endpoint = self._endpoint
@@ -272,7 +302,6 @@ class LeanTransport:
         if not url.startswith(("http://", "https://")):
             raise NotGradedError(f"the API base of {spec.model} must start with http(s)://")
         self._reasoning = prices.supports(spec.model, "supports_reasoning")
-        self._price = prices.price_for(spec.model)
         try:
             route = http.Route.to(url, headers)
         except ValueError as exc:
@@ -285,7 +314,7 @@ class LeanTransport:
         *,
         temperature: float | None,
         max_tokens: int | None,
-        response_format: dict[str, Any] | None,
+        fields: Mapping[str, Any],
         timeout: float,
     ) -> Reply:
         endpoint = self._endpoint
@@ -295,9 +324,11 @@ class LeanTransport:
         if temperature is not None and not (self._reasoning and temperature != 1):
             body["temperature"] = temperature
         if max_tokens is not None:
-            body["max_completion_tokens" if self._reasoning else "max_tokens"] = max_tokens
-        if response_format is not None:
-            body["response_format"] = response_format
+            if self._reasoning:
+                body["max_completion_tokens"] = max_tokens + REASONING_TOKENS
+            else:
+                body["max_tokens"] = max_tokens
+        body.update(fields)
         content = json.dumps(body, ensure_ascii=False).encode("utf-8")
         response = await http.post(endpoint.route, content, timeout, self.connections)
         status = response.status
@@ -313,7 +344,7 @@ class LeanTransport:
         try:
             data = json_decoder(nan=True).decode(content.decode("utf-8"))
             choice = data["choices"][0]
-            text = choice["message"].get("content")
+            text = reply_text(choice["message"])
             usage = data.get("usage")
             usage = usage if isinstance(usage, dict) else {}
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
@@ -321,14 +352,11 @@ class LeanTransport:
                 f"HTTP {status} with a body that is not a chat completion: "
                 f"{content[:200].decode('utf-8', 'replace')}"
             ) from None
-        reply = Reply(
-            text=text if isinstance(text, str) else "",
+        return Reply(
+            text=text,
             cached=False,
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
             limits=observed(headers),
+            truncated=choice.get("finish_reason") == "length",
         )
-        prompt, completion, price = reply.prompt_tokens, reply.completion_tokens, self._price
-        if price is None or prompt is None or completion is None:
-            return reply
-        return replace(reply, cost_usd=price.cost(prompt, completion))

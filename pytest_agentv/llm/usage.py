@@ -1,12 +1,14 @@
-"""One counter of model calls, tokens and cost: for a case, an ``assert_judged`` call, a trial,
-and for the estimate of calls a run would make (``--agentv-estimate``).
+"""One counter of model calls, tokens and cost: for a case, an ``assert_judged`` call, a trial, and
+for the estimate of calls a run would make (``--agentv-estimate``).
 
-A call that was made counts its reply's tokens and cost; a reply reused from the store counts
-as reused, with what its recording cost; a planned call (the estimate) counts the prompt tokens
-of its request as it would be sent (about four characters a token, plus a few per message) and
-``REPLY_TOKENS`` for its reply, priced from the price table, or as reused when the store holds
-its reply already. A call whose cost is unknown (a model without a known price, or a reply
-whose usage is not counts of tokens) makes the total cost unknown: never zero, never negative.
+Every request sent is a call: one answered counts its reply's tokens and cost, one refused (an
+error status) costs nothing, one that got no answer in time has an unknown cost unless its model
+is free. A reply reused from the store counts as reused, with what its recording cost; a planned
+call (the estimate) counts the prompt tokens of its request as it would be sent (about four
+characters a token, plus a few per message) and ``REPLY_TOKENS`` for its reply, at its model's
+price, or as reused when the store holds its reply already. A call whose cost is unknown (a
+model without a known price, or a reply whose usage is not counts of tokens) makes the total
+cost unknown: never zero, never negative.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..results import UNKNOWN_COST, UsageRow, usd
-from . import prices
 
 if TYPE_CHECKING:
+    from .prices import Price
     from .reply import Reply
 
 #: The estimate's allowance for each reply (a call's ``max_tokens`` when that is lower).
@@ -53,6 +55,8 @@ class PlannedCall:
     #: Its reply is in the store: the run would reuse it, for free.
     stored: bool
     max_tokens: int | None = None
+    #: The model's price at its endpoint (``LlmClient.price``); None: unknown.
+    price: Price | None = None
 
     @property
     def reply_tokens(self) -> int:
@@ -98,6 +102,10 @@ class Usage:
         """Count one call that was made (not a reply reused from the store)."""
         self._call(reply.prompt_tokens, reply.completion_tokens, reply.cost_usd)
 
+    def unanswered(self, cost_usd: float | None) -> None:
+        """Count one request sent that got no reply (refused, or not in time)."""
+        self._call(0, 0, cost_usd)
+
     def reuse(self, reply: Reply) -> None:
         """Count a reply reused from the store, at what it cost when it was recorded."""
         self.reused += 1
@@ -109,7 +117,7 @@ class Usage:
             if call.stored:
                 self.reused += 1
                 continue
-            price = prices.price_for(call.model)
+            price = call.price
             cost = price.cost(call.prompt_tokens, call.reply_tokens) if price else None
             self._call(call.prompt_tokens, call.reply_tokens, cost)
 

@@ -1,6 +1,6 @@
 """The ``agentv summary`` section at the end of the terminal report: totals by verdict, what
-was not graded and why, calibration, trials, model calls and cost, the budget, and the
-comparison with a baseline.
+was not graded and why, calibration, trials, model calls (every request sent) and cost, what
+the run learnt about its endpoints, the budget, and the comparison with a baseline.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ class Summary:
         self.cases: list[dict[str, Any]] = []
         self.collected: set[tuple[str, str, str]] = set()
         self.calibrations: list[dict[str, Any]] = []
+        #: What the run's processes learnt about model endpoints, each said once.
+        self.endpoint_notes: dict[str, None] = {}
         #: The run's spend and refused calls so far (``--agentv-budget-usd``).
         self.spend: Callable[[], Spend] | None = None
         self.usage = {"calls": 0, "reused": 0, "tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
@@ -90,6 +92,7 @@ class Summary:
         """What one process's run knew at its end (see ``AgentvRun.facts``)."""
         for file, dataset, case_id in facts.get("collected") or ():
             self.collected.add((file, dataset, case_id))
+        self.endpoint_notes.update(dict.fromkeys(facts.get("endpoint_notes") or ()))
         calibration = facts.get("calibration")
         if isinstance(calibration, dict):
             self.calibrations.append(calibration)
@@ -160,6 +163,8 @@ class Summary:
         )
         for line in self.pacing_lines():
             terminalreporter.write_line(printable(line))
+        for note in self.endpoint_notes:
+            terminalreporter.write_line(printable(f"agentv: {note}"))
         if self.spend is not None and self.settings.budget_usd is not None:
             terminalreporter.write_line(budget_line(self.settings.budget_usd, self.spend()))
         for line in self.comparison_lines():

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
+from ..options import STRUCTURED_CHOICES
 from ..spellings import TARGET_SETTING_ALIASES, spelled
 from .base import Model, named_once
 
@@ -64,6 +65,9 @@ TARGET_SETTINGS: dict[str, dict[str, Any]] = {
     "temperature": {"type": "number"},
     "max_tokens": {"type": "integer"},
     "max_output_tokens": {"type": "integer"},
+    "structured": {"enum": list(STRUCTURED_CHOICES)},
+    "input_cost_per_million": {"type": "number", "minimum": 0},
+    "output_cost_per_million": {"type": "number", "minimum": 0},
 }
 
 _NAMES = {"type": "array", "items": _STRING}

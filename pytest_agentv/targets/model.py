@@ -10,8 +10,11 @@ from ..casefiles import GUIDELINES_HEADER
 from ..cases import PreparedCase
 from ..errors import ConfigError, NotGradedError
 from ..llm.client import LlmClient
+from ..llm.prices import Price
 from ..llm.transports import ModelSpec
 from ..llm.usage import PlannedCall, prompt_tokens, unknown_answer
+from ..options import STRUCTURED_CHOICES
+from ..schema.base import finite_number
 from .base import TargetDefinition, TargetServices
 
 #: AgentV providers that are LLM APIs, and the litellm prefix each maps onto.
@@ -78,7 +81,11 @@ class LlmTarget:
             protocol="target",
         )
         call = PlannedCall(
-            self.client.model, prompt_tokens(messages), stored is not None, self.max_tokens
+            self.client.model,
+            prompt_tokens(messages),
+            stored is not None,
+            self.max_tokens,
+            self.client.price,
         )
         return response_from(stored if stored is not None else unknown_answer(), ""), [call]
 
@@ -105,7 +112,9 @@ class LlmTarget:
 
 
 def model_spec(provider: str, settings: dict[str, Any], what: str) -> ModelSpec:
-    """Map AgentV's LLM providers (and plain litellm model strings) onto a litellm model."""
+    """Map AgentV's LLM providers (and plain litellm model strings) onto a litellm model, with
+    what the entry says of it at its endpoint: its structured-output dialect, its price and its
+    reply bound."""
     model = settings.get("model") or settings.get("deployment")
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"{what} needs a 'model'")
@@ -120,12 +129,37 @@ def model_spec(provider: str, settings: dict[str, Any], what: str) -> ModelSpec:
     base = settings.get("api_base") or settings.get("endpoint") or settings.get("base_url")
     key = settings.get("api_key")
     version = settings.get("api_version") or settings.get("version")
+    structured = settings.get("structured")
+    if structured is not None and structured not in STRUCTURED_CHOICES:
+        raise ConfigError(
+            f"{what}: structured must be one of {', '.join(STRUCTURED_CHOICES)}, not {structured!r}"
+        )
+    max_tokens = settings.get("max_tokens", settings.get("max_output_tokens"))
     return ModelSpec(
         model=model,
         api_base=str(base) if base else None,
         api_key=str(key) if key else None,
         api_version=str(version) if version else None,
+        structured=structured,
+        price=_price(settings, what),
+        max_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None,
     )
+
+
+def _price(settings: dict[str, Any], what: str) -> Price | None:
+    """``input_cost_per_million`` and ``output_cost_per_million``, both or neither."""
+    given = [settings.get(f"{side}_cost_per_million") for side in ("input", "output")]
+    if given == [None, None]:
+        return None
+    numbers = [finite_number(value) for value in given]
+    if any(number is None or number < 0 for number in numbers):
+        raise ConfigError(
+            f"{what}: input_cost_per_million and output_cost_per_million must both be given, "
+            f"as US dollars per million tokens (0 for a local model), not {given[0]!r} and "
+            f"{given[1]!r}"
+        )
+    prompt, completion = (float(n) for n in numbers if n is not None)
+    return Price.per_million(prompt, completion)
 
 
 def build(target: TargetDefinition, services: TargetServices) -> LlmTarget:

@@ -18,8 +18,9 @@ from typing import Any
 from ...llm.client import ReplyError
 from ...schema.rubrics import RubricItem
 from ..base import EvaluationScore
+from ..fencing import NONCE_LENGTH
 from .freeform import FREEFORM_SCHEMA, freeform_system, parse_freeform
-from .reply import contract_object, with_nonce
+from .reply import contract_object, reply_tokens, with_nonce
 from .rubrics import CHECKLIST, SCORE_RANGES
 
 __all__ = [
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 #: Bumped whenever a prompt or contract changes, so stored replies of the old wording miss.
-PROTOCOL_VERSION = "agentv-judge/2"
+PROTOCOL_VERSION = "agentv-judge/3"
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,15 @@ class Contract:
     parse: Callable[[str, str], EvaluationScore]
 
     def response_format(self, nonce: str) -> dict[str, Any]:
+        """The schema as OpenAI's ``json_schema`` response format (``llm/structured.py`` sends
+        it in the endpoint's dialect)."""
         schema = {"name": f"agentv_{self.mode}", "schema": self.schema(nonce), "strict": False}
         return {"type": "json_schema", "json_schema": schema}
+
+    @property
+    def max_tokens(self) -> int:
+        """The reply bound: what the longest reply within the schema takes."""
+        return reply_tokens(self.schema("0" * NONCE_LENGTH))
 
     def accept(self, nonce: str) -> Callable[[str], EvaluationScore]:
         """The reply reader of one call: any problem reading it is ``ReplyError``, a reply
@@ -75,8 +83,8 @@ def contract_for(rubrics: Sequence[RubricItem]) -> Contract:
     mode = SCORE_RANGES if any(item.score_ranges for item in rubrics) else CHECKLIST
     return Contract(
         "score_ranges" if mode is SCORE_RANGES else "checklist",
-        mode.system,
-        mode.schema,
+        lambda nonce: mode.system(nonce, rubrics),
+        lambda nonce: mode.schema(nonce, rubrics),
         lambda text, nonce: mode.parse(text, nonce, rubrics),
     )
 

@@ -13,7 +13,22 @@ from ...schema.base import weighted_average
 from ...schema.rubrics import RubricItem
 from ..base import EvaluationScore
 from ..fencing import data_rules
-from .reply import contract_object, echo_rule, number_in, with_nonce
+from .reply import (
+    CHECK_REASONING_CHARS,
+    REASONING_CHARS,
+    contract_object,
+    echo_rule,
+    number_in,
+    text_schema,
+    with_nonce,
+    written,
+)
+
+#: What the reasoning keys hold, as the system prompt says it: no example a model could copy.
+FIELDS = {
+    "reasoning": "one brief sentence of your own on this answer and this item",
+    "overall_reasoning": "one or two sentences of your own on the answer as a whole",
+}
 
 
 @dataclass(frozen=True)
@@ -47,34 +62,42 @@ class _RubricMode:
         default=lambda grades: {"rubric": [g.row for g in grades]}
     )
 
-    def system(self, nonce: str) -> str:
+    def system(self, nonce: str, rubrics: Sequence[RubricItem]) -> str:
+        ids = ", ".join(f'"{item.id}"' for item in rubrics)
+        fields = FIELDS
         return (
             f"You grade answers against {self.graded}. Respond with a single JSON object and "
-            "nothing else:\n"
-            f'{{"checks": [{{"id": "<{self.id_name} id>", "{self.key}": {self.value}, '
-            '"reasoning": "<brief>"}], '
-            f'"overall_reasoning": "<one or two sentences>", "nonce": "{nonce}"}}\n'
+            "nothing else (no prose, no code fences), with exactly these keys:\n"
+            f'- "checks": a list of one object per {self.id_name}, in the order they are '
+            f'listed, each with the keys "id" (the {self.id_name}\'s id: {ids}), '
+            f'"{self.key}" ({self.value}) and "reasoning" ({fields["reasoning"]})\n'
+            f'- "overall_reasoning": {fields["overall_reasoning"]}\n'
+            f'- "nonce": "{nonce}" (exactly this string)\n'
             f"{self.rule}Include exactly one check per {self.id_name} id.\n"
             + echo_rule(nonce)
             + data_rules(nonce)
         )
 
-    def schema(self, nonce: str) -> dict[str, Any]:
+    def schema(self, nonce: str, rubrics: Sequence[RubricItem]) -> dict[str, Any]:
+        """The reply's schema: the case's ids as an ``enum``, one check for each, every value
+        in its range and every string bounded, the nonce as a ``const``."""
+        ids = list(dict.fromkeys(item.id for item in rubrics))
         check = {
             "type": "object",
             "properties": {
-                "id": {"type": "string"},
+                "id": {"type": "string", "enum": ids},
                 self.key: self.value_schema,
-                "reasoning": {"type": "string"},
+                "reasoning": text_schema(CHECK_REASONING_CHARS),
             },
             "required": ["id", self.key, "reasoning"],
             "additionalProperties": False,
         }
+        checks = {"type": "array", "items": check, "minItems": len(ids), "maxItems": len(ids)}
         schema = {
             "type": "object",
             "properties": {
-                "checks": {"type": "array", "items": check},
-                "overall_reasoning": {"type": "string"},
+                "checks": checks,
+                "overall_reasoning": text_schema(REASONING_CHARS),
             },
             "required": ["checks", "overall_reasoning"],
             "additionalProperties": False,
@@ -108,6 +131,8 @@ class _RubricMode:
             if not self.valid(check.get(self.key)):
                 value = check.get(self.key)
                 raise ReplyError(f"check '{check['id']}' needs {self.needs}, got {value!r}")
+            written(check, "reasoning", FIELDS.values())
+        written(data, "overall_reasoning", FIELDS.values())
         grades = [
             self.grade(item, by_id[item.id][self.key], by_id[item.id].get("reasoning") or "")
             for item in rubrics
@@ -193,8 +218,8 @@ def _range_details(grades: Sequence[_ItemGrade]) -> dict[str, Any]:
 
 CHECKLIST = _RubricMode(
     graded="a rubric",
-    id_name="rubric",
-    value="<true|false>",
+    id_name="rubric item",
+    value="true when the answer satisfies the item, else false",
     rule="",
     key="satisfied",
     value_schema={"type": "boolean"},
@@ -205,12 +230,12 @@ CHECKLIST = _RubricMode(
 SCORE_RANGES = _RubricMode(
     graded="scoring criteria",
     id_name="criterion",
-    value="<integer 0-10>",
+    value="an integer from 0 to 10",
     rule=(
         "Each score must be an integer from 0 to 10 within one of the criterion's defined ranges. "
     ),
     key="score",
-    value_schema={"type": "integer", "minimum": 0, "maximum": 10},
+    value_schema={"type": "integer", "enum": list(range(11))},
     valid=lambda value: number_in(value, 0, 10) and value == int(value),
     needs="an integer 'score' from 0 to 10",
     grade=_scored,
