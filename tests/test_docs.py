@@ -74,16 +74,33 @@ def test_files_shown_in_the_readme_are_the_files() -> None:
             assert shown == actual, f"README's {path} differs from the file: copy it again"
 
 
+def test_readme_and_getting_started_show_the_format_users_write_today() -> None:
+    """AgentV v4's names (``tests``, ``criteria``, ``input``, ``assertions``), with the same
+    file in v2.5.8's names one link away, on the getting-started page."""
+    suite = yaml.safe_load((ROOT / shown_eval_file()).read_text(encoding="utf-8"))
+    assert set(suite) == {"description", "tests"}
+    assert {"id", "criteria", "input", "assertions"} <= set(suite["tests"][0])
+    assert "docs/getting-started.md#in-agentv-v258s-format" in LINK.findall(readme())
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    assert (
+        page.index('--8<-- "examples/evals/first.eval.yaml"')
+        < page.index("### In AgentV v2.5.8's format\n")
+        < page.index('--8<-- "examples/evals/first_v2.eval.yaml"')
+    )
+    classic = yaml.safe_load((ROOT / "examples/evals/first_v2.eval.yaml").read_text("utf-8"))
+    assert [case["id"] for case in classic["evalcases"]] == [t["id"] for t in suite["tests"]]
+
+
 def test_readme_shows_the_judge_its_eval_file_runs() -> None:
     path = shown_eval_file()
     suite = yaml.safe_load((ROOT / path).read_text(encoding="utf-8"))
     scripts = [
-        entry["script"]
-        for case in suite["evalcases"]
-        for entry in case["execution"]["evaluators"]
-        if entry.get("type") == "code_judge"
+        entry["command"]
+        for case in suite["tests"]
+        for entry in case["assertions"]
+        if entry.get("type") == "code-grader"
     ]
-    assert scripts, f"{path} should be graded by a code judge script"
+    assert scripts, f"{path} should be graded by a code grader script"
     blocks = file_blocks()
     for script in scripts:
         judge = (ROOT / path).parent / script[-1]
@@ -94,7 +111,7 @@ def test_readme_shows_the_judge_its_eval_file_runs() -> None:
 
 def test_readme_eval_file_passes(pytester: pytest.Pytester) -> None:
     path = shown_eval_file()
-    cases = yaml.safe_load((ROOT / path).read_text(encoding="utf-8"))["evalcases"]
+    cases = yaml.safe_load((ROOT / path).read_text(encoding="utf-8"))["tests"]
     pytester.copy_example(".")
     result = pytester.runpytest("-p", "no:cacheprovider", str(Path(path).relative_to("examples")))
     result.assert_outcomes(passed=len(cases))
