@@ -28,7 +28,7 @@ def claude(monkeypatch: pytest.MonkeyPatch) -> int:
 def test_examples_run_offline(pytester: pytest.Pytester, claude: int) -> None:
     pytester.copy_example(".")
     result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-html", "report.html")
-    result.assert_outcomes(passed=23 + claude, skipped=9 - claude, xfailed=3)
+    result.assert_outcomes(passed=24 + claude, skipped=9 - claude, xfailed=3)
     assert result.ret == pytest.ExitCode.OK
     page = (pytester.path / "report.html").read_text()
     assert 'id="evals/refunds.eval.yaml::showcase-wrong-policy"' in page
@@ -87,7 +87,7 @@ def test_llm_examples_with_a_judge(
     ini = judge_ini(fake_llm).replace("agentv_cache_mode = off\n", "")
     (pytester.path / "pytest.ini").write_text(ini + "agentv_cache_dir = .agentv/test-cache\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-results=out.jsonl")
-    result.assert_outcomes(passed=31 + claude, skipped=1 - claude, xfailed=3)
+    result.assert_outcomes(passed=32 + claude, skipped=1 - claude, xfailed=3)
     result.stdout.fnmatch_lines(["*judge openai/fake-judge graded 3 canaries as expected"])
     # The default judge's request stands at the top level; listed evaluators carry their own.
     modes = {
@@ -109,5 +109,5 @@ def test_llm_examples_with_a_judge(
     assert '"facts": {' in decision.user and '"tone": {' in decision.user
     fake_llm.stop()
     replayed = pytester.runpytest("-p", "no:cacheprovider", "--agentv-cache-mode=replay")
-    replayed.assert_outcomes(passed=31 + claude, skipped=1 - claude, xfailed=3)
+    replayed.assert_outcomes(passed=32 + claude, skipped=1 - claude, xfailed=3)
     replayed.stdout.fnmatch_lines(["agentv: 0 model calls made, * replies reused from the store*"])
