@@ -610,8 +610,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "_transport" in metafunc.fixturenames:
         every = metafunc.definition.get_closest_marker("transports") is not None
         transports = [
-            # Under pytest-xdist (--dist loadgroup) one worker runs every litellm test: litellm's
-            # import, seconds long, is paid once.
+            # Under pytest-xdist (--dist loadgroup) one worker is to run every litellm test, so
+            # that litellm's import, seconds long, is paid once. With pytest 9.2 and xdist 3.8
+            # the grouping does not take effect (xdist renames items through an attribute pytest
+            # 9 no longer reads), and each worker that meets a litellm test imports it.
             pytest.param(name, marks=pytest.mark.xdist_group(name)) if name == "litellm" else name
             for name in (TRANSPORTS if every else ["auto"])
         ]
