@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .options import add_options
-from .paths import is_eval_file
+from .paths import CONFIG_FILE_NAMES, NearestFiles, is_eval_file
 from .redaction import shown
 from .reports import AgentvReporter
 from .reports.junit import attach
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .evaluators.base import Evaluator
     from .llm.budget import Ledger
     from .llm.limits import LimitServer
+    from .projectfiles import ProjectFiles
     from .runner import AgentvRun
     from .targets import Target, TargetDefinition
 
@@ -48,6 +49,9 @@ _limits_key: pytest.StashKey[LimitServer | None] = pytest.StashKey()
 _sigterm_key = pytest.StashKey[Callable[..., object] | int | None]()
 #: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
 run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
+#: Each folder's nearest ``.agentv/config.yaml``, and the project's files once one is found.
+_config_at_key = pytest.StashKey[NearestFiles]()
+_files_key: pytest.StashKey[ProjectFiles] = pytest.StashKey()
 
 
 def _run(config: pytest.Config) -> AgentvRun:
@@ -69,8 +73,38 @@ def _run(config: pytest.Config) -> AgentvRun:
             ledger=config.stash.get(_ledger_key, None),
             baseline=baseline,
             limits_socket=Path(socket) if socket else None,
+            files=_files(config),
         )
     return run
+
+
+def _config_at(config: pytest.Config) -> NearestFiles:
+    found = config.stash.get(_config_at_key, None)
+    if found is None:
+        found = config.stash[_config_at_key] = NearestFiles(config.rootpath, CONFIG_FILE_NAMES)
+    return found
+
+
+def _files(config: pytest.Config) -> ProjectFiles:
+    files = config.stash.get(_files_key, None)
+    if files is None:
+        from .projectfiles import ProjectFiles
+
+        targets = config.stash[settings_key].targets
+        files = config.stash[_files_key] = ProjectFiles(
+            config.rootpath, targets, _config_at(config)
+        )
+    return files
+
+
+def _named_by_config(file_path: Path, config: pytest.Config) -> bool:
+    """A YAML or JSONL file with cases that the nearest ``.agentv/config.yaml``'s
+    ``eval_patterns`` match; a project without such a file pays one look per folder."""
+    if file_path.suffix not in (".yaml", ".yml", ".jsonl"):
+        return False
+    if _config_at(config)(file_path.parent) is None:
+        return False
+    return _files(config).collects(file_path) and is_eval_file(file_path, (), named=True)
 
 
 def _existing_run(config: pytest.Config) -> AgentvRun | None:
@@ -189,7 +223,8 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     patterns = parent.config.stash[settings_key].eval_patterns
-    if not is_eval_file(file_path, patterns, parent.session.isinitpath(file_path)):
+    named = parent.session.isinitpath(file_path)
+    if not (is_eval_file(file_path, patterns, named) or _named_by_config(file_path, parent.config)):
         return None
     from .collect import EvalFile
 

@@ -1,0 +1,169 @@
+"""AgentV v4's ``.agentv/config.yaml`` (issue 34): every key read, each as a pytest user would
+expect it, from the shape of the config v4.42.4's repository ships with its examples."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import write
+
+#: v4.42.4's own ``.agentv/config.yaml`` (its repository's root), comments aside.
+V4_CONFIG = """\
+$schema: agentv-config-v2
+eval_patterns:
+  - "**/evals/**/dataset*.yaml"
+  - "**/evals/**/eval.yaml"
+execution:
+  verbose: false
+  trace_file: .agentv/results/trace-{timestamp}.jsonl
+  keep_workspaces: false
+  otel_file: .agentv/results/otel-{timestamp}.json
+"""
+
+CASES = "tests:\n  - {id: a, criteria: says hi, input: hi}\n"
+
+
+def collected(project: pytest.Pytester, *args: str) -> list[str]:
+    reprec = project.inline_run("--co", "-W", "default", *args)
+    return sorted(call.item.nodeid for call in reprec.getcalls("pytest_itemcollected"))
+
+
+def warned(project: pytest.Pytester, *args: str) -> list[str]:
+    reprec = project.inline_run("--co", "-W", "default", *args)
+    return [
+        str(call.warning_message.message) for call in reprec.getcalls("pytest_warning_recorded")
+    ]
+
+
+def test_eval_patterns_collect_the_files_they_match_from_the_project_root(
+    project: pytest.Pytester,
+) -> None:
+    write(project, ".agentv/config.yaml", V4_CONFIG)
+    write(project, "examples/basic/evals/dataset.yaml", CASES)
+    write(project, "examples/tools/evals/eval.yaml", CASES)
+    write(project, "examples/tools/evals/deep/Dataset-2.yaml", CASES)  # fast-glob: any case
+    write(project, "examples/named.eval.yaml", CASES)  # agentv_eval_patterns still apply
+    write(project, "examples/other/eval.yaml", CASES)  # not under an evals folder
+    # v4's rubric example: matched, but grader score ranges, not cases.
+    write(project, "examples/rubric/evals/dataset.grader-scores.yaml", "- {test_id: a}\n")
+    assert collected(project) == [
+        "examples/basic/evals/dataset.yaml::a",
+        "examples/named.eval.yaml::a",
+        "examples/tools/evals/deep/Dataset-2.yaml::a",
+        "examples/tools/evals/eval.yaml::a",
+    ]
+
+
+def test_a_config_without_eval_patterns_uses_agentvs_defaults_and_the_nearest_config_wins(
+    project: pytest.Pytester,
+) -> None:
+    write(project, ".agentv/config.yaml", "eval_patterns: ['**/suites/*.yaml']\n")
+    write(project, "suites/s.yaml", CASES)
+    write(project, "langfuse/.agentv/config.yaml", "execution: {verbose: false}\n")
+    write(project, "langfuse/evals/eval.yaml", CASES)
+    write(project, "langfuse/evals/dataset.yaml", CASES)  # not one of v4's defaults
+    write(project, "langfuse/suites/s.yaml", CASES)  # the root config's, not this one's
+    assert collected(project) == ["langfuse/evals/eval.yaml::a", "suites/s.yaml::a"]
+
+
+def test_without_a_config_only_file_names_collect(project: pytest.Pytester) -> None:
+    write(project, "evals/eval.yaml", CASES)
+    write(project, "evals/x.eval.yaml", CASES)
+    assert collected(project) == ["evals/x.eval.yaml::a"]
+
+
+def test_v4s_own_config_warns_only_about_what_it_asks_for_and_pytest_agentv_does_otherwise(
+    project: pytest.Pytester,
+) -> None:
+    write(project, ".agentv/config.yaml", V4_CONFIG)
+    write(project, "evals/eval.yaml", CASES)
+    found = warned(project)
+    assert found == [
+        ".agentv/config.yaml:7: execution.trace_file, execution.otel_file: pytest-agentv writes "
+        "no trace files of its own and exports no OpenTelemetry spans: each case's trace is in "
+        "its --agentv-results row, and with --agentv-results-format agentv-v4 and a results file "
+        "named index.jsonl in the run folder beside it (outputs/trace.json per test); ignored"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        ("execution: {verbose: true}", "execution.verbose: pytest-agentv's output is pytest's"),
+        (
+            "execution: {pool_workspaces: true, pool_slots: 4}",
+            "execution.pool_workspaces, execution.pool_slots: pytest-agentv pools no workspaces",
+        ),
+        (
+            "results: {repo_path: ., branch: results}",
+            "results: pytest-agentv keeps no git-backed results store: each run writes its "
+            "results file with --agentv-results, and python -m pytest_agentv report merges",
+        ),
+    ],
+    ids=["verbose", "pool", "results"],
+)
+def test_each_setting_pytest_agentv_does_otherwise_is_named_with_what_it_does(
+    project: pytest.Pytester, setting: str, said: str
+) -> None:
+    write(project, ".agentv/config.yaml", f"# a comment\n{setting}\n")
+    write(project, "evals/eval.yaml", CASES)
+    (found,) = warned(project)
+    assert found.startswith(f".agentv/config.yaml:2: {said}")
+    assert found.endswith("; ignored")
+
+
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        ("eval_patterns: '**/evals/*.yaml'", ":1:16: eval_patterns: *list*"),
+        ("eval_patterns: ['**/evals/*.yaml', 3]", ":1:36: eval_patterns.1: *string*"),
+        (
+            "execution:\n  keep_workspaces: 'yes'",
+            ":2:20: execution.keep_workspaces: must be true or false",
+        ),
+        ("execution:\n  pool_slots: 51", ":2:15: execution.pool_slots: *50*"),
+        ("execution: [verbose]", ":1:12: execution: *"),
+        ("required_version: 4", ":1:19: required_version: *string*"),
+        ("hooks: {before_session: ''}", ":1:25: hooks.before_session: *"),
+    ],
+    ids=["patterns", "pattern", "flag", "slots", "execution", "version", "hook"],
+)
+def test_a_wrong_value_is_a_collection_error_at_the_field(
+    project: pytest.Pytester, config: str, error: str
+) -> None:
+    """The error reaches the files the config's default patterns match: a config that cannot be
+    read does not lose its eval files, nor its error."""
+    write(project, ".agentv/config.yaml", config + "\n")
+    write(project, "evals/eval.yaml", CASES)
+    result = project.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*.agentv/config.yaml{error}"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_project_without_eval_files_reads_no_yaml_and_looks_once_per_folder(
+    pytester: pytest.Pytester,
+) -> None:
+    """YAML files everywhere and no ``.agentv/config.yaml``: each folder is looked at once
+    (two names each), and neither the YAML nor the schema machinery is imported."""
+    for name in ("a/b/x.yaml", "a/b/y.yml", "a/c/z.jsonl", "d.yaml", "a/b/test_t.py"):
+        write(pytester, name, "def test_t(): pass\n" if name.endswith(".py") else "k: v\n")
+    pytester.makeconftest(
+        """
+        import sys
+        from pytest_agentv import paths
+
+        looked = []
+        present = paths.present
+        paths.present = lambda path: looked.append(path) or present(path)
+
+        def pytest_sessionfinish(session):
+            heavy = ("yaml", "pydantic", "pytest_agentv.projectfiles")
+            print("IMPORTED", sorted(m for m in heavy if m in sys.modules))
+            print("LOOKED", len(looked), len(set(looked)))
+        """
+    )
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    # a/b, a/c, a and the rootdir: 4 folders, .agentv/config.yaml and .yml in each.
+    result.stdout.fnmatch_lines(["*IMPORTED []", "LOOKED 8 8"])
