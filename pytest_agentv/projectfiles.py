@@ -25,6 +25,7 @@ from .schema.targets import (
     provider_settings,
 )
 from .spellings import AGENTV_ONLY_TARGET_SETTINGS, TARGET_SETTING_ALIASES, key_at, locate
+from .versions import AGENTV_VERSION, satisfies
 from .yamlfile import child_at, line_col, parse_yaml
 
 #: Where a target's setting is written (``healthcheck.url`` inside a mapping), as
@@ -171,9 +172,32 @@ def load_project_config(path: Path, display: str) -> LoadedConfig:
     model = validate(ProjectConfig, data, display, root)
     found = (
         *unknown_key_warnings(model, root, display, path),
+        *_version_warnings(model, root, display, path),
         *_unused(model, root, display, path),
     )
     return LoadedConfig(path, display, model, tuple(found))
+
+
+def _version_warnings(
+    model: ProjectConfig, root: yaml.Node, display: str, path: Path
+) -> Iterator[FileWarning]:
+    """``required_version`` checked against the AgentV release pytest-agentv implements: as in
+    AgentV, a version outside the range is advisory; a range that is none is said too."""
+    wanted = model.required_version
+    if wanted is None:
+        return
+    line = line_col(locate(root, ("required_version",))[0])[0]
+    try:
+        if satisfies(AGENTV_VERSION, wanted):
+            return
+        problem = (
+            f"'{wanted}' excludes AgentV {AGENTV_VERSION}, the version whose semantics "
+            "pytest-agentv implements: files that rely on another version's behaviour may be "
+            "read or graded differently"
+        )
+    except ValueError:
+        problem = f"'{wanted}' is not a semver range (e.g. '>=4.0.0', '^4.2.0'); not checked"
+    yield FileWarning(line, f"{display}:{line}: required_version: {problem}", path=path)
 
 
 _TRACES = (

@@ -167,3 +167,108 @@ def test_a_project_without_eval_files_reads_no_yaml_and_looks_once_per_folder(
     result.assert_outcomes(passed=1)
     # a/b, a/c, a and the rootdir: 4 folders, .agentv/config.yaml and .yml in each.
     result.stdout.fnmatch_lines(["*IMPORTED []", "LOOKED 8 8"])
+
+
+#: npm semver ranges and whether AgentV 4.42.4 is in each (None: no range), as node-semver
+#: answers (``test_the_range_table_is_node_semvers``).
+RANGES = {
+    ">=4.0.0": True,
+    ">= 4.2.0": True,
+    ">=5": False,
+    "^4.2.0": True,
+    "^4.43": False,
+    "^4.42.4-rc.1": True,
+    "^0.2.3": False,
+    "~4.42.0": True,
+    "~4.41": False,
+    "~> 4.42": True,
+    "4.x": True,
+    "4.42.x": True,
+    "4": True,
+    "v4.42.4": True,
+    "=4.42.3": False,
+    "<4.42.4": False,
+    "<=4.42.4": True,
+    "<=4.41": False,
+    ">4.42": False,
+    ">4.41": True,
+    "<4.42.4-beta": False,
+    "<4.42.5-0": True,
+    ">=4.42.4-beta.1": True,
+    "x": True,
+    "<x": False,
+    ">=4.0.0 <5.0.0": True,
+    "3.x || 4.x": True,
+    ">=5 || <4": False,
+    "1 - 4": True,
+    "1 - 4.42.3": False,
+    "4.42.5 - 5": False,
+    "": None,
+    "latest": None,
+    ">=1.2.3 <": None,
+    "4.42.04": None,
+    "1.x.3": None,
+    "4.2.0+": None,
+}
+
+
+def test_required_version_ranges_are_read_as_npm_reads_them() -> None:
+    from pytest_agentv.versions import satisfies
+
+    def answer(spec: str) -> bool | None:
+        try:
+            return satisfies("4.42.4", spec)
+        except ValueError:
+            return None
+
+    assert {spec: answer(spec) for spec in RANGES} == RANGES
+
+
+def test_the_range_table_is_node_semvers() -> None:
+    import json
+    import shutil
+    import subprocess
+
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        pytest.skip("node and npm are not installed (apt-get install nodejs npm)")
+    root = subprocess.run([npm, "root", "-g"], capture_output=True, text=True, check=True)
+    semver = f"{root.stdout.strip()}/npm/node_modules/semver"
+    script = (
+        f"const s = require({json.dumps(semver)});"
+        "const r = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+        "console.log(JSON.stringify(r.map(x => s.validRange(x) === null || !x.trim() ? null"
+        " : s.satisfies('4.42.4', x))))"
+    )
+    answers = subprocess.run(
+        ["node", "-e", script], input=json.dumps(list(RANGES)), capture_output=True, text=True
+    )
+    assert answers.returncode == 0, answers.stderr
+    assert dict(zip(RANGES, json.loads(answers.stdout), strict=True)) == RANGES
+
+
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [
+        (">=4.2.0", None),
+        ('"^4.0.0 || ^5.0.0"', None),
+        (
+            '">=5.0.0"',
+            "'>=5.0.0' excludes AgentV 4.42.4, the version whose semantics pytest-agentv "
+            "implements: files that rely on another version's behaviour may be read or graded "
+            "differently",
+        ),
+        ("latest", "'latest' is not a semver range (e.g. '>=4.0.0', '^4.2.0'); not checked"),
+    ],
+    ids=["within", "either", "excluded", "malformed"],
+)
+def test_required_version_is_checked_against_agentv_4_42_4_once(
+    project: pytest.Pytester, written: str, said: str | None
+) -> None:
+    write(
+        project, ".agentv/config.yaml", f"$schema: agentv-config-v2\nrequired_version: {written}\n"
+    )
+    write(project, "evals/eval.yaml", CASES)
+    write(project, "evals/more.eval.yaml", CASES)
+    expected = [] if said is None else [f".agentv/config.yaml:2: required_version: {said}"]
+    assert warned(project) == expected
