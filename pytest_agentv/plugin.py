@@ -52,6 +52,8 @@ run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
 #: Each folder's nearest ``.agentv/config.yaml``, and the project's files once one is found.
 _config_at_key = pytest.StashKey[NearestFiles]()
 _files_key: pytest.StashKey[ProjectFiles] = pytest.StashKey()
+#: What ``hooks.before_session`` did, for the header.
+_session_key = pytest.StashKey[str]()
 
 
 def _run(config: pytest.Config) -> AgentvRun:
@@ -217,8 +219,31 @@ def pytest_configure_node(node: Any) -> None:
         node.workerinput[_LIMITS_INPUT] = str(server.path)
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return shown(config.stash[settings_key].header())
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """``hooks.before_session`` of the ``.agentv/config.yaml`` nearest the folder pytest runs
+    from: once, in the controller, before pytest-xdist starts its workers (they inherit what
+    it sets) and the header is written; not when pytest runs no tests."""
+    config = session.config
+    option, settings = config.option, config.stash[settings_key]
+    runs_nothing = option.collectonly or option.setuponly or option.setupplan or settings.estimate
+    if hasattr(config, "workerinput") or runs_nothing:
+        return
+    start, root = config.invocation_params.dir, config.rootpath
+    folder = start if start == root or root in start.parents else root
+    if _config_at(config)(folder) is not None:
+        from .workspace.session import before_session
+
+        said = before_session(_files(config), folder, settings.code_judge_env)
+        if said is not None:
+            config.stash[_session_key] = said
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = [shown(config.stash[settings_key].header())]
+    if _session_key in config.stash:
+        lines.append(shown(config.stash[_session_key]))
+    return lines
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

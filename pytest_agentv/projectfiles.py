@@ -165,6 +165,8 @@ class LoadedConfig:
     display: str
     model: ProjectConfig
     warnings: tuple[FileWarning, ...]
+    #: ``file:line`` of ``hooks.before_session``, for its errors.
+    hook_at: str
 
 
 def load_project_config(path: Path, display: str) -> LoadedConfig:
@@ -175,7 +177,8 @@ def load_project_config(path: Path, display: str) -> LoadedConfig:
         *_version_warnings(model, root, display, path),
         *_unused(model, root, display, path),
     )
-    return LoadedConfig(path, display, model, tuple(found))
+    hook_line = line_col(locate(root, ("hooks", "before_session"))[0])[0]
+    return LoadedConfig(path, display, model, tuple(found), f"{display}:{hook_line}")
 
 
 def _version_warnings(
@@ -216,6 +219,11 @@ _INSTEAD = {
     ("execution", "verbose"): (
         "pytest-agentv's output is pytest's: -v lists each case, -rA gives every case's reason, "
         "and a target's own 'verbose: true' logs each command it runs (--log-cli-level=INFO)"
+    ),
+    ("execution", "keep_workspaces"): (
+        "pytest-agentv has no option to keep workspaces: a passed case's goes once it is "
+        "graded, a failed case's when the run ends (look at it from an after_each or after_all "
+        "hook, or give the workspace 'mode: static' and a path of your own)"
     ),
     ("execution", "trace_file"): _TRACES,
     ("execution", "otel_file"): _TRACES,

@@ -91,6 +91,11 @@ def test_v4s_own_config_warns_only_about_what_it_asks_for_and_pytest_agentv_does
     [
         ("execution: {verbose: true}", "execution.verbose: pytest-agentv's output is pytest's"),
         (
+            "execution: {keep_workspaces: true}",
+            "execution.keep_workspaces: pytest-agentv has no option to keep workspaces: a "
+            "passed case's goes once it is graded, a failed case's when the run ends",
+        ),
+        (
             "execution: {pool_workspaces: true, pool_slots: 4}",
             "execution.pool_workspaces, execution.pool_slots: pytest-agentv pools no workspaces",
         ),
@@ -100,7 +105,7 @@ def test_v4s_own_config_warns_only_about_what_it_asks_for_and_pytest_agentv_does
             "results file with --agentv-results, and python -m pytest_agentv report merges",
         ),
     ],
-    ids=["verbose", "pool", "results"],
+    ids=["verbose", "keep", "pool", "results"],
 )
 def test_each_setting_pytest_agentv_does_otherwise_is_named_with_what_it_does(
     project: pytest.Pytester, setting: str, said: str
@@ -272,3 +277,100 @@ def test_required_version_is_checked_against_agentv_4_42_4_once(
     write(project, "evals/more.eval.yaml", CASES)
     expected = [] if said is None else [f".agentv/config.yaml:2: required_version: {said}"]
     assert warned(project) == expected
+
+
+#: A before_session hook as v4's docs write one: secrets fetched, printed as exports.
+SESSION = """\
+$schema: agentv-config-v2
+hooks:
+  before_session: >-
+    echo "export H40_TOKEN='s3cret value'"; echo H40_REGION=eu; echo '# H40_NOT=1';
+    echo H40_KEPT=theirs; echo not an assignment; echo started >> session.log
+"""
+
+ENV_TEST = """\
+import os
+
+def test_env():
+    assert os.environ["H40_TOKEN"] == "s3cret value"
+    assert os.environ["H40_REGION"] == "eu"
+    assert os.environ["H40_KEPT"] == "mine"
+    assert "H40_NOT" not in os.environ
+"""
+
+
+@pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_before_session_runs_once_and_its_exports_reach_every_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """Once per session, in the controller before its workers start; a variable the
+    environment already has keeps its value, as in AgentV v4."""
+    monkeypatch.setenv("H40_KEPT", "mine")
+    write(pytester, ".agentv/config.yaml", SESSION)
+    write(pytester, "tests/test_env.py", ENV_TEST)
+    write(pytester, "tests/test_more.py", ENV_TEST.replace("test_env", "test_more"))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["agentv: .agentv/config.yaml:3: before_session set H40_TOKEN, H40_REGION"]
+    )
+    assert (pytester.path / "session.log").read_text() == "started\n"
+
+
+def test_before_session_does_not_run_when_pytest_runs_nothing(pytester: pytest.Pytester) -> None:
+    write(pytester, ".agentv/config.yaml", SESSION)
+    write(pytester, "test_env.py", ENV_TEST)
+    for args in (["--co"], ["--setup-plan"], ["--agentv-estimate"]):
+        pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    assert not (pytester.path / "session.log").exists()
+
+
+def test_a_failing_before_session_stops_the_run_naming_the_setting(
+    pytester: pytest.Pytester,
+) -> None:
+    write(
+        pytester,
+        ".agentv/config.yaml",
+        "hooks:\n  before_session: echo export H40_X=1; echo vault sealed >&2; exit 3\n",
+    )
+    write(pytester, "test_env.py", "def test_t():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: .agentv/config.yaml:2: hooks.before_session (echo *) exited with code 3: "
+            "vault sealed"
+        ]
+    )
+    assert "passed" not in result.stdout.str()
+
+
+def test_before_session_runs_under_the_child_process_rules(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its environment is scrubbed: a variable of the shell is passed on only when named in
+    agentv_code_judge_env."""
+    monkeypatch.setenv("H40_SECRET", "secret")
+    monkeypatch.setenv("H40_NAMED", "named")
+    write(
+        pytester,
+        ".agentv/config.yaml",
+        "hooks:\n  before_session: echo H40_SEEN=${H40_SECRET:-unset}${H40_NAMED:-unset}\n",
+    )
+    write(
+        pytester,
+        "test_env.py",
+        "import os\n\ndef test_t():\n    assert os.environ['H40_SEEN'] == 'unsetnamed'\n",
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--agentv-code-judge-env", "H40_NAMED"
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_exported_reads_lines_as_agentv_does() -> None:
+    from pytest_agentv.workspace.session import exported
+
+    assert exported(
+        'export A="x y"\nB=\'z\'\n  C=1=2  \n# D=3\nexport\nE\n9F=1\nA=last\nG="unbalanced\n'
+    ) == {"A": "last", "B": "z", "C": "1=2", "G": '"unbalanced'}
