@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .options import add_options
-from .paths import CONFIG_FILE_NAMES, NearestFiles, is_eval_file
+from .paths import is_eval_file
+from .project import Project
 from .redaction import shown
 from .reports import AgentvReporter
 from .reports.junit import attach
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from .evaluators.base import Evaluator
     from .llm.budget import Ledger
     from .llm.limits import LimitServer
-    from .projectfiles import ProjectFiles
     from .runner import AgentvRun
     from .targets import Target, TargetDefinition
 
@@ -49,11 +49,8 @@ _limits_key: pytest.StashKey[LimitServer | None] = pytest.StashKey()
 _sigterm_key = pytest.StashKey[Callable[..., object] | int | None]()
 #: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
 run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
-#: Each folder's nearest ``.agentv/config.yaml``, and the project's files once one is found.
-_config_at_key = pytest.StashKey[NearestFiles]()
-_files_key: pytest.StashKey[ProjectFiles] = pytest.StashKey()
-#: What ``hooks.before_session`` did, for the header.
-_session_key = pytest.StashKey[str]()
+#: The project's ``.agentv/config.yaml`` files, looked for from the first file collected.
+_project_key = pytest.StashKey[Project]()
 
 
 def _run(config: pytest.Config) -> AgentvRun:
@@ -75,38 +72,16 @@ def _run(config: pytest.Config) -> AgentvRun:
             ledger=config.stash.get(_ledger_key, None),
             baseline=baseline,
             limits_socket=Path(socket) if socket else None,
-            files=_files(config),
+            files=_project(config).files,
         )
     return run
 
 
-def _config_at(config: pytest.Config) -> NearestFiles:
-    found = config.stash.get(_config_at_key, None)
-    if found is None:
-        found = config.stash[_config_at_key] = NearestFiles(config.rootpath, CONFIG_FILE_NAMES)
-    return found
-
-
-def _files(config: pytest.Config) -> ProjectFiles:
-    files = config.stash.get(_files_key, None)
-    if files is None:
-        from .projectfiles import ProjectFiles
-
-        targets = config.stash[settings_key].targets
-        files = config.stash[_files_key] = ProjectFiles(
-            config.rootpath, targets, _config_at(config)
-        )
-    return files
-
-
-def _named_by_config(file_path: Path, config: pytest.Config) -> bool:
-    """A YAML or JSONL file with cases that the nearest ``.agentv/config.yaml``'s
-    ``eval_patterns`` match; a project without such a file pays one look per folder."""
-    if file_path.suffix not in (".yaml", ".yml", ".jsonl"):
-        return False
-    if _config_at(config)(file_path.parent) is None:
-        return False
-    return _files(config).collects(file_path) and is_eval_file(file_path, (), named=True)
+def _project(config: pytest.Config) -> Project:
+    project = config.stash.get(_project_key, None)
+    if project is None:
+        project = config.stash[_project_key] = Project(config.rootpath, config.stash[settings_key])
+    return project
 
 
 def _existing_run(config: pytest.Config) -> AgentvRun | None:
@@ -221,35 +196,22 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """``hooks.before_session`` of the ``.agentv/config.yaml`` nearest the folder pytest runs
-    from: once, in the controller, before pytest-xdist starts its workers (they inherit what
-    it sets) and the header is written; not when pytest runs no tests."""
-    config = session.config
-    option, settings = config.option, config.stash[settings_key]
-    runs_nothing = option.collectonly or option.setuponly or option.setupplan or settings.estimate
-    if hasattr(config, "workerinput") or runs_nothing:
-        return
-    start, root = config.invocation_params.dir, config.rootpath
-    folder = start if start == root or root in start.parents else root
-    if _config_at(config)(folder) is not None:
-        from .workspace.session import before_session
-
-        said = before_session(_files(config), folder, settings.code_judge_env)
-        if said is not None:
-            config.stash[_session_key] = said
+    """``hooks.before_session``: before pytest-xdist starts its workers (they inherit what it
+    sets) and before the header is written."""
+    _project(session.config).before_session(session.config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    lines = [shown(config.stash[settings_key].header())]
-    if _session_key in config.stash:
-        lines.append(shown(config.stash[_session_key]))
-    return lines
+    said = _project(config).session_said
+    return [shown(line) for line in (config.stash[settings_key].header(), said) if line]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     patterns = parent.config.stash[settings_key].eval_patterns
     named = parent.session.isinitpath(file_path)
-    if not (is_eval_file(file_path, patterns, named) or _named_by_config(file_path, parent.config)):
+    if not (
+        is_eval_file(file_path, patterns, named) or _project(parent.config).collects(file_path)
+    ):
         return None
     from .collect import EvalFile
 
