@@ -49,18 +49,28 @@ def display_path(path: Path, rootdir: Path) -> str:
         return str(path)
 
 
-def nearest_file(start: Path, rootdir: Path, names: Sequence[str]) -> Path | None:
-    """The first of ``names`` found in ``start``, then in each folder above it up to the rootdir
-    (as targets and ``.agentv/config.yaml`` files are found)."""
-    return next(
-        (
-            root / name
-            for root in search_roots(start, rootdir)
-            for name in names
-            if present(root / name)
-        ),
-        None,
-    )
+#: Where a folder's ``.agentv/config.yaml`` is looked for.
+CONFIG_FILE_NAMES = (".agentv/config.yaml", ".agentv/config.yml")
+
+
+class NearestFiles:
+    """The first of ``names`` found in a folder, then in each folder above it up to the rootdir
+    (as targets and ``.agentv/config.yaml`` files are found), each folder looked at once: every
+    YAML file pytest collects asks for its folder's config, so a project without one pays one
+    look per folder."""
+
+    def __init__(self, rootdir: Path, names: Sequence[str]) -> None:
+        self.rootdir = rootdir
+        self.names = tuple(names)
+        self._found: dict[Path, Path | None] = {}
+
+    def __call__(self, folder: Path) -> Path | None:
+        if folder not in self._found:
+            found = next((folder / n for n in self.names if present(folder / n)), None)
+            if found is None and folder != self.rootdir and self.rootdir in folder.parents:
+                found = self(folder.parent)
+            self._found[folder] = found
+        return self._found[folder]
 
 
 def search_roots(start: Path, rootdir: Path) -> list[Path]:
@@ -128,7 +138,7 @@ def read_reference(path: Path, ref: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
+def _glob_regex(pattern: str, flags: int = 0) -> re.Pattern[str]:
     """A glob as micromatch reads it: ``**/`` spans any folders (none included), ``*`` and ``?``
     stay within one path segment, ``[...]`` is a class and ``{a,b}`` an alternative."""
     out: list[str] = []
@@ -165,12 +175,14 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(char))
         i += 1
-    return re.compile("".join(out) + ")" * depth + r"\Z")
+    return re.compile("".join(out) + ")" * depth + r"\Z", flags)
 
 
-def glob_match(pattern: str, path: str) -> bool:
-    """Whether a ``/``-separated path matches a micromatch-style glob (``**/*.instructions.md``)."""
-    return _glob_regex(pattern.removeprefix("./")).match(path.replace("\\", "/")) is not None
+def glob_match(pattern: str, path: str, *, ignore_case: bool = False) -> bool:
+    """Whether a ``/``-separated path matches a micromatch-style glob (``**/*.instructions.md``);
+    ``ignore_case`` as AgentV finds eval files (fast-glob's ``caseSensitiveMatch: false``)."""
+    regex = _glob_regex(pattern.removeprefix("./"), re.IGNORECASE if ignore_case else 0)
+    return regex.match(path.replace("\\", "/")) is not None
 
 
 _EVALCASES = re.compile(rb"^(evalcases|tests|eval_cases)\s*:", re.MULTILINE)

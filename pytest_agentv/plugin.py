@@ -20,6 +20,7 @@ import pytest
 
 from .options import add_options
 from .paths import is_eval_file
+from .project import Project
 from .redaction import shown
 from .reports import AgentvReporter
 from .reports.junit import attach
@@ -48,6 +49,8 @@ _limits_key: pytest.StashKey[LimitServer | None] = pytest.StashKey()
 _sigterm_key = pytest.StashKey[Callable[..., object] | int | None]()
 #: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
 run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
+#: The project's ``.agentv/config.yaml`` files, looked for from the first file collected.
+_project_key = pytest.StashKey[Project]()
 
 
 def _run(config: pytest.Config) -> AgentvRun:
@@ -69,8 +72,16 @@ def _run(config: pytest.Config) -> AgentvRun:
             ledger=config.stash.get(_ledger_key, None),
             baseline=baseline,
             limits_socket=Path(socket) if socket else None,
+            files=_project(config).files,
         )
     return run
+
+
+def _project(config: pytest.Config) -> Project:
+    project = config.stash.get(_project_key, None)
+    if project is None:
+        project = config.stash[_project_key] = Project(config.rootpath, config.stash[settings_key])
+    return project
 
 
 def _existing_run(config: pytest.Config) -> AgentvRun | None:
@@ -183,13 +194,24 @@ def pytest_configure_node(node: Any) -> None:
         node.workerinput[_LIMITS_INPUT] = str(server.path)
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return shown(config.stash[settings_key].header())
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """``hooks.before_session``: before pytest-xdist starts its workers (they inherit what it
+    sets) and before the header is written."""
+    _project(session.config).before_session(session.config)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    said = _project(config).session_said
+    return [shown(line) for line in (config.stash[settings_key].header(), said) if line]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     patterns = parent.config.stash[settings_key].eval_patterns
-    if not is_eval_file(file_path, patterns, parent.session.isinitpath(file_path)):
+    named = parent.session.isinitpath(file_path)
+    if not (
+        is_eval_file(file_path, patterns, named) or _project(parent.config).collects(file_path)
+    ):
         return None
     from .collect import EvalFile
 

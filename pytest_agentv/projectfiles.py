@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from .errors import did_you_mean
+from .errors import AgentvError, did_you_mean
 from .loader.validation import FileWarning, unknown_key_warnings, validate
-from .paths import display_path, nearest_file
-from .schema.project import CalibrationFile, ProjectConfig
+from .paths import CONFIG_FILE_NAMES, NearestFiles, display_path, glob_match
+from .schema.project import DEFAULT_EVAL_GLOBS, CalibrationFile, ProjectConfig
 from .schema.targets import (
     CLI_PLACEHOLDERS,
     TARGET_SETTINGS,
@@ -25,6 +25,7 @@ from .schema.targets import (
     provider_settings,
 )
 from .spellings import AGENTV_ONLY_TARGET_SETTINGS, TARGET_SETTING_ALIASES, key_at, locate
+from .versions import AGENTV_VERSION, satisfies
 from .yamlfile import child_at, line_col, parse_yaml
 
 #: Where a target's setting is written (``healthcheck.url`` inside a mapping), as
@@ -164,16 +165,99 @@ class LoadedConfig:
     display: str
     model: ProjectConfig
     warnings: tuple[FileWarning, ...]
-
-
-CONFIG_FILE_NAMES = (".agentv/config.yaml", ".agentv/config.yml")
+    #: ``file:line`` of ``hooks.before_session``, for its errors.
+    hook_at: str
 
 
 def load_project_config(path: Path, display: str) -> LoadedConfig:
     root, data = parse_yaml(path, display)
     model = validate(ProjectConfig, data, display, root)
-    found = tuple(unknown_key_warnings(model, root, display, path))
-    return LoadedConfig(path, display, model, found)
+    found = (
+        *unknown_key_warnings(model, root, display, path),
+        *_version_warnings(model, root, display, path),
+        *_unused(model, root, display, path),
+    )
+    hook_line = line_col(locate(root, ("hooks", "before_session"))[0])[0]
+    return LoadedConfig(path, display, model, tuple(found), f"{display}:{hook_line}")
+
+
+def _version_warnings(
+    model: ProjectConfig, root: yaml.Node, display: str, path: Path
+) -> Iterator[FileWarning]:
+    """``required_version`` checked against the AgentV release pytest-agentv implements: as in
+    AgentV, a version outside the range is advisory; a range that is none is said too."""
+    wanted = model.required_version
+    if wanted is None:
+        return
+    line = line_col(locate(root, ("required_version",))[0])[0]
+    try:
+        if satisfies(AGENTV_VERSION, wanted):
+            return
+        problem = (
+            f"'{wanted}' excludes AgentV {AGENTV_VERSION}, the version whose semantics "
+            "pytest-agentv implements: files that rely on another version's behaviour may be "
+            "read or graded differently"
+        )
+    except ValueError:
+        problem = f"'{wanted}' is not a semver range (e.g. '>=4.0.0', '^4.2.0'); not checked"
+    yield FileWarning(line, f"{display}:{line}: required_version: {problem}", path=path)
+
+
+_TRACES = (
+    "pytest-agentv writes no trace files of its own and exports no OpenTelemetry spans: each "
+    "case's trace is in its --agentv-results row, and with --agentv-results-format agentv-v4 "
+    "and a results file named index.jsonl in the run folder beside it (outputs/trace.json per "
+    "test)"
+)
+_POOL = (
+    "pytest-agentv pools no workspaces across runs: each run makes its workspaces afresh in a "
+    "temporary folder"
+)
+#: What pytest-agentv does instead of a setting of AgentV v4's config it has no equivalent of,
+#: by where the setting is; said when the setting asks for something (AgentV's defaults are off).
+_INSTEAD = {
+    ("execution", "verbose"): (
+        "pytest-agentv's output is pytest's: -v lists each case, -rA gives every case's reason, "
+        "and a target's own 'verbose: true' logs each command it runs (--log-cli-level=INFO)"
+    ),
+    ("execution", "keep_workspaces"): (
+        "pytest-agentv has no option to keep workspaces: a passed case's goes once it is "
+        "graded, a failed case's when the run ends (look at it from an after_each or after_all "
+        "hook, or give the workspace 'mode: static' and a path of your own)"
+    ),
+    ("execution", "trace_file"): _TRACES,
+    ("execution", "otel_file"): _TRACES,
+    ("execution", "export_otel"): _TRACES,
+    ("execution", "otel_backend"): _TRACES,
+    ("execution", "otel_capture_content"): _TRACES,
+    ("execution", "otel_group_turns"): _TRACES,
+    ("execution", "pool_workspaces"): _POOL,
+    ("execution", "pool_slots"): _POOL,
+    ("results",): (
+        "pytest-agentv keeps no git-backed results store: each run writes its results file with "
+        "--agentv-results, and python -m pytest_agentv report merges results files"
+    ),
+}
+
+
+def _unused(
+    model: ProjectConfig, root: yaml.Node, display: str, path: Path
+) -> Iterator[FileWarning]:
+    """A warning for the settings that ask AgentV for something pytest-agentv does otherwise,
+    naming them and what pytest-agentv does instead: one for all that share an explanation (the
+    OpenTelemetry settings), at the first of them."""
+    named: dict[str, list[tuple[tuple[int, int], str]]] = {}
+    for loc, instead in _INSTEAD.items():
+        owner: Any = model
+        for part in loc:
+            owner = getattr(owner, part, None)
+        if owner not in (None, False):
+            at = line_col(key_at(locate(root, loc[:-1])[0], loc[-1]) or root)
+            named.setdefault(instead, []).append((at, ".".join(loc)))
+    for instead, settings in named.items():
+        line = min(settings)[0][0]
+        names = ", ".join(name for _, name in sorted(settings))
+        yield FileWarning(line, f"{display}:{line}: {names}: {instead}; ignored", path=path)
 
 
 #: Where targets files are looked for in each folder, nearest first.
@@ -185,21 +269,22 @@ class ProjectFiles:
     folder up to the rootdir (the nearest wins; ``--agentv-targets`` names one for every
     folder), each loaded once, at collection; config warnings are given out once."""
 
-    def __init__(self, rootdir: Path, targets_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        rootdir: Path,
+        targets_file: Path | None = None,
+        config_at: NearestFiles | None = None,
+    ) -> None:
         self.rootdir = rootdir
         self.targets_file = targets_file
-        self._paths: dict[tuple[Path, tuple[str, ...]], Path | None] = {}
+        self.config_at = config_at or NearestFiles(rootdir, CONFIG_FILE_NAMES)
+        self._targets_at = NearestFiles(rootdir, TARGETS_FILE_NAMES)
         self._configs: dict[Path, LoadedConfig] = {}
         self._targets: dict[Path, LoadedTargets] = {}
         self._warned: set[Path] = set()
 
-    def _nearest(self, folder: Path, names: tuple[str, ...]) -> Path | None:
-        if (folder, names) not in self._paths:
-            self._paths[(folder, names)] = nearest_file(folder, self.rootdir, names)
-        return self._paths[(folder, names)]
-
     def config_for(self, folder: Path) -> LoadedConfig | None:
-        path = self._nearest(folder, CONFIG_FILE_NAMES)
+        path = self.config_at(folder)
         if path is None:
             return None
         if path not in self._configs:
@@ -208,12 +293,28 @@ class ProjectFiles:
 
     def targets_for(self, folder: Path) -> LoadedTargets | None:
         """The folder's targets file (raises ``AgentvError`` when it cannot be read)."""
-        path = self.targets_file or self._nearest(folder, TARGETS_FILE_NAMES)
+        path = self.targets_file or self._targets_at(folder)
         if path is None:
             return None
         if path not in self._targets:
             self._targets[path] = load_targets_file(path, display_path(path, self.rootdir))
         return self._targets[path]
+
+    def collects(self, path: Path) -> bool:
+        """Whether the nearest config's ``eval_patterns`` (AgentV v4's defaults when it sets
+        none) match the file's path from the config's project root (the folder holding its
+        ``.agentv``). A config that cannot be read uses the defaults: its error is then each
+        eval file's collection error."""
+        found = self.config_at(path.parent)
+        if found is None:
+            return False
+        try:
+            config = self.config_for(path.parent)
+            globs = config.model.eval_globs if config is not None else DEFAULT_EVAL_GLOBS
+        except AgentvError:
+            globs = DEFAULT_EVAL_GLOBS
+        shown = display_path(path, found.parent.parent)
+        return any(glob_match(glob, shown, ignore_case=True) for glob in globs)
 
     def new_warnings(self, config: LoadedConfig) -> tuple[FileWarning, ...]:
         if config.path in self._warned:

@@ -64,6 +64,7 @@ class AgentvRun:
         ledger: Ledger | None = None,
         baseline: PreviousResults | None = None,
         limits_socket: Path | None = None,
+        files: ProjectFiles,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -95,7 +96,7 @@ class AgentvRun:
         )
         targets = TargetCatalog(self.rootdir, override=settings.target, answers=answers)
         self.planner = Planner(targets, self.services, self.session_judge())
-        self.files = ProjectFiles(self.rootdir, settings.targets)
+        self.files = files
         self.workspaces = Workspaces(self.rootdir, settings.code_judge_env)
         self.registry = EvaluatorRegistry(
             build_evaluator_registry(
