@@ -34,6 +34,33 @@ evalcases:
 """
 
 
+def test_a_v4_file_sends_no_retired_reference_answer(project: pytest.Pytester) -> None:
+    """AgentV v4's Python grader helper refuses a payload holding ``reference_answer`` (v4's
+    example sdk-python scored 0 under pytest-agentv, 1 under AgentV): a v4 file's scripts get
+    the expected answer as ``expected_output`` only."""
+    write(project, "dump.py", PAYLOAD_DUMPER)
+    write(
+        project,
+        "p.eval.yaml",
+        """
+        tests:
+          - id: payload
+            criteria: Mentions 30 days
+            input: Refund window?
+            expected_output: {days: 30}
+            assertions:
+              - name: dump
+                type: code-grader
+                command: [python, dump.py]
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=1)
+    payload = json.loads((project.path / "payload.json").read_text())
+    assert "reference_answer" not in payload
+    assert payload["expected_output"] == [{"role": "assistant", "content": {"days": 30}}]
+    assert payload["candidate_answer"] == payload["output"]
+
+
 def test_payload_keys_and_user_config_as_written(project: pytest.Pytester) -> None:
     write(project, "dump.py", PAYLOAD_DUMPER)
     write(project, "notes.md", "see notes")

@@ -111,7 +111,9 @@ def script_payload(context: EvaluationContext) -> dict[str, Any]:
     generations' keys so that judge scripts written for either read what they expect: v2.5.8's
     (``question``, ``candidate_answer``, ``output_messages``...) and v4's (``output``,
     ``criteria``, ``input``, ``expected_output``, ``messages``...). AgentV's wire format:
-    snake_case envelope keys, user data as it was written."""
+    snake_case envelope keys, user data as it was written. A v4 file's scripts get no
+    ``reference_answer``: v4's Python grader helper refuses a payload that has it (a key
+    v4 retired), and v4 scripts read ``expected_output``."""
     case = context.eval_case
     entry = context.evaluator
     options = entry.options if entry is not None else {}
@@ -120,7 +122,7 @@ def script_payload(context: EvaluationContext) -> dict[str, Any]:
     v4_summary = summary
     if summary is not None and "tool_calls" not in summary:  # v4's name for the counts by tool
         v4_summary = {**summary, "tool_calls": summary.get("tool_calls_by_name", {})}
-    return {
+    payload = {
         "question": case.question,
         "expected_outcome": case.expected_outcome,
         "expected_messages": list(case.expected_messages),
@@ -148,6 +150,9 @@ def script_payload(context: EvaluationContext) -> dict[str, Any]:
         "file_changes": context.file_changes,
         "workspace_path": context.workspace_path,
     }
+    if case.v4:
+        del payload["reference_answer"]
+    return payload
 
 
 def _v4_trace(summary: dict[str, Any] | None, messages: list[Any] | None) -> Any:
