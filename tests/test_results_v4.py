@@ -309,6 +309,43 @@ def test_a_v4_row_from_before_v4_42_keeps_its_messages_as_output(
     )
 
 
+def test_a_v4_run_folder_index_names_the_file_holding_each_answer(
+    project: pytest.Pytester,
+) -> None:
+    """AgentV v4.42's run folder ``index.jsonl`` carries no ``output``: each row names its
+    ``outputs/answer.md`` (from the index's folder), which is read, and never outside it."""
+    entry = "assertions: [{type: contains, value: 'found it'}]"
+    for case in "abc":
+        write(project, f"{case}.eval.yaml", f"tests:\n  - {{id: {case}, input: q, {entry}}}\n")
+    write(project, "run/s/a/outputs/answer.md", "I found it.")
+    write(project, "secret.md", "found it")
+    rows = [
+        {
+            "test_id": "a",
+            "score": 1,
+            "execution_status": "ok",
+            "answer_path": "s/a/outputs/answer.md",
+        },
+        {
+            "test_id": "b",
+            "score": 1,
+            "execution_status": "ok",
+            "answer_path": "s/b/outputs/answer.md",
+        },
+        {"test_id": "c", "score": 1, "execution_status": "ok", "answer_path": "../secret.md"},
+    ]
+    write(project, "run/index.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    result = project.runpytest("--agentv-answers=run/index.jsonl")
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*eval 'b' was not graded: the recorded row for 'b' in run/index.jsonl "
+            "(--agentv-answers) names answer_path 's/b/outputs/answer.md', which cannot be read*",
+            "*eval 'c' was not graded: * names answer_path '../secret.md', outside its folder",
+        ]
+    )
+
+
 @pytest.mark.parametrize(
     "asked",
     [

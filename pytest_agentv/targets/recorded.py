@@ -13,7 +13,7 @@ from ..baseline import CaseKey, PreviousResults
 from ..cases import PreparedCase, prompt_text
 from ..errors import NotGradedError
 from ..llm.usage import PlannedCall
-from ..paths import display_path
+from ..paths import MAX_FILE_BYTES, display_path
 from ..reports.agentv_v4.rows import agent_messages
 from ..resultrows import ReadRow
 
@@ -21,7 +21,8 @@ from ..resultrows import ReadRow
 class RecordedTarget:
     """``--agentv-answers``: each case's answer comes from a previous results file (ours, or
     AgentV's: ``candidate_answer``, ``output_messages``, ``trace_summary``; v4's ``output`` and
-    ``trace``), matched by dataset and eval id (``test_id`` in later AgentV rows), instead of
+    ``trace``; in a v4 run folder's ``index.jsonl``, the file its ``answer_path`` names),
+    matched by dataset and eval id (``test_id`` in later AgentV rows), instead of
     calling the case's target. Rows are read as every results row is (``resultrows``: v4's
     camelCase aliases too).
 
@@ -71,6 +72,8 @@ class RecordedTarget:
         _same_question(_asked(row, case), case.question, f"'{case.id}' {where}")
         value, text, trace = _recorded(row)
         if not value.get("output_messages") and not isinstance(text, str):
+            text = self._answer_file(row, case, where)
+        if not value.get("output_messages") and not isinstance(text, str):
             raise NotGradedError(
                 f"the recorded row for '{case.id}' {where} has no 'candidate_answer', "
                 "'output_messages' or 'output'"
@@ -86,6 +89,31 @@ class RecordedTarget:
             recorded_trace=trace if isinstance(trace, dict) else None,
         )
         return checked_answer(recorded, what)
+
+    def _answer_file(self, row: dict[str, Any], case: PreparedCase, where: str) -> str | None:
+        """The answer of an AgentV v4 run folder's ``index.jsonl`` row, which names the file
+        holding it (``answer_path``, from the index's folder, and inside it) instead of
+        carrying it."""
+        named = row.get("answer_path")
+        if not isinstance(named, str) or not named:
+            return None
+        folder = self.path.parent.resolve()
+        file = (folder / named).resolve()
+        whose = f"the recorded row for '{case.id}' {where}"
+        if not file.is_relative_to(folder):
+            raise NotGradedError(f"{whose} names answer_path {named!r}, outside its folder")
+        try:
+            with file.open("rb") as stream:
+                data = stream.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise NotGradedError(
+                f"{whose} names answer_path {named!r}, which cannot be read: {exc.strerror or exc}"
+            ) from None
+        if len(data) > MAX_FILE_BYTES:
+            raise NotGradedError(
+                f"{whose}: its answer_path {named!r} is over {MAX_FILE_BYTES:,} bytes"
+            )
+        return data.decode("utf-8", "replace")
 
     def _turn(self, row: dict[str, Any], case: PreparedCase, where: str) -> TargetResponse:
         """A conversation's turn: the reply its recorded row gave that turn (our ``turns``)."""
