@@ -54,6 +54,13 @@ ENV_ALLOWLIST = (
     "SYSTEMROOT",
     "COMSPEC",
     "PATHEXT",
+    # Where TLS trust is: a script that installs or fetches (uv, pip, npm, curl) behind a
+    # company's certificate authority needs it, and a path to certificates is no secret.
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
 )
 _ENV_PREFIXES = ("LC_", "PYTHON")
 

@@ -165,6 +165,20 @@ def test_code_judges_get_a_scrubbed_environment(
     assert "PATH" in seen["names"]
 
 
+def test_where_tls_certificates_are_reaches_scripts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``uv run`` in v4's sdk-python example could not reach its index behind a certificate
+    authority of the machine's own: the variables that say where certificates are pass on."""
+    from pytest_agentv.processes import scrubbed_env
+
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"):
+        monkeypatch.setenv(name, f"/etc/ca/{name}")
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:secret@proxy:3128")
+    env = scrubbed_env()
+    assert env["SSL_CERT_FILE"] == "/etc/ca/SSL_CERT_FILE"
+    assert env["NODE_EXTRA_CA_CERTS"] == "/etc/ca/NODE_EXTRA_CA_CERTS"
+    assert "HTTPS_PROXY" not in env  # a proxy's URL may hold its password: only when listed
+
+
 def test_code_judge_cwd_may_not_leave_the_rootdir(project: pytest.Pytester) -> None:
     write(
         project,
