@@ -292,6 +292,21 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        "coordinator",
+        "Hold --agentv-concurrency, --agentv-rpm, --agentv-tpm, the 429 back-off and "
+        "--agentv-budget-usd across every process of every shard through this Redis "
+        "(redis://[:PASSWORD@]HOST:PORT/DB; pip install pytest-agentv[redis])",
+        "str",
+        metavar="URL",
+    ),
+    Option(
+        "run_id",
+        "The run the shards belong to, for --agentv-coordinator: the same in every shard of one "
+        "CI run, different between runs (default: GITHUB_RUN_ID-GITHUB_RUN_ATTEMPT)",
+        "str",
+        metavar="ID",
+    ),
+    Option(
         "estimate",
         "Print the model calls, tokens and cost the selected cases would need, then stop "
         "without running them (no model is called)",

@@ -29,14 +29,17 @@ from .settings import Settings, settings_key
 if TYPE_CHECKING:
     from .assertions import AgentvJudge
     from .evaluators.base import Evaluator
-    from .llm.budget import Ledger
+    from .llm.budget import RunLedger
     from .llm.limits import LimitServer
+    from .llm.limits.coordinator import Coordinator
     from .runner import AgentvRun
     from .targets import Target, TargetDefinition
 
 reporter_key = pytest.StashKey[AgentvReporter]()
 #: ``--agentv-budget-usd``: the ledger every process of the run shares (the controller's file).
-_ledger_key: pytest.StashKey[Ledger] = pytest.StashKey()
+_ledger_key: pytest.StashKey[RunLedger] = pytest.StashKey()
+#: ``--agentv-coordinator``: this process's connection to the run's Redis.
+_coordinator_key: pytest.StashKey[Coordinator] = pytest.StashKey()
 #: ``--agentv-estimate``: the lines printed instead of running the selected items.
 _estimate_key = pytest.StashKey[list[str]]()
 _LEDGER_INPUT = "agentv_budget_ledger"
@@ -73,6 +76,7 @@ def _run(config: pytest.Config) -> AgentvRun:
             baseline=baseline,
             limits_socket=Path(socket) if socket else None,
             files=_project(config).files,
+            coordinator=config.stash.get(_coordinator_key, None),
         )
     return run
 
@@ -107,21 +111,23 @@ def pytest_configure(config: pytest.Config) -> None:
         # The estimate runs nothing: one process counts every selected case.
         config.option.dist = "no"
     workerinput = getattr(config, "workerinput", None)
+    if settings.coordinator is not None:
+        try:
+            from .llm.limits.coordinator import connect
+        except ImportError as exc:
+            raise pytest.UsageError(
+                f"--agentv-coordinator needs Redis's client: pip install 'pytest-agentv[redis]' "
+                f"({exc})"
+            ) from None
+        assert settings.run_id is not None
+        config.stash[_coordinator_key] = connect(
+            settings.coordinator, settings.run_id, settings.judge_timeout, check=not workerinput
+        )
     if workerinput is None:
         reporter = config.stash[reporter_key] = AgentvReporter(settings, config.rootpath)
         config.pluginmanager.register(reporter, "agentv-reporter")
     if settings.budget_usd is not None:
-        from .llm.budget import Ledger
-
-        if workerinput is not None and _LEDGER_INPUT in workerinput:
-            path = Path(workerinput[_LEDGER_INPUT])
-        else:
-            import tempfile
-
-            handle, name = tempfile.mkstemp(prefix="agentv-budget-", suffix=".ledger")
-            os.close(handle)
-            path = Path(name)
-        ledger = config.stash[_ledger_key] = Ledger(path)
+        ledger = config.stash[_ledger_key] = _ledger(config, workerinput)
         if workerinput is None:
             reporter.summary.spend = ledger.totals
     if (
@@ -129,6 +135,24 @@ def pytest_configure(config: pytest.Config) -> None:
         and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     ):
         config.stash[_sigterm_key] = signal.signal(signal.SIGTERM, _terminated)
+
+
+def _ledger(config: pytest.Config, workerinput: dict[str, Any] | None) -> RunLedger:
+    """The run's spend ledger: the coordinator's, else the controller's file."""
+    from .llm.budget import Ledger, RedisLedger
+
+    coordinator = config.stash.get(_coordinator_key, None)
+    if coordinator is not None:
+        from .scheduler import shared_loop
+
+        return RedisLedger(coordinator, shared_loop())
+    if workerinput is not None and _LEDGER_INPUT in workerinput:
+        return Ledger(Path(workerinput[_LEDGER_INPUT]))
+    import tempfile
+
+    handle, name = tempfile.mkstemp(prefix="agentv-budget-", suffix=".ledger")
+    os.close(handle)
+    return Ledger(Path(name))
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -148,8 +172,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(reporter)
         del config.stash[reporter_key]
     ledger = config.stash.get(_ledger_key, None)
-    if ledger is not None and _LEDGER_INPUT not in getattr(config, "workerinput", {}):
-        ledger.path.unlink(missing_ok=True)  # this process made it
+    path = getattr(ledger, "path", None)
+    if path is not None and _LEDGER_INPUT not in getattr(config, "workerinput", {}):
+        path.unlink(missing_ok=True)  # this process made it
+    coordinator = config.stash.get(_coordinator_key, None)
+    if coordinator is not None:
+        import asyncio
+
+        from .scheduler import shared_loop
+
+        asyncio.run_coroutine_threadsafe(coordinator.close(), shared_loop()).result(timeout=30)
+        del config.stash[_coordinator_key]
     server = config.stash.get(_limits_key, None)
     if server is not None:
         from .llm.limits import stop_limits
@@ -164,12 +197,14 @@ def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: each worker shares the controller's budget ledger, model-call limits and
     baseline rows."""
     config = node.config
-    ledger = config.stash.get(_ledger_key, None)
-    if ledger is not None:
-        node.workerinput[_LEDGER_INPUT] = str(ledger.path)
+    path = getattr(config.stash.get(_ledger_key, None), "path", None)
+    if path is not None:
+        node.workerinput[_LEDGER_INPUT] = str(path)
     baseline = config.stash[reporter_key].baseline
     if baseline is not None:
         node.workerinput[_BASELINE_INPUT] = baseline.shared()
+    if _coordinator_key in config.stash:  # each worker asks the coordinator itself
+        return
     if _limits_key not in config.stash:
         from .llm.limits import CallLimits, serve_limits
         from .scheduler import shared_loop
@@ -338,6 +373,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         elif reporter is not None:
             reporter.summary.add_facts(facts)
         run.close()
+    ledger = config.stash.get(_ledger_key, None)
+    if ledger is not None and reporter is None:  # a worker's last spend, counted now
+        ledger.totals()
     server = config.stash.get(_limits_key, None)
     if server is not None and reporter is not None:  # the workers' limits, held here
         reporter.summary.pacing.append(server.limits.report())

@@ -29,7 +29,7 @@ from .errors import AgentvError, AgentvWarning, ConfigError, NotGradedError
 from .evaluators import EvaluatorRegistry, build_evaluator_registry
 from .evaluators.base import EvaluationContext, entry_judges
 from .grading import Grading, Judgement, OnLoop, grade_answers, not_graded
-from .llm.budget import Ledger, SuiteBudgets
+from .llm.budget import RunLedger, SuiteBudgets
 from .llm.client import LlmClient, ModelClients
 from .llm.http import close_session
 from .llm.limits import CallLimits, Limits, RemoteLimits
@@ -51,6 +51,7 @@ from .workspace import Call, Workspaces
 
 if TYPE_CHECKING:
     from .calibration import Calibration
+    from .llm.limits.coordinator import Coordinator
 
 
 class AgentvRun:
@@ -61,10 +62,11 @@ class AgentvRun:
         config: pytest.Config,
         settings: Settings,
         *,
-        ledger: Ledger | None = None,
+        ledger: RunLedger | None = None,
         baseline: PreviousResults | None = None,
         limits_socket: Path | None = None,
         files: ProjectFiles,
+        coordinator: Coordinator | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -79,12 +81,17 @@ class AgentvRun:
         self.dependencies = Dependencies()
         self.suite_budgets = SuiteBudgets()
         self.baseline = baseline
-        # Under pytest-xdist the limits are the controller's, for every worker at once.
-        limits: Limits = (
-            RemoteLimits(limits_socket)
-            if limits_socket is not None
-            else CallLimits.for_run(settings)
-        )
+        # Under pytest-xdist the limits are the controller's, for every worker at once; with a
+        # coordinator, its Redis's, for every process of every shard.
+        limits: Limits
+        if coordinator is not None:
+            from .llm.limits.coordinated import RedisLimits
+
+            limits = RedisLimits.for_run(settings, coordinator)
+        elif limits_socket is not None:
+            limits = RemoteLimits(limits_socket)
+        else:
+            limits = CallLimits.for_run(settings)
         self.clients = ModelClients.for_run(settings, self.rootdir, ledger, limits)
         self.services = TargetServices(self.clients)
         answers = (

@@ -96,6 +96,10 @@ class Settings:
     #: ``(K, N)``: run the K-th of N shards (1 <= K <= N).
     shard: tuple[int, int] | None
     shard_durations: Path | None
+    #: ``--agentv-coordinator``: the Redis that holds the run's limits and budget.
+    coordinator: str | None
+    #: The run's id in the coordinator (set whenever ``coordinator`` is).
+    run_id: str | None
     estimate: bool
     calibration: Path | None
     #: enforce, warn or off, checked against the option's choices.
@@ -127,6 +131,8 @@ class Settings:
             raise pytest.UsageError(
                 "--agentv-shard-durations balances shards: give --agentv-shard K/N too"
             )
+        if values["coordinator"] is not None:
+            values["run_id"] = _run_id(values["run_id"])
         if values["max_regression"] is not None and values["baseline"] is None:
             raise pytest.UsageError(
                 "--agentv-max-regression needs --agentv-baseline: the previous results file "
@@ -156,6 +162,21 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     raise pytest.UsageError(
         f"--agentv-shard={text} is invalid: give K/N, the shard to run (from 1) of how many "
         "there are, e.g. 2/4"
+    )
+
+
+def _run_id(given: str | None) -> str:
+    """The run's id for its coordinator: given, else GitHub Actions' run (the same for every
+    job of a matrix, new for each attempt)."""
+    if given:
+        return given
+    run, attempt = os.environ.get("GITHUB_RUN_ID"), os.environ.get("GITHUB_RUN_ATTEMPT")
+    if run:
+        return f"{run}-{attempt or 1}"
+    raise pytest.UsageError(
+        "--agentv-coordinator needs the run's id, the same in every shard of one run and new "
+        "for each run: give --agentv-run-id ID (or AGENTV_RUN_ID; GitHub Actions' "
+        "GITHUB_RUN_ID is used when set)"
     )
 
 

@@ -23,7 +23,12 @@ from tests.helpers import DEEP_EXAMPLES, judge_ini
 if TYPE_CHECKING:
     from tests.fake_openai import FakeOpenAI
 
-pytest_plugins = ["tests.fake_openai", "tests.fake_vendors", "tests.agent_clis"]
+pytest_plugins = [
+    "tests.fake_openai",
+    "tests.fake_vendors",
+    "tests.agent_clis",
+    "tests.redis_server",
+]
 
 # The processes the tests start (pytest sessions, xdist workers, code judges) keep the bytecode
 # they compile: with PYTHONDONTWRITEBYTECODE set, each of them compiled the plugin anew (about a

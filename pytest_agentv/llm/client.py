@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from ..errors import ReplayMissError
 from ..paths import display_path
 from ..settings import Settings
-from .budget import Budget, Ledger
+from .budget import Budget, RunLedger
 from .endpoint import Endpoint
 from .http import CONNECTIONS
 from .limits import UNLIMITED, CallLimits, Limits
@@ -236,7 +236,7 @@ class ModelClients:
 
     @classmethod
     def for_run(
-        cls, settings: Settings, rootdir: Path, ledger: Ledger | None, limits: Limits
+        cls, settings: Settings, rootdir: Path, ledger: RunLedger | None, limits: Limits
     ) -> ModelClients:
         """The run's clients, from its options: the replay store (``--agentv-cache-mode``),
         the retry policy, the budget (``--agentv-budget-usd``, on the run's ``ledger``)."""

@@ -140,9 +140,10 @@ class Endpoint:
         fields = request_fields(dialect, structured) if structured is not None else {}
 
         async def attempt(timeout: float, grant: Grant) -> Reply:
+            held = 0.0
             if self.budget is not None:
                 # Once the slot is held: a call that waited for one sees what those before spent.
-                self.budget.check(self.spec.model, self.price)
+                held = await self.budget.check(self.spec.model, self.price, grant.estimate)
             try:
                 reply = await self.transport.send(
                     messages,
@@ -152,10 +153,12 @@ class Endpoint:
                     timeout=timeout,
                 )
             except NotGradedError:
+                if self.budget is not None:
+                    self.budget.cancel(held)
                 raise
             except BaseException as exc:  # a timeout cancels the attempt: it was sent too
                 status = getattr(exc, "status_code", None)
-                self._count(None, answered=isinstance(status, int))
+                self._count(None, held, answered=isinstance(status, int))
                 if refuses(dialect, status, str(exc)):
                     raise _FormatRefused(dialect, classify(exc).message) from None
                 raise
@@ -166,15 +169,15 @@ class Endpoint:
                 grant.used = prompt + completion
                 if price is not None:
                     reply = replace(reply, cost_usd=price.cost(prompt, completion))
-            self._count(reply)  # before the slot is free: the next call sees it
+            self._count(reply, held)  # before the slot is free: the next call sees it
             return reply
 
         return attempt
 
-    def _count(self, reply: Reply | None, *, answered: bool = True) -> None:
-        """Count one request sent: its reply, or none (an error status costs nothing; a
-        request that got no answer in time may have been worked on: its cost is unknown unless
-        the model is free)."""
+    def _count(self, reply: Reply | None, held: float, *, answered: bool = True) -> None:
+        """Count one request sent, in place of the ``held`` its budget check held: its reply, or
+        none (an error status costs nothing; a request that got no answer in time may have been
+        worked on: its cost is unknown unless the model is free)."""
         usage = current_usage.get()
         if reply is not None:
             cost = reply.cost_usd
@@ -186,4 +189,4 @@ class Endpoint:
             if usage is not None:
                 usage.unanswered(cost)
         if self.budget is not None:
-            self.budget.charge(cost)
+            self.budget.charge(cost, held)

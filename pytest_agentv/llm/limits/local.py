@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from ...settings import Settings
 from .headers import Observed
-from .pacing import Pace, Ticket
+from .pacing import Concurrency, Pace, Ticket
 
 #: The window ``--agentv-rpm``, ``--agentv-tpm`` and providers' per-minute limits count in,
 #: unless ``--agentv-rate-window``.
@@ -75,23 +75,24 @@ class CallLimits:
         cooldown: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.maximum = concurrency
-        self.current = concurrency
+        self.concurrency = Concurrency(concurrency, cooldown)
         self.rpm = rpm
         self.tpm = tpm
         self.window = window
-        self.cooldown = cooldown
         self.clock = clock
         self.in_flight = 0
         self.paces: dict[str, Pace] = {}
         self._changed: asyncio.Condition | None = None
-        self._successes = 0
-        self._last_decrease = -math.inf
         #: Calls waiting for their model's pacing (not for a free slot), and since when some
         #: have been: the run's time held by the limits.
         self._held = 0
         self._held_since = 0.0
         self.held_seconds = 0.0
+
+    @property
+    def current(self) -> int:
+        """Calls in flight at most, now."""
+        return self.concurrency.current
 
     def pace(self, model: str) -> Pace:
         pace = self.paces.get(model)
@@ -179,20 +180,12 @@ class CallLimits:
         now = self.clock()
         if model:
             self.pace(model).refused(now, retry_after)
-        if now - self._last_decrease >= self.cooldown:
-            self.current = max(1, self.current // 2)
-            self._last_decrease = now
-            self._successes = 0
+        self.concurrency.halve(now)
 
     def succeeded(self) -> None:
         """Grow back by one after as many successes as the current limit (AIMD); the calls
         waiting see it when the call that succeeded gives its slot back."""
-        if self.current >= self.maximum:
-            return
-        self._successes += 1
-        if self._successes >= self.current:
-            self.current += 1
-            self._successes = 0
+        self.concurrency.succeeded()
 
     def report(self) -> dict[str, Any]:
         """How the run's calls met the limits (plain builtins, for the summary)."""

@@ -152,6 +152,36 @@ class Dimension:
 
 
 @dataclass
+class Concurrency:
+    """Calls in flight at most: ``maximum`` (``--agentv-concurrency``), halved after a 429 (at
+    most once per ``cooldown`` seconds) and grown back by one after as many successes as the
+    current limit (AIMD)."""
+
+    maximum: int
+    cooldown: float = 2.0
+    current: int = 0
+    successes: int = 0
+    last_decrease: float = -math.inf
+
+    def __post_init__(self) -> None:
+        self.current = self.current or self.maximum
+
+    def halve(self, now: float) -> None:
+        if now - self.last_decrease >= self.cooldown:
+            self.current = max(1, self.current // 2)
+            self.last_decrease = now
+            self.successes = 0
+
+    def succeeded(self) -> None:
+        if self.current >= self.maximum:
+            return
+        self.successes += 1
+        if self.successes >= self.current:
+            self.current += 1
+            self.successes = 0
+
+
+@dataclass
 class Ticket:
     """One call's start, as its model's pacing counted it."""
 
@@ -159,7 +189,8 @@ class Ticket:
     estimate: int
     #: Per dimension, what all calls had taken once this one started.
     through: dict[str, float]
-    #: This call in the option window (when it ended, inf while in flight; its tokens).
+    #: This call in the option window (when it ended, inf while in flight; its tokens; its
+    #: number, by which state kept elsewhere finds it again).
     recent: list[float] | None = None
 
 
@@ -184,7 +215,7 @@ class Pace:
     dimensions: dict[str, Dimension] = field(default_factory=dict)
     #: No call before this (a ``retry-after``).
     paused_until: float = -math.inf
-    #: The calls of the last window, for ``--agentv-rpm``/``--agentv-tpm``.
+    #: The calls of the last window, for ``--agentv-rpm``/``--agentv-tpm`` (``Ticket.recent``).
     recent: deque[list[float]] = field(default_factory=deque)
     calls: int = 0
     stats: Stats = field(default_factory=Stats)
@@ -216,7 +247,7 @@ class Pace:
         oldest = min((call[0] for call in self.recent), default=now)
         if self.rpm is not None and len(self.recent) >= self.rpm:
             return oldest + self.window - now
-        tokens = sum(spent for _, spent in self.recent)
+        tokens = sum(call[1] for call in self.recent)
         if self.tpm is not None and self.recent and tokens + estimate > self.tpm:
             return oldest + self.window - now
         return 0.0
@@ -230,7 +261,7 @@ class Pace:
         }
         ticket = Ticket(self.calls, estimate, through)
         if self.windowed:
-            ticket.recent = [math.inf, float(estimate)]
+            ticket.recent = [math.inf, float(estimate), float(self.calls)]
             self.recent.append(ticket.recent)
         stats = self.stats
         stats.calls += 1
