@@ -5,6 +5,7 @@
     python bench/run.py throughput overhead   # only these
     python bench/run.py peers                 # against its peers: only when named
     python bench/run.py pacing                # at a provider's rate limit, with the peers
+    python bench/run.py shards                # 1, 2 and 4 shards at one RPM through Redis
     python bench/run.py versus --against REV  # dispatch against another revision's
 
 The table goes to stdout, progress to stderr, and the same data to bench/results/latest.json.
@@ -35,6 +36,7 @@ from dispatch import dispatch, shared_limit, versus
 from harness import REPO, BenchError, log
 from pacing import pacing
 from peers import peers
+from shards import shards
 
 BENCHMARKS: dict[str, Callable[[Sizes], Result]] = {
     "throughput": benchmarks.throughput,
@@ -55,6 +57,7 @@ ON_REQUEST: dict[str, Callable[[Sizes], Result]] = {
     "peers": peers,
     "versus": versus,
     "pacing": pacing,
+    "shards": shards,
 }
 KNOWN = {**BENCHMARKS, **ON_REQUEST}
 
