@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -18,7 +19,7 @@ import pytest
 
 from pytest_agentv.llm.limits.coordinated import RedisLimits
 from pytest_agentv.llm.limits.coordinator import Coordinator, CoordinatorLost
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import Delay, FakeOpenAI, freeform
 from tests.helpers import write
 from tests.redis_server import RedisServer
 from tests.test_scheduler import cases
@@ -241,3 +242,31 @@ def test_github_actions_names_the_run(
     for name in ("j.xml", "r.jsonl"):
         assert "hunter2" not in (judged.path / name).read_text()
     assert "hunter2" not in result.stdout.str()
+
+
+def test_a_run_outlives_its_redis_going_away_and_coming_back(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI, redis_server: RedisServer
+) -> None:
+    """Redis stopped mid-run and started again, empty: the calls waited for it, none went
+    beyond the concurrency, and every case was graded."""
+    fake_llm.responder = lambda request: Delay(0.1, freeform(0.9))  # type: ignore[assignment]
+    write(judged, "c.eval.yaml", cases(12))
+    coordinated = [f"--agentv-coordinator={redis_server.url()}", "--agentv-run-id=r"]
+    limited = ["--agentv-concurrency=2", "--agentv-judge-attempt-timeout=2"]
+    shard = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *coordinated, *limited],
+        cwd=judged.path,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    with shard:
+        while len(fake_llm.requests) < 3 and shard.poll() is None:
+            time.sleep(0.01)
+        redis_server.stop()
+        time.sleep(0.3)
+        redis_server.start()
+        output, _ = shard.communicate(timeout=120)
+    assert shard.returncode == 0, output
+    assert "12 passed" in output
+    assert len(fake_llm.requests) == 12
+    assert fake_llm.peak_in_flight <= 2
