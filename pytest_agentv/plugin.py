@@ -7,7 +7,6 @@ file is collected, litellm when the first model call is made.
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import warnings
@@ -112,22 +111,19 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.dist = "no"
     workerinput = getattr(config, "workerinput", None)
     if settings.coordinator is not None:
-        try:
-            from .llm.limits.coordinator import connect
-        except ImportError as exc:
-            raise pytest.UsageError(
-                f"--agentv-coordinator needs Redis's client: pip install 'pytest-agentv[redis]' "
-                f"({exc})"
-            ) from None
-        assert settings.run_id is not None
-        config.stash[_coordinator_key] = connect(
-            settings.coordinator, settings.run_id, settings.judge_timeout, check=not workerinput
-        )
+        from .llm.limits import coordinator_for
+
+        config.stash[_coordinator_key] = coordinator_for(settings, check=not workerinput)
     if workerinput is None:
         reporter = config.stash[reporter_key] = AgentvReporter(settings, config.rootpath)
         config.pluginmanager.register(reporter, "agentv-reporter")
     if settings.budget_usd is not None:
-        ledger = config.stash[_ledger_key] = _ledger(config, workerinput)
+        from .llm.budget import run_ledger
+        from .scheduler import shared_loop
+
+        shared = (workerinput or {}).get(_LEDGER_INPUT)
+        coordinator = config.stash.get(_coordinator_key, None)
+        ledger = config.stash[_ledger_key] = run_ledger(coordinator, shared, shared_loop)
         if workerinput is None:
             reporter.summary.spend = ledger.totals
     if (
@@ -135,24 +131,6 @@ def pytest_configure(config: pytest.Config) -> None:
         and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     ):
         config.stash[_sigterm_key] = signal.signal(signal.SIGTERM, _terminated)
-
-
-def _ledger(config: pytest.Config, workerinput: dict[str, Any] | None) -> RunLedger:
-    """The run's spend ledger: the coordinator's, else the controller's file."""
-    from .llm.budget import Ledger, RedisLedger
-
-    coordinator = config.stash.get(_coordinator_key, None)
-    if coordinator is not None:
-        from .scheduler import shared_loop
-
-        return RedisLedger(coordinator, shared_loop())
-    if workerinput is not None and _LEDGER_INPUT in workerinput:
-        return Ledger(Path(workerinput[_LEDGER_INPUT]))
-    import tempfile
-
-    handle, name = tempfile.mkstemp(prefix="agentv-budget-", suffix=".ledger")
-    os.close(handle)
-    return Ledger(Path(name))
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -175,13 +153,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     path = getattr(ledger, "path", None)
     if path is not None and _LEDGER_INPUT not in getattr(config, "workerinput", {}):
         path.unlink(missing_ok=True)  # this process made it
-    coordinator = config.stash.get(_coordinator_key, None)
-    if coordinator is not None:
-        import asyncio
-
+    if _coordinator_key in config.stash:
         from .scheduler import shared_loop
 
-        asyncio.run_coroutine_threadsafe(coordinator.close(), shared_loop()).result(timeout=30)
+        config.stash[_coordinator_key].close_on(shared_loop())
         del config.stash[_coordinator_key]
     server = config.stash.get(_limits_key, None)
     if server is not None:

@@ -25,7 +25,7 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -215,6 +215,24 @@ class RedisLedger:
             )
         except Exception:
             return self._spend(self.seen)
+
+
+def run_ledger(
+    coordinator: Coordinator | None,
+    shared: str | None,
+    loop: Callable[[], asyncio.AbstractEventLoop],
+) -> RunLedger:
+    """This process's ledger of the run: the coordinator's, else the file the controller
+    ``shared`` with its workers, else a new file (this process is the controller)."""
+    if coordinator is not None:
+        return RedisLedger(coordinator, loop())
+    if shared is not None:
+        return Ledger(Path(shared))
+    import tempfile
+
+    handle, name = tempfile.mkstemp(prefix="agentv-budget-", suffix=".ledger")
+    os.close(handle)
+    return Ledger(Path(name))
 
 
 class Budget:

@@ -116,6 +116,10 @@ class Coordinator:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, _RETRY_MOST)
 
+    def close_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Close the client of ``loop`` (running in another thread)."""
+        asyncio.run_coroutine_threadsafe(self.close(), loop).result(timeout=30)
+
     async def close(self) -> None:
         loop = asyncio.get_running_loop()
         client = self._clients.pop(loop, None)
