@@ -372,6 +372,32 @@ def test_report_reads_agentv_rows_of_both_versions(pytester: pytest.Pytester) ->
     ]
 
 
+def test_report_exits_as_the_run_did_when_cases_were_skipped(project: pytest.Pytester) -> None:
+    """A case skipped for want of a judge fails no gate: the run exited 0, and so does
+    ``report`` on its results (it counted skipped rows as failed ones, exit 1)."""
+    write(
+        project,
+        "s.eval.yaml",
+        """
+        evalcases:
+          - {id: plain, input: q, evaluators: [{name: c, type: contains, value: hi}]}
+          - {id: judged, input: q, expected_outcome: Says hello}
+        """,
+    )
+    write(
+        project,
+        ".agentv/targets.yaml",
+        "targets: [{name: default, provider: mock, response: hi}]\n",
+    )
+    run = project.runpytest("--agentv-results=run.jsonl")
+    run.assert_outcomes(passed=1, skipped=1)
+    assert run.ret == 0
+    result = report(project, "run.jsonl")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["report.html: 2 evaluations: 1 pass, * 1 skipped*"])
+    result.stdout.no_fnmatch_line("*failed*")
+
+
 def test_report_names_the_line_of_a_bad_row(pytester: pytest.Pytester) -> None:
     write(pytester, "bad.jsonl", json.dumps(V258_ROW) + "\n" + '{"score": 1}\n')
     result = report(pytester, "bad.jsonl")
