@@ -23,31 +23,22 @@ from .project import Project
 from .redaction import shown
 from .reports import AgentvReporter
 from .reports.junit import attach
+from .runwide import RunWide
 from .settings import Settings, settings_key
 
 if TYPE_CHECKING:
     from .assertions import AgentvJudge
     from .evaluators.base import Evaluator
-    from .llm.budget import RunLedger
-    from .llm.limits import LimitServer
-    from .llm.limits.coordinator import Coordinator
     from .runner import AgentvRun
     from .targets import Target, TargetDefinition
 
 reporter_key = pytest.StashKey[AgentvReporter]()
-#: ``--agentv-budget-usd``: the ledger every process of the run shares (the controller's file).
-_ledger_key: pytest.StashKey[RunLedger] = pytest.StashKey()
-#: ``--agentv-coordinator``: this process's connection to the run's Redis.
-_coordinator_key: pytest.StashKey[Coordinator] = pytest.StashKey()
+#: What this process shares with the run's others: the budget's ledger, the call limits.
+_runwide_key = pytest.StashKey[RunWide]()
 #: ``--agentv-estimate``: the lines printed instead of running the selected items.
 _estimate_key = pytest.StashKey[list[str]]()
-_LEDGER_INPUT = "agentv_budget_ledger"
-#: pytest-xdist: where the controller serves the run's model-call limits to its workers.
-_LIMITS_INPUT = "agentv_call_limits"
 #: pytest-xdist: the controller's baseline rows (the file is read once per run).
 _BASELINE_INPUT = "agentv_baseline"
-#: None when the limits cannot be shared (each worker keeps its own).
-_limits_key: pytest.StashKey[LimitServer | None] = pytest.StashKey()
 _sigterm_key = pytest.StashKey[Callable[..., object] | int | None]()
 #: The run-wide state, created when the first eval file or ``assert_judged`` needs it.
 run_key: pytest.StashKey[AgentvRun] = pytest.StashKey()
@@ -62,7 +53,7 @@ def _run(config: pytest.Config) -> AgentvRun:
 
         reporter = config.stash.get(reporter_key, None)
         workerinput = getattr(config, "workerinput", {})
-        socket = workerinput.get(_LIMITS_INPUT)
+        runwide = config.stash[_runwide_key]
         baseline = reporter.baseline if reporter is not None else None
         if _BASELINE_INPUT in workerinput:
             from .baseline import PreviousResults
@@ -71,11 +62,11 @@ def _run(config: pytest.Config) -> AgentvRun:
         run = config.stash[run_key] = AgentvRun(
             config,
             config.stash[settings_key],
-            ledger=config.stash.get(_ledger_key, None),
+            ledger=runwide.ledger,
             baseline=baseline,
-            limits_socket=Path(socket) if socket else None,
+            limits_socket=runwide.limits_socket,
             files=_project(config).files,
-            coordinator=config.stash.get(_coordinator_key, None),
+            coordinator=runwide.coordinator,
         )
     return run
 
@@ -110,22 +101,12 @@ def pytest_configure(config: pytest.Config) -> None:
         # The estimate runs nothing: one process counts every selected case.
         config.option.dist = "no"
     workerinput = getattr(config, "workerinput", None)
-    if settings.coordinator is not None:
-        from .llm.limits import coordinator_for
-
-        config.stash[_coordinator_key] = coordinator_for(settings, check=not workerinput)
+    runwide = config.stash[_runwide_key] = RunWide(settings, workerinput)
     if workerinput is None:
         reporter = config.stash[reporter_key] = AgentvReporter(settings, config.rootpath)
         config.pluginmanager.register(reporter, "agentv-reporter")
-    if settings.budget_usd is not None:
-        from .llm.budget import run_ledger
-        from .scheduler import shared_loop
-
-        shared = (workerinput or {}).get(_LEDGER_INPUT)
-        coordinator = config.stash.get(_coordinator_key, None)
-        ledger = config.stash[_ledger_key] = run_ledger(coordinator, shared, shared_loop)
-        if workerinput is None:
-            reporter.summary.spend = ledger.totals
+        if runwide.ledger is not None:
+            reporter.summary.spend = runwide.ledger.totals
     if (
         threading.current_thread() is threading.main_thread()
         and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
@@ -149,22 +130,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         reporter.close()
         config.pluginmanager.unregister(reporter)
         del config.stash[reporter_key]
-    ledger = config.stash.get(_ledger_key, None)
-    path = getattr(ledger, "path", None)
-    if path is not None and _LEDGER_INPUT not in getattr(config, "workerinput", {}):
-        path.unlink(missing_ok=True)  # this process made it
-    if _coordinator_key in config.stash:
-        from .scheduler import shared_loop
-
-        config.stash[_coordinator_key].close_on(shared_loop())
-        del config.stash[_coordinator_key]
-    server = config.stash.get(_limits_key, None)
-    if server is not None:
-        from .llm.limits import stop_limits
-        from .scheduler import shared_loop
-
-        stop_limits(server, shared_loop())
-        del config.stash[_limits_key]
+    runwide = config.stash.get(_runwide_key, None)
+    if runwide is not None:
+        runwide.close()
+        del config.stash[_runwide_key]
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -172,36 +141,12 @@ def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: each worker shares the controller's budget ledger, model-call limits and
     baseline rows."""
     config = node.config
-    path = getattr(config.stash.get(_ledger_key, None), "path", None)
-    if path is not None:
-        node.workerinput[_LEDGER_INPUT] = str(path)
     baseline = config.stash[reporter_key].baseline
     if baseline is not None:
         node.workerinput[_BASELINE_INPUT] = baseline.shared()
-    if _coordinator_key in config.stash:  # each worker asks the coordinator itself
-        return
-    if _limits_key not in config.stash:
-        from .llm.limits import CallLimits, serve_limits
-        from .scheduler import shared_loop
-
-        try:
-            limits = CallLimits.for_run(config.stash[settings_key])
-            config.stash[_limits_key] = serve_limits(limits, shared_loop())
-        except OSError as exc:
-            from .errors import AgentvWarning
-
-            config.issue_config_time_warning(
-                AgentvWarning(
-                    f"agentv: the model-call limits cannot be shared between pytest-xdist "
-                    f"workers ({exc}); each worker keeps its own --agentv-concurrency, "
-                    "--agentv-rpm and --agentv-tpm"
-                ),
-                stacklevel=2,
-            )
-            config.stash[_limits_key] = None
-    server = config.stash[_limits_key]
-    if server is not None:
-        node.workerinput[_LIMITS_INPUT] = str(server.path)
+    config.stash[_runwide_key].share_with(
+        node.workerinput, lambda warning: config.issue_config_time_warning(warning, stacklevel=2)
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -348,12 +293,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         elif reporter is not None:
             reporter.summary.add_facts(facts)
         run.close()
-    ledger = config.stash.get(_ledger_key, None)
-    if ledger is not None and reporter is None:  # a worker's last spend, counted now
-        ledger.totals()
-    server = config.stash.get(_limits_key, None)
-    if server is not None and reporter is not None:  # the workers' limits, held here
-        reporter.summary.pacing.append(server.limits.report())
+    served = config.stash[_runwide_key].finish()
+    if served is not None and reporter is not None:  # the workers' limits, held here
+        reporter.summary.pacing.append(served)
     # A run that reached its budget fails, even when its ungraded cases were reported as skips.
     if reporter is not None and reporter.summary.over_budget() and session.exitstatus in (0, 5):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
