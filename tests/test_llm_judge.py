@@ -1065,3 +1065,4 @@ def test_a_timed_out_attempt_slows_the_run_down() -> None:
     ):
         asyncio.run(call)
     assert limits.current == 1  # 4, halved after each timed-out attempt
+    assert limits.report()["models"]["m"]["refused"] == 0  # a timeout is no 429

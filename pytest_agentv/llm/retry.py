@@ -255,8 +255,10 @@ async def with_retries(
             else:
                 limits.succeeded()
                 return reply
-        if failure.rate_limited or failure.timed_out:
+        if failure.rate_limited:
             limits.rate_limited(model, failure.retry_after)
+        elif failure.timed_out:  # fewer calls at once, but no 429 in the model's counts
+            limits.rate_limited()
         where = f"{who} failed after {attempt} attempt{'s' if attempt > 1 else ''}"
         if not failure.retryable:
             raise NotGradedError(f"{where} (not retryable): {failure.message}")
