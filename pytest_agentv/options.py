@@ -89,6 +89,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        "keep_workspaces",
+        "Keep the run's temporary workspaces after it ends: none, those of cases that did not "
+        "pass (failed), or all",
+        "choice",
+        "none",
+        ("none", "failed", "all"),
+    ),
+    Option(
         "step_summary",
         "Append the Markdown summary to the file GITHUB_STEP_SUMMARY names, when it is set",
         "choice",

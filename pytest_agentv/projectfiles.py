@@ -221,9 +221,10 @@ _INSTEAD = {
         "and a target's own 'verbose: true' logs each command it runs (--log-cli-level=INFO)"
     ),
     ("execution", "keep_workspaces"): (
-        "pytest-agentv has no option to keep workspaces: a passed case's goes once it is "
-        "graded, a failed case's when the run ends (look at it from an after_each or after_all "
-        "hook, or give the workspace 'mode: static' and a path of your own)"
+        "pytest-agentv keeps workspaces when --agentv-keep-workspaces (ini "
+        "agentv_keep_workspaces) says so: 'all', or 'failed' for those of cases that did not "
+        "pass; by default a passed case's goes once it is graded, a failed case's when the run "
+        "ends"
     ),
     ("execution", "trace_file"): _TRACES,
     ("execution", "otel_file"): _TRACES,

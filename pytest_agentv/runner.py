@@ -104,7 +104,9 @@ class AgentvRun:
         targets = TargetCatalog(self.rootdir, override=settings.target, answers=answers)
         self.planner = Planner(targets, self.services, self.session_judge())
         self.files = files
-        self.workspaces = Workspaces(self.rootdir, settings.code_judge_env)
+        self.workspaces = Workspaces(
+            self.rootdir, settings.code_judge_env, keep=settings.keep_workspaces
+        )
         self.registry = EvaluatorRegistry(
             build_evaluator_registry(
                 resolve_judge_provider=self.resolve_judge,
@@ -294,7 +296,8 @@ class AgentvRun:
     def facts(self) -> dict[str, Any]:
         """What this process knows that the controller's summary needs (sent from pytest-xdist
         workers as plain builtins): the cases it collected, its calibration, what it learnt
-        about its model endpoints, and how its calls met the rate limits when it kept its own."""
+        about its model endpoints, how its calls met the rate limits when it kept its own, and
+        where its workspaces are kept (``--agentv-keep-workspaces``)."""
         limits = self.clients.limits
         return {
             "collected": sorted(self.collected),
@@ -302,6 +305,7 @@ class AgentvRun:
             "endpoint_notes": self.clients.notes(),
             # Under pytest-xdist the controller's limits report (see ``plugin``).
             "pacing": limits.report() if isinstance(limits, CallLimits) else None,
+            "workspaces_kept": self.workspaces.kept(),
         }
 
     def close(self) -> None:

@@ -60,6 +60,8 @@ class Settings:
     results_format: str
     html: Path | None
     markdown: Path | None
+    #: none, failed or all, checked against the option's choices.
+    keep_workspaces: str
     #: on or off, checked against the option's choices.
     step_summary: str
     eval_patterns: tuple[str, ...]

@@ -92,8 +92,8 @@ def test_v4s_own_config_warns_only_about_what_it_asks_for_and_pytest_agentv_does
         ("execution: {verbose: true}", "execution.verbose: pytest-agentv's output is pytest's"),
         (
             "execution: {keep_workspaces: true}",
-            "execution.keep_workspaces: pytest-agentv has no option to keep workspaces: a "
-            "passed case's goes once it is graded, a failed case's when the run ends",
+            "execution.keep_workspaces: pytest-agentv keeps workspaces when "
+            "--agentv-keep-workspaces (ini agentv_keep_workspaces) says so",
         ),
         (
             "execution: {pool_workspaces: true, pool_slots: 4}",

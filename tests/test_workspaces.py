@@ -6,6 +6,7 @@ v4's context on stdin, and the changes the agent made (``file_changes``) passed 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -544,6 +545,47 @@ def test_a_passing_case_s_own_workspace_goes_once_it_is_graded(project: pytest.P
     result = project.runpytest("-s")
     result.assert_outcomes(passed=1, failed=1)
     assert "ALIVE [('fails', True), ('passes', False)]" in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("keep", "alive"),
+    [
+        ("none", {"fails": False, "passes": False}),
+        ("failed", {"fails": True, "passes": False}),
+        ("all", {"fails": True, "passes": True}),
+    ],
+)
+def test_workspaces_are_kept_after_the_run_as_asked(
+    project: pytest.Pytester, keep: str, alive: dict[str, bool]
+) -> None:
+    """``--agentv-keep-workspaces``: AgentV's ``--keep-workspaces`` (all), or those of cases
+    that did not pass, for a look at what the agent left; the summary says where."""
+    write(project, "tpl/seed.txt", "seed\n")
+    _agent(project, NOTING_AGENT, f"{project.path} {{EVAL_ID}}")
+    write(
+        project,
+        "ws.eval.yaml",
+        """
+        workspace: {template: tpl, isolation: per_test}
+        tests:
+          - {id: passes, input: q, assertions: [{type: contains, value: passes}]}
+          - {id: fails, input: q, assertions: [{type: contains, value: never}]}
+        """,
+    )
+    result = project.runpytest(f"--agentv-keep-workspaces={keep}")
+    result.assert_outcomes(passed=1, failed=1)
+    folders = dict(
+        line.split(" ", 1) for line in (project.path / "cwd.log").read_text().split("\n") if line
+    )
+    assert {case: Path(folder).is_dir() for case, folder in folders.items()} == alive
+    kept = [line for line in result.outlines if "(--agentv-keep-workspaces)" in line]
+    if keep == "none":
+        assert kept == []
+    else:
+        root = Path(folders["fails"]).parent
+        assert kept == [f"agentv: workspaces kept in {root} (--agentv-keep-workspaces)"]
+        assert (Path(folders["fails"]) / "seed.txt").read_text() == "seed\n"
+        shutil.rmtree(root)
 
 
 @pytest.mark.parametrize(

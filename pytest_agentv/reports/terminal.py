@@ -63,6 +63,8 @@ class Summary:
         self.calibrations: list[dict[str, Any]] = []
         #: What the run's processes learnt about model endpoints, each said once.
         self.endpoint_notes: dict[str, None] = {}
+        #: Where each process left its workspaces (``--agentv-keep-workspaces``).
+        self.workspaces_kept: list[str] = []
         #: The run's spend and refused calls so far (``--agentv-budget-usd``).
         self.spend: Callable[[], Spend] | None = None
         self.usage = {"calls": 0, "reused": 0, "tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
@@ -93,6 +95,9 @@ class Summary:
         for file, dataset, case_id in facts.get("collected") or ():
             self.collected.add((file, dataset, case_id))
         self.endpoint_notes.update(dict.fromkeys(facts.get("endpoint_notes") or ()))
+        kept = facts.get("workspaces_kept")
+        if isinstance(kept, str):
+            self.workspaces_kept.append(kept)
         calibration = facts.get("calibration")
         if isinstance(calibration, dict):
             self.calibrations.append(calibration)
@@ -165,6 +170,10 @@ class Summary:
             terminalreporter.write_line(printable(line))
         for note in self.endpoint_notes:
             terminalreporter.write_line(printable(f"agentv: {note}"))
+        for folder in sorted(self.workspaces_kept):
+            terminalreporter.write_line(
+                printable(f"agentv: workspaces kept in {folder} (--agentv-keep-workspaces)")
+            )
         if self.spend is not None and self.settings.budget_usd is not None:
             terminalreporter.write_line(budget_line(self.settings.budget_usd, self.spend()))
         for line in self.comparison_lines():

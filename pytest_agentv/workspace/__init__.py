@@ -96,8 +96,12 @@ class Workspaces:
     """The run's workspaces (one per pytest process), from the first case that needs one to
     ``finish``."""
 
-    def __init__(self, rootdir: Path, env_passthrough: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, rootdir: Path, env_passthrough: tuple[str, ...] = (), keep: str = "none"
+    ) -> None:
         self.rootdir = rootdir
+        #: ``--agentv-keep-workspaces``: none, failed (of cases that did not pass) or all.
+        self.keep = keep
         self.env_names = env_passthrough
         self.run_id = uuid.uuid4().hex
         self._root: Path | None = None
@@ -232,7 +236,7 @@ class Workspaces:
         default: a suite of cloned repositories would otherwise fill the disk until the run
         ends); a failed case's stay until then, for a look at what its target left."""
         folders = self._own.pop(_key(spec), [])
-        if passed:
+        if passed and self.keep != "all":
             for folder in folders:
                 await asyncio.to_thread(shutil.rmtree, folder, True)
         elif folders:
@@ -301,6 +305,16 @@ class Workspaces:
         """Whether any case made a workspace in this process."""
         return self._root is not None or bool(self._shared)
 
+    def kept(self) -> str | None:
+        """The folder of the run's temporary workspaces when they stay after it
+        (``--agentv-keep-workspaces``; with ``failed``, when a failed case's or a shared one
+        is left in it)."""
+        if self.keep == "none" or self._root is None:
+            return None
+        if self.keep == "failed" and not any(self._root.iterdir()):
+            return None
+        return str(self._root)
+
     def finish_within(self) -> float:
         """How long ``finish`` may take: each ``after_all``'s deadline, and time to clean up."""
         hooks = [hook for shared in self._shared.values() for hook, _ in shared.after_alls()]
@@ -324,5 +338,5 @@ class Workspaces:
                     await run_hook("after_all", hook, shared.plan, context, self.env, target)
                 except NotGradedError as exc:
                     self.problems.append(f"{shared.plan.where}: {exc}")
-        if self._root is not None:
+        if self._root is not None and self.kept() is None:
             await asyncio.to_thread(shutil.rmtree, self._root, True)
