@@ -91,9 +91,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "keep_workspaces",
         "Keep the run's temporary workspaces after it ends: none, those of cases that did not "
-        "pass (failed), or all",
+        "pass (failed), or all (default: all when .agentv/config.yaml's "
+        "execution.keep_workspaces is true, else none)",
         "choice",
-        "none",
+        None,
         ("none", "failed", "all"),
     ),
     Option(

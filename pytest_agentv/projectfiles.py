@@ -220,12 +220,6 @@ _INSTEAD = {
         "pytest-agentv's output is pytest's: -v lists each case, -rA gives every case's reason, "
         "and a target's own 'verbose: true' logs each command it runs (--log-cli-level=INFO)"
     ),
-    ("execution", "keep_workspaces"): (
-        "pytest-agentv keeps workspaces when --agentv-keep-workspaces (ini "
-        "agentv_keep_workspaces) says so: 'all', or 'failed' for those of cases that did not "
-        "pass; by default a passed case's goes once it is graded, a failed case's when the run "
-        "ends"
-    ),
     ("execution", "trace_file"): _TRACES,
     ("execution", "otel_file"): _TRACES,
     ("execution", "export_otel"): _TRACES,

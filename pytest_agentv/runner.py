@@ -105,7 +105,7 @@ class AgentvRun:
         self.planner = Planner(targets, self.services, self.session_judge())
         self.files = files
         self.workspaces = Workspaces(
-            self.rootdir, settings.code_judge_env, keep=settings.keep_workspaces
+            self.rootdir, settings.code_judge_env, keep=self._keep_workspaces()
         )
         self.registry = EvaluatorRegistry(
             build_evaluator_registry(
@@ -292,6 +292,21 @@ class AgentvRun:
         for check in list(self.services.healthchecks.values()):
             await check.aclose()
         await close_session()
+
+    def _keep_workspaces(self) -> str:
+        """``--agentv-keep-workspaces``, else ``all`` when the ``.agentv/config.yaml`` nearest
+        the folder pytest runs from says ``execution.keep_workspaces: true`` (as AgentV v4
+        reads it: its ``--keep-workspaces``), else ``none``."""
+        if self.settings.keep_workspaces is not None:
+            return self.settings.keep_workspaces
+        start = self.config.invocation_params.dir
+        folder = start if start == self.rootdir or self.rootdir in start.parents else self.rootdir
+        try:
+            found = self.files.config_for(folder)
+        except AgentvError:  # reported where the config is used
+            return "none"
+        execution = found.model.execution if found is not None else None
+        return "all" if execution is not None and execution.keep_workspaces else "none"
 
     def facts(self) -> dict[str, Any]:
         """What this process knows that the controller's summary needs (sent from pytest-xdist

@@ -60,8 +60,9 @@ class Settings:
     results_format: str
     html: Path | None
     markdown: Path | None
-    #: none, failed or all, checked against the option's choices.
-    keep_workspaces: str
+    #: none, failed or all, checked against the option's choices; None: as the project's
+    #: ``.agentv/config.yaml`` says (``AgentvRun``).
+    keep_workspaces: str | None
     #: on or off, checked against the option's choices.
     step_summary: str
     eval_patterns: tuple[str, ...]

@@ -91,11 +91,6 @@ def test_v4s_own_config_warns_only_about_what_it_asks_for_and_pytest_agentv_does
     [
         ("execution: {verbose: true}", "execution.verbose: pytest-agentv's output is pytest's"),
         (
-            "execution: {keep_workspaces: true}",
-            "execution.keep_workspaces: pytest-agentv keeps workspaces when "
-            "--agentv-keep-workspaces (ini agentv_keep_workspaces) says so",
-        ),
-        (
             "execution: {pool_workspaces: true, pool_slots: 4}",
             "execution.pool_workspaces, execution.pool_slots: pytest-agentv pools no workspaces",
         ),
@@ -105,7 +100,7 @@ def test_v4s_own_config_warns_only_about_what_it_asks_for_and_pytest_agentv_does
             "results file with --agentv-results, and python -m pytest_agentv report merges",
         ),
     ],
-    ids=["verbose", "keep", "pool", "results"],
+    ids=["verbose", "pool", "results"],
 )
 def test_each_setting_pytest_agentv_does_otherwise_is_named_with_what_it_does(
     project: pytest.Pytester, setting: str, said: str

@@ -548,18 +548,26 @@ def test_a_passing_case_s_own_workspace_goes_once_it_is_graded(project: pytest.P
 
 
 @pytest.mark.parametrize(
-    ("keep", "alive"),
+    ("keep", "config", "alive"),
     [
-        ("none", {"fails": False, "passes": False}),
-        ("failed", {"fails": True, "passes": False}),
-        ("all", {"fails": True, "passes": True}),
+        ("none", None, {"fails": False, "passes": False}),
+        ("failed", None, {"fails": True, "passes": False}),
+        ("all", None, {"fails": True, "passes": True}),
+        (None, "true", {"fails": True, "passes": True}),
+        ("none", "true", {"fails": False, "passes": False}),
+        (None, "false", {"fails": False, "passes": False}),
     ],
+    ids=["none", "failed", "all", "config", "option-over-config", "config-off"],
 )
 def test_workspaces_are_kept_after_the_run_as_asked(
-    project: pytest.Pytester, keep: str, alive: dict[str, bool]
+    project: pytest.Pytester, keep: str | None, config: str | None, alive: dict[str, bool]
 ) -> None:
     """``--agentv-keep-workspaces``: AgentV's ``--keep-workspaces`` (all), or those of cases
-    that did not pass, for a look at what the agent left; the summary says where."""
+    that did not pass, for a look at what the agent left; the summary says where. AgentV v4's
+    ``execution.keep_workspaces: true`` in ``.agentv/config.yaml`` keeps them all, unless the
+    option says otherwise."""
+    if config is not None:
+        write(project, ".agentv/config.yaml", f"execution: {{keep_workspaces: {config}}}\n")
     write(project, "tpl/seed.txt", "seed\n")
     _agent(project, NOTING_AGENT, f"{project.path} {{EVAL_ID}}")
     write(
@@ -572,14 +580,14 @@ def test_workspaces_are_kept_after_the_run_as_asked(
           - {id: fails, input: q, assertions: [{type: contains, value: never}]}
         """,
     )
-    result = project.runpytest(f"--agentv-keep-workspaces={keep}")
+    result = project.runpytest(*([f"--agentv-keep-workspaces={keep}"] if keep else []))
     result.assert_outcomes(passed=1, failed=1)
     folders = dict(
         line.split(" ", 1) for line in (project.path / "cwd.log").read_text().split("\n") if line
     )
     assert {case: Path(folder).is_dir() for case, folder in folders.items()} == alive
     kept = [line for line in result.outlines if "(--agentv-keep-workspaces)" in line]
-    if keep == "none":
+    if not alive["fails"]:
         assert kept == []
     else:
         root = Path(folders["fails"]).parent
