@@ -303,16 +303,31 @@ async def _run_process(
         args = [sys.executable, "-I", "-S", str(REAPER), *args]
     started = time.monotonic()
     loop = asyncio.get_running_loop()
-    transport, collector = await loop.subprocess_exec(
-        lambda: _Collector(max_stdout, reader),
-        *args,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=str(cwd) if cwd else None,
-        env=environ,
-        start_new_session=True,
+    spawn = asyncio.ensure_future(
+        loop.subprocess_exec(
+            lambda: _Collector(max_stdout, reader),
+            *args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(cwd) if cwd else None,
+            env=environ,
+            start_new_session=True,
+        )
     )
+    try:
+        transport, collector = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        # The child may be running already, its own children too: asyncio would kill only
+        # the child (the reaper) if cancelled while connecting its pipes. Let the spawn end,
+        # then the whole group goes.
+        with contextlib.suppress(Exception):
+            transport, collector = await spawn
+            _kill_group(transport.get_pid(), signal.SIGKILL)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(collector.exited), 5)
+            transport.close()
+        raise
     pid = transport.get_pid()
     timed_out = False
     try:

@@ -291,6 +291,41 @@ def test_descendants_that_left_the_group_die_with_a_normal_end(project: pytest.P
     assert still_running(pids, within=30) == []
 
 
+def test_a_command_cancelled_while_it_starts_leaves_nothing_running(tmp_path: Path) -> None:
+    """Cancelled while asyncio still connects the child's pipes (a busy loop: the run ended
+    under -x while a healthcheck started), asyncio kills the child alone; the command it runs
+    through ``sh -c`` lived on. The whole group goes."""
+    pid_file = tmp_path / "cmd.pid"
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        real = loop.subprocess_exec
+
+        async def slow_to_connect(*args: object, **kwargs: object) -> object:
+            spawned = await real(*args, **kwargs)  # type: ignore[arg-type]
+            while not pid_file.exists() or not pid_file.read_text():
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)
+            return spawned
+
+        loop.subprocess_exec = slow_to_connect  # type: ignore[method-assign,assignment]
+        script = tmp_path / "cmd.py"
+        script.write_text(
+            f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+            "time.sleep(60)\n"
+        )
+        command = f"{sys.executable} {script}"
+        task = asyncio.ensure_future(run_process(command, timeout=60))
+        while not pid_file.exists() or not pid_file.read_text():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert still_running(recorded(pid_file)) == []
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_no_descendant_outlives_a_terminated_or_killed_run(
     project: pytest.Pytester, sig: signal.Signals
