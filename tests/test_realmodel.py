@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -204,8 +205,10 @@ def test_the_examples_judged_by_a_real_model(
     for said in (*problems, *ungraded, canaries):
         for off_contract in ("unknown rubric id", "must be a number", "needs an integer"):
             assert off_contract not in said
-    # Both models are far too small to judge: calibration rejects them, and says so.
-    assert "failed" in calibration
+    # Calibration grades its three canaries on the real judge and says how they went. Both
+    # models are far too small to judge and most runs fail one or two canaries, but not every
+    # run (Gemma passed all three in one of five): the verdict is reported, not asserted.
+    assert re.search(r"graded 3 canaries as expected|failed [123] of 3 canaries", calibration)
     with capsys.disabled():
         print(
             f"\n{served.name}: {JUDGEMENTS} judgements (3 canaries), {calls} requests "
