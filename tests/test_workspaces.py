@@ -516,22 +516,10 @@ print(sys.argv[2])
 """
 
 
-def test_a_passing_case_s_own_workspace_goes_once_it_is_graded(project: pytest.Pytester) -> None:
-    """AgentV v4's default: a case's own workspace (``isolation: per_test``) is removed once the
-    case passed, so a suite of cloned repositories does not fill the disk until the run ends; a
-    failed case's stays until then."""
+def _one_passing_one_failing(project: pytest.Pytester) -> None:
+    """Two cases in workspaces of their own, whose agent notes where each ran (cwd.log)."""
     write(project, "tpl/seed.txt", "seed\n")
     _agent(project, NOTING_AGENT, f"{project.path} {{EVAL_ID}}")
-    project.makeconftest(
-        """
-        import pathlib
-
-        def pytest_sessionfinish(session):
-            lines = sorted(pathlib.Path("cwd.log").read_text().splitlines())
-            print("ALIVE", [(case, pathlib.Path(path).is_dir()) for case, path in
-                            (line.split(" ", 1) for line in lines)])
-        """
-    )
     write(
         project,
         "ws.eval.yaml",
@@ -541,6 +529,23 @@ def test_a_passing_case_s_own_workspace_goes_once_it_is_graded(project: pytest.P
           - {id: passes, input: q, assertions: [{type: contains, value: passes}]}
           - {id: fails, input: q, assertions: [{type: contains, value: never}]}
         """,
+    )
+
+
+def test_a_passing_case_s_own_workspace_goes_once_it_is_graded(project: pytest.Pytester) -> None:
+    """AgentV v4's default: a case's own workspace (``isolation: per_test``) is removed once the
+    case passed, so a suite of cloned repositories does not fill the disk until the run ends; a
+    failed case's stays until then."""
+    _one_passing_one_failing(project)
+    project.makeconftest(
+        """
+        import pathlib
+
+        def pytest_sessionfinish(session):
+            lines = sorted(pathlib.Path("cwd.log").read_text().splitlines())
+            print("ALIVE", [(case, pathlib.Path(path).is_dir()) for case, path in
+                            (line.split(" ", 1) for line in lines)])
+        """
     )
     result = project.runpytest("-s")
     result.assert_outcomes(passed=1, failed=1)
@@ -568,18 +573,7 @@ def test_workspaces_are_kept_after_the_run_as_asked(
     option says otherwise."""
     if config is not None:
         write(project, ".agentv/config.yaml", f"execution: {{keep_workspaces: {config}}}\n")
-    write(project, "tpl/seed.txt", "seed\n")
-    _agent(project, NOTING_AGENT, f"{project.path} {{EVAL_ID}}")
-    write(
-        project,
-        "ws.eval.yaml",
-        """
-        workspace: {template: tpl, isolation: per_test}
-        tests:
-          - {id: passes, input: q, assertions: [{type: contains, value: passes}]}
-          - {id: fails, input: q, assertions: [{type: contains, value: never}]}
-        """,
-    )
+    _one_passing_one_failing(project)
     result = project.runpytest(*([f"--agentv-keep-workspaces={keep}"] if keep else []))
     result.assert_outcomes(passed=1, failed=1)
     folders = dict(
