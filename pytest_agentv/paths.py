@@ -121,6 +121,14 @@ def resolve_reference(ref: str, *, start: Path, rootdir: Path, what: str = "file
     )
 
 
+def read_bounded(path: Path) -> bytes | None:
+    """A file's bytes, or None when it holds more than ``MAX_FILE_BYTES`` (read no further
+    than that: a file may grow, or be a pipe, while it is read). ``OSError`` as ``open``."""
+    with path.open("rb") as stream:
+        data = stream.read(MAX_FILE_BYTES + 1)
+    return data if len(data) <= MAX_FILE_BYTES else None
+
+
 def read_reference(path: Path, ref: str) -> str:
     if path.is_dir():
         raise ConfigError(f"file reference '{ref}' is a directory, not a file")

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ..errors import ConfigError, NotGradedError
-from ..paths import MAX_FILE_BYTES
+from ..paths import MAX_FILE_BYTES, read_bounded
 from ..schema.evaluators import Preprocessor
 from .base import EvaluationContext
 from .scripts import Scripts
@@ -129,11 +129,10 @@ async def _file_text(
     if preprocessor is not None:
         return await _converted(context, path, shown, kind, preprocessor, scripts)
     try:
-        with path.open("rb") as stream:
-            data = stream.read(MAX_FILE_BYTES + 1)
+        data = read_bounded(path)
     except OSError as exc:
         raise _Unread(exc.strerror or str(exc)) from None
-    if len(data) > MAX_FILE_BYTES:
+    if data is None:
         raise _Unread(f"larger than {MAX_FILE_BYTES:,} bytes; configure a preprocessor")
     text = data.decode("utf-8", "replace").replace("\r\n", "\n")
     if b"\0" in data or "\ufffd" in text:

@@ -13,7 +13,7 @@ from ..baseline import CaseKey, PreviousResults
 from ..cases import PreparedCase, prompt_text
 from ..errors import NotGradedError
 from ..llm.usage import PlannedCall
-from ..paths import MAX_FILE_BYTES, display_path
+from ..paths import MAX_FILE_BYTES, display_path, read_bounded
 from ..reports.agentv_v4.rows import agent_messages
 from ..resultrows import ReadRow
 
@@ -103,13 +103,12 @@ class RecordedTarget:
         if not file.is_relative_to(folder):
             raise NotGradedError(f"{whose} names answer_path {named!r}, outside its folder")
         try:
-            with file.open("rb") as stream:
-                data = stream.read(MAX_FILE_BYTES + 1)
+            data = read_bounded(file)
         except OSError as exc:
             raise NotGradedError(
                 f"{whose} names answer_path {named!r}, which cannot be read: {exc.strerror or exc}"
             ) from None
-        if len(data) > MAX_FILE_BYTES:
+        if data is None:
             raise NotGradedError(
                 f"{whose}: its answer_path {named!r} is over {MAX_FILE_BYTES:,} bytes"
             )
