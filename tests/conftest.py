@@ -6,7 +6,9 @@ The loopback model server and its fixtures (``fake_server``, ``fake_llm``) come 
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -14,11 +16,16 @@ import hypothesis.internal.observability  # noqa: F401
 import pytest
 from hypothesis import settings
 
-import pytest_agentv.collect  # noqa: F401
-from tests.helpers import DEEP_EXAMPLES, judge_ini
+import pytest_agentv
+from tests.helpers import DEEP_EXAMPLES, freeze_what_is_loaded, judge_ini
 
 # pytester restores sys.modules after every in-process run, so anything first imported inside a
-# run is imported again by the next one. Importing these here keeps each inner run fast.
+# run is imported again by the next one (and the copies it dropped stay referenced from caches,
+# for every later garbage collection to walk). Importing the plugin whole here, once per process,
+# keeps each inner run from importing evaluators, targets and reports anew.
+for _module in pkgutil.walk_packages(pytest_agentv.__path__, "pytest_agentv."):
+    if not _module.name.endswith("__main__"):
+        importlib.import_module(_module.name)
 
 if TYPE_CHECKING:
     from tests.fake_openai import FakeOpenAI
@@ -103,6 +110,12 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _loaded_objects_frozen() -> None:
+    """Once the tests are collected, what is loaded stays for the whole session."""
+    freeze_what_is_loaded()
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """One worker more than there are cores: about a quarter of the suite's time is spent
@@ -110,15 +123,18 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return (os.cpu_count() or 1) + 1
 
 
-#: The sessions a test runs load only the plugins they use, named here (finding and loading every
-#: installed plugin costs each session a tenth of a second; hypothesis's costs every new process
-#: more than half a second on this kind of machine). And a
-#: session that stops at a collection error has pytest render a long traceback of its own
+#: The sessions a test runs leave out the installed plugins they never use (hypothesis's costs
+#: every new process more than half a second on this kind of machine). They are blocked rather
+#: than the rest named with autoloading off: pytest then looks each name up among every installed
+#: distribution's entry points, one full scan per name instead of one in all.
+#: A session that stops at a collection error has pytest render a long traceback of its own
 #: interruption (a quarter of a second, parsing its own sources), which is never shown: the
-#: sessions go on past collection errors, which they report all the same.
+#: sessions go on past collection errors, which they report all the same. And the sessions leave
+#: unraisable exceptions to this one, which turns them into errors (pytest's own hook for them
+#: runs a full garbage collection five times at the end of every session).
 INNER_ADDOPTS = (
-    "-p agentv -p xdist -p xdist.looponfail -p pytest_asyncio.plugin"
-    " --continue-on-collection-errors"
+    "-p no:hypothesispytest -p no:anyio -p no:platformdirs"
+    " --continue-on-collection-errors -p no:unraisableexception"
 )
 
 
@@ -128,7 +144,7 @@ def _quiet_inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
     leave out the plugins such sessions never use."""
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester").makeini(INI)
-        monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
         monkeypatch.setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
 
 

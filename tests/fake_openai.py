@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 
 from pytest_agentv.llm.transports import TRANSPORT_CHOICES as TRANSPORTS
+from tests.helpers import freeze_what_is_loaded
 
 
 @dataclass(frozen=True)
@@ -601,6 +602,7 @@ def _warm_up(transport: str) -> None:
         asyncio.run_coroutine_threadsafe(call, shared_loop()).result(60)
     finally:
         server.stop()
+    freeze_what_is_loaded()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -59,6 +59,7 @@ def fixture_agent(pytester: pytest.Pytester, noted: str, reply: str) -> None:
         "conftest.py",
         f"""
         import json
+        import pathlib
         import pytest
 
         CALLS = []
@@ -71,7 +72,7 @@ def fixture_agent(pytester: pytest.Pytester, noted: str, reply: str) -> None:
             return agent
 
         def pytest_sessionfinish(session):
-            open("calls.json", "w").write(json.dumps(CALLS))
+            pathlib.Path("calls.json").write_text(json.dumps(CALLS))
         """,
     )
 

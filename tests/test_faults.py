@@ -7,7 +7,6 @@ against the loopback fake server, with a fault schedule per example.
 from __future__ import annotations
 
 import asyncio
-import gc
 import socket
 import time
 from collections.abc import Iterator
@@ -88,16 +87,13 @@ PROPERTY = settings(
 
 @pytest.fixture(scope="module")
 def server(_transport: str) -> Iterator[FakeOpenAI]:
-    # Everything alive now (pytest, hypothesis, litellm: some 400,000 objects) is left out of
-    # later collections, so that no collection pause lasts as long as an attempt.
-    gc.collect()
-    gc.freeze()
+    # What the transport loaded is left out of later collections (see ``_warm_up``), so that
+    # no collection pause lasts as long as an attempt.
     fake = FakeOpenAI().start()
     try:
         yield fake
     finally:
         fake.stop()
-        gc.unfreeze()
 
 
 def judge(
