@@ -103,10 +103,12 @@ targets:
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Tests never see a developer's own judge settings or provider keys, nor a CI job's
-    summary file (their runs would append to it)."""
+    summary file (their runs would append to it), nor the setting the litellm transport leaves
+    behind once it has imported litellm in this process."""
     for name in list(os.environ):
         if name.startswith("AGENTV_") or name.endswith(("_API_KEY", "_API_BASE", "_STEP_SUMMARY")):
             monkeypatch.delenv(name)
+    monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
     yield
 
 

@@ -611,15 +611,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     ``litellm`` (forced). Every other test that needs a model uses the default, ``auto``."""
     if "_transport" in metafunc.fixturenames:
         every = metafunc.definition.get_closest_marker("transports") is not None
-        transports = [
-            # Under pytest-xdist (--dist loadgroup) one worker is to run every litellm test, so
-            # that litellm's import, seconds long, is paid once. With pytest 9.2 and xdist 3.8
-            # the grouping does not take effect (xdist renames items through an attribute pytest
-            # 9 no longer reads), and each worker that meets a litellm test imports it.
-            pytest.param(name, marks=pytest.mark.xdist_group(name)) if name == "litellm" else name
-            for name in (TRANSPORTS if every else ["auto"])
-        ]
+        transports = TRANSPORTS if every else ["auto"]
         metafunc.parametrize("_transport", transports, indirect=True, scope="session")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests through litellm come first, so that under pytest-xdist one worker runs them all
+    (its first batch holds them) and litellm's import, seconds long, is paid once rather than in
+    every worker. (``--dist loadgroup`` would say this with a mark, but pytest-xdist 3.8 renames
+    items through an attribute that pytest 9.2 no longer reads.)"""
+
+    def through_litellm(item: pytest.Item) -> bool:
+        callspec = getattr(item, "callspec", None)
+        return callspec is not None and callspec.params.get("_transport") == "litellm"
+
+    items.sort(key=lambda item: not through_litellm(item))
 
 
 @pytest.fixture(scope="session")
