@@ -7,6 +7,7 @@ on: whatever an answer or a judge wrote is text on the page.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,8 @@ from ..results import fmt, usd
 from .view import LABELS, RunFacts, case_view, shown_row
 
 if TYPE_CHECKING:
+    import jinja2
+
     from .spool import RowSpool
 
 _TEMPLATES = Path(__file__).parent / "templates"
@@ -74,10 +77,11 @@ def _cases(spool: RowSpool) -> Iterator[dict[str, Any]]:
         yield view
 
 
-def write_html(path: Path, facts: RunFacts, spool: RowSpool) -> None:
-    """Write the page, case after case as the spool reads them back. Raises ``OSError``."""
+@functools.cache
+def _template() -> jinja2.Template:
+    """The page's template, compiled once per process: compiling it costs more than writing a
+    small run's page, and ``report`` may write several."""
     import jinja2
-    from markupsafe import Markup
 
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_TEMPLATES),
@@ -88,7 +92,14 @@ def write_html(path: Path, facts: RunFacts, spool: RowSpool) -> None:
     environment.filters.update(
         fragment=_fragment, score=_score, usd=_usd, ms=_ms, seconds=_seconds, signed=_signed
     )
-    template = environment.get_template("report.html.j2")
+    return environment.get_template("report.html.j2")
+
+
+def write_html(path: Path, facts: RunFacts, spool: RowSpool) -> None:
+    """Write the page, case after case as the spool reads them back. Raises ``OSError``."""
+    from markupsafe import Markup
+
+    template = _template()
     tally = spool.tally
     usage = facts.usage
     if usage is not None and usage.get("unpriced_calls"):
