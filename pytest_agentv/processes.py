@@ -269,12 +269,15 @@ async def run_process(
     timeout: float,
     max_stdout: int = MAX_STDOUT_BYTES,
     reader: Callable[[bytes], None] | None = None,
+    reaped: bool = True,
 ) -> ProcessResult:
     """Run a command (argv list, or a string for ``/bin/sh -c``) and collect its output (or
     hand stdout to ``reader`` as it arrives); the ``timeout`` starts once a slot is free
-    (``limit_children``)."""
+    (``limit_children``). ``reaped=False`` is for our own short commands that start nothing
+    which could leave their process group (the reaper's start costs a Python process): they
+    run in a group of their own all the same, killed whole at the end."""
     async with _child_slot():
-        return await _run_process(argv, stdin, cwd, env, timeout, max_stdout, reader)
+        return await _run_process(argv, stdin, cwd, env, timeout, max_stdout, reader, reaped)
 
 
 def _child_slot() -> contextlib.AbstractAsyncContextManager[object]:
@@ -295,10 +298,11 @@ async def _run_process(
     timeout: float,
     max_stdout: int,
     reader: Callable[[bytes], None] | None,
+    reaped: bool,
 ) -> ProcessResult:
     args = ["/bin/sh", "-c", argv] if isinstance(argv, str) else python_argv(argv)
     environ = child_env(env)
-    if USE_REAPER:
+    if USE_REAPER and reaped:
         check_runnable(args, environ["PATH"], cwd)
         args = [sys.executable, "-I", "-S", str(REAPER), *args]
     started = time.monotonic()

@@ -27,6 +27,9 @@ GIT_TIMEOUT = 300.0
 _SHORTHAND = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/(?!\.+$)[A-Za-z0-9_.-]+$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[^/\s]+@[^/\s]+:")
 _FILE_URL = re.compile(r"^file://", re.IGNORECASE)
+#: No background upkeep (``git maintenance run --auto``, ``gc --auto``) started after a commit in a
+#: folder that lives for one run.
+_NO_UPKEEP = ("-c", "maintenance.auto=false", "-c", "gc.auto=0")
 #: The baseline commit's author, unsigned whatever the user's git config says.
 _IDENTITY = (
     *("-c", "user.email=agentv@localhost", "-c", "user.name=agentv"),
@@ -42,12 +45,25 @@ def git_env(passthrough: Iterable[str] = ()) -> dict[str, str]:
 
 
 async def git(
-    args: Sequence[str], cwd: Path, env: dict[str, str], repository: Path | None = None
+    args: Sequence[str],
+    cwd: Path,
+    env: dict[str, str],
+    repository: Path | None = None,
+    reaped: bool = True,
 ) -> str:
     """Run ``git args`` in ``cwd`` (with ``repository`` as its git directory, ``cwd`` its work
-    tree, when given); its stdout, or ``NotGradedError`` saying what failed."""
+    tree, when given); its stdout, or ``NotGradedError`` saying what failed. In a repository
+    cloned from elsewhere any command may reach the network (a promisor fetch, an LFS filter)
+    and runs under the reaper; in the baseline repository, made here, git starts nothing that
+    outlives it (``reaped=False``, a Python process fewer per command)."""
     outside = [f"--git-dir={repository}", f"--work-tree={cwd}"] if repository else []
-    result = await run_process(["git", *outside, *args], cwd=cwd, env=env, timeout=GIT_TIMEOUT)
+    result = await run_process(
+        ["git", *_NO_UPKEEP, *outside, *args],
+        cwd=cwd,
+        env=env,
+        timeout=GIT_TIMEOUT,
+        reaped=reaped,
+    )
     failure = result.failure(f"git {args[0]}", GIT_TIMEOUT)
     if failure:
         raise NotGradedError(redact(failure))
@@ -104,15 +120,16 @@ async def baseline(workspace: Path, env: dict[str, str], repository: Path | None
     are measured from (v4's ``initializeBaseline``). A folder that is not ours (a static path,
     perhaps inside the user's own repository) keeps its ``repository`` outside it, so that
     nothing is written to it, nor to the user's branch or index."""
-    await git(["init", "--quiet"], workspace, env, repository)
-    await git(["add", "-A"], workspace, env, repository)
+    await git(["init", "--quiet"], workspace, env, repository, reaped=False)
+    await git(["add", "-A"], workspace, env, repository, reaped=False)
     await git(
         [*_IDENTITY, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", "agentv-baseline"],
         workspace,
         env,
         repository,
+        reaped=False,
     )
-    return (await git(["rev-parse", "HEAD"], workspace, env, repository)).strip()
+    return (await git(["rev-parse", "HEAD"], workspace, env, repository, reaped=False)).strip()
 
 
 async def changes(
@@ -127,10 +144,11 @@ async def changes(
         for child in sorted(workspace.iterdir()):
             if child.name != ".git" and (child / ".git").is_dir():
                 await git(["add", "-A"], child, env)
-        await git(["add", "-A"], workspace, env, repository)
+        await git(["add", "-A"], workspace, env, repository, reaped=False)
     except NotGradedError:
         return None
-    return (await git(["diff", since, "--submodule=diff"], workspace, env, repository)).strip()
+    diff = ["diff", since, "--submodule=diff"]
+    return (await git(diff, workspace, env, repository, reaped=False)).strip()
 
 
 async def reset(
@@ -149,5 +167,5 @@ async def reset(
         target = workspace / repo.path
         await git(["reset", "--quiet", "--hard", sha], target, env)
         await git(clean, target, env)
-    await git(["reset", "--quiet", "--hard", since], workspace, env, repository)
-    await git(clean, workspace, env, repository)
+    await git(["reset", "--quiet", "--hard", since], workspace, env, repository, reaped=False)
+    await git(clean, workspace, env, repository, reaped=False)
