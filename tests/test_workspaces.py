@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_openai import FakeOpenAI, freeform
-from tests.helpers import agentv_results, judge_ini, recorded, still_running, write
+from tests.helpers import agentv_results, judge_ini, outcomes, recorded, still_running, write
 
 #: A CLI agent that edits the template's file, adds one, and says where it ran.
 EDITING_AGENT = """\
@@ -21,6 +21,13 @@ import os, pathlib, sys
 pathlib.Path("hello.txt").write_text("changed\\n")
 pathlib.Path("new.txt").write_text("new\\n")
 print(os.getcwd() + " " + sys.argv[1])
+"""
+
+#: An agent that adds a file named after its case and lists what it sees.
+LISTING_AGENT = """\
+import os, pathlib, sys
+pathlib.Path(sys.argv[1] + ".txt").write_text("x")
+print(" ".join(sorted(n for n in os.listdir(".") if n != ".git")))
 """
 
 #: A v4 code grader that checks the diff and the workspace it is told about.
@@ -47,44 +54,87 @@ def _files(pytester: pytest.Pytester) -> None:
 
 def _agent(pytester: pytest.Pytester, agent: str, args: str = "") -> None:
     """The ``default`` target: a CLI agent (a Python script's text), run in the workspace."""
-    write(pytester, "agent.py", agent)
-    command = f"python {pytester.path / 'agent.py'} {args}"
-    (pytester.path / ".agentv" / "targets.yaml").write_text(
-        f"targets:\n  - name: default\n    provider: cli\n    command: '{command}'\n"
-    )
+    _agents(pytester, default=(agent, args))
 
 
-@pytest.mark.parametrize(
-    ("isolation", "run_args"),
-    [("shared", []), ("per_test", []), ("per_test", ["-n", "2"])],
-    ids=["shared", "per_test", "per_test-xdist"],
-)
-def test_graders_get_the_diff_and_workspace_path_and_the_template_is_untouched(
-    project: pytest.Pytester, run_args: list[str], isolation: str
+def _agents(pytester: pytest.Pytester, **agents: tuple[str, str]) -> None:
+    """CLI targets, each a Python script's text and its arguments, run in the workspace (the
+    ``default`` one's script is ``agent.py``)."""
+    targets = []
+    for name, (agent, args) in agents.items():
+        script = write(pytester, "agent.py" if name == "default" else f"{name}.py", agent)
+        command = f"python {script} {args}"
+        targets.append(f"  - name: {name}\n    provider: cli\n    command: '{command}'\n")
+    (pytester.path / ".agentv" / "targets.yaml").write_text("targets:\n" + "".join(targets))
+
+
+#: Cases of their own that set their own template, and cases of the file's: the shared
+#: workspace is the template of whichever ran first.
+OWN_CASE = """
+  - id: own
+    input: q
+    workspace: {template: ./tB}
+    assertions:
+      - {type: contains, value: from_b.txt}
+      - {type: contains, value: from_a.txt, negate: true}"""
+SHARED_CASE = """
+  - id: shared
+    input: q
+    assertions:
+      - {type: contains, value: from_a.txt}
+      - {type: contains, value: from_b.txt, negate: true}"""
+
+
+def test_graders_get_the_diff_and_a_shared_workspace_is_whatever_case_starts_it(
+    project: pytest.Pytester, run_args: list[str]
 ) -> None:
-    _files(project)
-    write(
+    """Graders get the diff and ``workspace_path`` of a shared workspace and of each case's own,
+    and the template is untouched. The file's template made the shared workspace only when a
+    case of its own ran first; a case that set its own template gave every case its template
+    when it ran first. (Each file's workspace is its own: one session runs them all.)"""
+    write(project, "tpl/hello.txt", "hello\n")
+    write(project, "grader.py", DIFF_GRADER)
+    write(project, "tA/from_a.txt", "a\n")
+    write(project, "tB/from_b.txt", "b\n")
+    _agents(
         project,
-        "ws.eval.yaml",
-        f"""
-        workspace:
-          template: tpl
-          isolation: {isolation}
-          hooks:
-            after_each: {{reset: fast}}
-        tests:
-          - id: one
-            criteria: c
-            input: edit
-            assertions: [{{type: code-grader, command: [python, grader.py]}}]
-          - id: two
-            criteria: c
-            input: edit
-            assertions: [{{type: code-grader, command: [python, grader.py]}}]
-        """,
+        editing=(EDITING_AGENT, "{WORKSPACE_PATH}"),
+        listing=(LISTING_AGENT, "{EVAL_ID}"),
     )
+    grader = "[{type: code-grader, command: [python, grader.py]}]"
+    for isolation in ("shared", "per_test"):
+        write(
+            project,
+            f"{isolation}.eval.yaml",
+            f"""
+            execution: {{target: editing}}
+            workspace:
+              template: tpl
+              isolation: {isolation}
+              hooks:
+                after_each: {{reset: fast}}
+            tests:
+              - {{id: one, criteria: c, input: edit, assertions: {grader}}}
+              - {{id: two, criteria: c, input: edit, assertions: {grader}}}
+            """,
+        )
+    for first, cases in (("own", OWN_CASE + SHARED_CASE), ("shared", SHARED_CASE + OWN_CASE)):
+        write(
+            project,
+            f"{first}-first.eval.yaml",
+            "execution: {target: listing}\nworkspace: {template: ./tA}\ntests:" + cases,
+        )
     result = project.runpytest(*run_args)
-    result.assert_outcomes(passed=2)
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"{name}.eval.yaml::{case}": "passed"
+        for name, cases in (
+            ("shared", ("one", "two")),
+            ("per_test", ("one", "two")),
+            ("own-first", ("own", "shared")),
+            ("shared-first", ("shared", "own")),
+        )
+        for case in cases
+    }
     assert (project.path / "tpl" / "hello.txt").read_text() == "hello\n"
     assert not (project.path / "tpl" / "new.txt").exists()
 
@@ -94,13 +144,6 @@ import json, os, sys
 ctx = json.load(sys.stdin)
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hooks.log"), "a") as log:
     log.write(json.dumps([sys.argv[1], ctx["test_id"], ctx["case_input"], sys.argv[2]]) + "\\n")
-"""
-
-#: An agent that adds a file named after its case and lists what it sees.
-LISTING_AGENT = """\
-import os, pathlib, sys
-pathlib.Path(sys.argv[1] + ".txt").write_text("x")
-print(" ".join(sorted(n for n in os.listdir(".") if n != ".git")))
 """
 
 
@@ -141,54 +184,58 @@ tests:
     assert not Path(calls[0][3]).exists()  # and removed when the run ended
 
 
-@pytest.mark.parametrize(
-    ("hook", "problem"),
-    [
-        (
-            '{command: [python, -c, \'import sys; print("partial"); '
-            'sys.exit("boom sk-canary-openai-0123456789abcdef")\']}',
-            "*workspace hook before_all (python -c *) exited with code 1: boom ?redacted?",
-        ),
-        (
-            "{command: [python, -c, 'import time; time.sleep(60)'], timeout_ms: 500}",
-            "*workspace hook before_all (python -c *) timed out after 0.5s and was killed*",
-        ),
-    ],
-    ids=["fails", "hangs"],
-)
 def test_a_failing_or_hanging_hook_leaves_every_case_it_serves_not_graded(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, hook: str, problem: str
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-openai-0123456789abcdef")
-    write(
-        project,
-        "ws.eval.yaml",
-        f"""
-        workspace:
-          hooks:
-            before_all: {hook}
-        tests:
-          - {{id: a, criteria: c, input: q, assertions: [{{type: contains, value: x}}]}}
-          - {{id: b, criteria: c, input: q, assertions: [{{type: contains, value: x}}]}}
-        """,
-    )
+    hooks = {
+        "fails": (
+            '{command: [python, -c, \'import sys; print("partial"); '
+            'sys.exit("boom sk-canary-openai-0123456789abcdef")\']}',
+            "workspace hook before_all (python -c *) exited with code 1: boom ?redacted?",
+        ),
+        "hangs": (
+            "{command: [python, -c, 'import time; time.sleep(60)'], timeout_ms: 500}",
+            "workspace hook before_all (python -c *) timed out after 0.5s and was killed*",
+        ),
+    }
+    for name, (hook, _) in hooks.items():
+        write(
+            project,
+            f"{name}.eval.yaml",
+            f"""
+            workspace:
+              hooks:
+                before_all: {hook}
+            tests:
+              - {{id: a, criteria: c, input: q, assertions: [{{type: contains, value: x}}]}}
+              - {{id: b, criteria: c, input: q, assertions: [{{type: contains, value: x}}]}}
+            """,
+        )
     result = project.runpytest()
-    result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines([f"*not graded: ws.eval.yaml::a: {problem}"])
-    result.stdout.fnmatch_lines([f"*not graded: ws.eval.yaml::b: {problem}"])
-    if "partial" in hook:  # what the hook printed is shown too
-        result.stdout.fnmatch_lines(["its output: partial"])
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"{name}.eval.yaml::{case}": "error" for name in hooks for case in "ab"
+    }
+    for name, (_, problem) in hooks.items():
+        for case in "ab":
+            result.stdout.fnmatch_lines([f"*not graded: {name}.eval.yaml::{case}: {problem}"])
+    result.stdout.fnmatch_lines(["its output: partial"])  # what the failing hook printed
     assert "sk-canary-openai" not in result.stdout.str()
 
 
-def _not_graded(project: pytest.Pytester, workspace: str, problem: str) -> None:
-    """A file with ``workspace`` (YAML flow text) and one case: the case is not graded, and the
-    summary gives ``problem`` (an fnmatch pattern) as the reason."""
+def _not_graded(project: pytest.Pytester, **workspaces: tuple[str, str]) -> None:
+    """Files named after the keywords, each with its ``workspace`` (YAML flow text) and one case,
+    run in one session: each case is not graded, and the summary gives its ``problem`` (an
+    fnmatch pattern) as the reason."""
     case = "{id: a, criteria: c, input: q, assertions: [{type: contains, value: x}]}"
-    write(project, "ws.eval.yaml", f"workspace: {workspace}\ntests:\n  - {case}\n")
+    for name, (workspace, _) in workspaces.items():
+        write(project, f"{name}.eval.yaml", f"workspace: {workspace}\ntests:\n  - {case}\n")
     result = project.runpytest()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*not graded: ws.eval.yaml::a: {problem}"])
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"{name}.eval.yaml::a": "error" for name in workspaces
+    }
+    for name, (_, problem) in workspaces.items():
+        result.stdout.fnmatch_lines([f"*not graded: {name}.eval.yaml::a: {problem}"])
 
 
 def test_a_hook_that_leaves_a_process_running_fails_and_the_process_is_killed(
@@ -196,51 +243,44 @@ def test_a_hook_that_leaves_a_process_running_fails_and_the_process_is_killed(
 ) -> None:
     _not_graded(
         project,
-        "{hooks: {before_each: {command: [sh, -c, 'sleep 60 & echo $! > left.pid']}}}",
-        "workspace hook before_each (sh -c *) exited but left 1 process(es) running*",
+        ws=(
+            "{hooks: {before_each: {command: [sh, -c, 'sleep 60 & echo $! > left.pid']}}}",
+            "workspace hook before_each (sh -c *) exited but left 1 process(es) running*",
+        ),
     )
     assert still_running(recorded(project.path / "left.pid")) == []
 
 
-@pytest.mark.parametrize(
-    ("workspace", "problem"),
-    [
-        (
+def test_a_workspace_that_cannot_be_made_leaves_its_cases_not_graded(
+    project: pytest.Pytester,
+) -> None:
+    write(project, "tpl/file.txt", "not a repository\n")
+    _not_graded(
+        project,
+        unreachable_clone=(
             "{repos: [{path: ./repo, repo: ./tpl}]}",
             "workspace repo './tpl' could not be cloned: git clone exited with code *",
         ),
-        (
+        missing_local_path=(
             # It was read as GitHub's ./upstream and cloned from github.com.
             "{repos: [{path: ./repo, repo: ./upstream}]}",
             "workspace repo './upstream' not found (searched from the eval file's folder up*",
         ),
-        (
+        file_url_outside_rootdir=(
             "{repos: [{path: ./repo, repo: 'file:///nonexistent/agentv-missing.git'}]}",
             "workspace repo reference '/nonexistent/agentv-missing.git' resolves outside the "
             "rootdir; refused",
         ),
-        (
+        template_outside_rootdir=(
             "{template: /}",
             "workspace template reference '/' resolves outside the rootdir; refused*",
         ),
-        (
+        missing_command=(
             "{env: {required_commands: [agentv-no-such-command], required_python_modules: [json]}}",
-            "workspace env check failed (ws.eval.yaml): missing command: agentv-no-such-command",
+            "workspace env check failed (missing_command.eval.yaml): missing command: "
+            "agentv-no-such-command",
         ),
-    ],
-    ids=[
-        "unreachable-clone",
-        "missing-local-path",
-        "file-url-outside-rootdir",
-        "template-outside-rootdir",
-        "missing-command",
-    ],
-)
-def test_a_workspace_that_cannot_be_made_leaves_its_cases_not_graded(
-    project: pytest.Pytester, workspace: str, problem: str
-) -> None:
-    write(project, "tpl/file.txt", "not a repository\n")
-    _not_graded(project, workspace, problem)
+    )
 
 
 def _git(folder: Path, *args: str) -> str:
@@ -699,36 +739,6 @@ def test_a_batch_cli_target_runs_in_the_workspace(
     assert answers == {name: f"{name}: Template Readme at {ran_in}" for name in ("a", "b")}
 
 
-@pytest.mark.parametrize("first", ["own", "shared"])
-def test_a_shared_workspace_is_the_file_s_whatever_case_starts_it(
-    project: pytest.Pytester, run_args: list[str], first: str
-) -> None:
-    """The file's template made the shared workspace only when a case of its own ran first; a
-    case that set its own template gave every case its template when it ran first."""
-    write(project, "tA/from_a.txt", "a\n")
-    write(project, "tB/from_b.txt", "b\n")
-    _agent(project, LISTING_AGENT, "{EVAL_ID}")
-    own = """
-          - id: own
-            input: q
-            workspace: {template: ./tB}
-            assertions:
-              - {type: contains, value: from_b.txt}
-              - {type: contains, value: from_a.txt, negate: true}"""
-    shared = """
-          - id: shared
-            input: q
-            assertions:
-              - {type: contains, value: from_a.txt}
-              - {type: contains, value: from_b.txt, negate: true}"""
-    write(
-        project,
-        "ws.eval.yaml",
-        "workspace: {template: ./tA}\ntests:" + (own + shared if first == "own" else shared + own),
-    )
-    project.runpytest(*run_args).assert_outcomes(passed=2)
-
-
 #: An agent that leaves a repository of its own in the workspace on case "one" (with a commit,
 #: or none with ``bare``), then lists what it sees.
 NESTING_AGENT = """\
@@ -892,6 +902,8 @@ def test_a_hook_that_floods_stderr_is_stopped_at_its_cap(project: pytest.Pyteste
     """It was read until its deadline: a timeout on a busy machine, a pass on an idle one."""
     _not_graded(
         project,
-        "{hooks: {before_each: {command: [sh, -c, 'yes | head -c 200000000 >&2']}}}",
-        "workspace hook before_each (sh -c *) wrote more than 16 MiB to stderr and was stopped",
+        ws=(
+            "{hooks: {before_each: {command: [sh, -c, 'yes | head -c 200000000 >&2']}}}",
+            "workspace hook before_each (sh -c *) wrote more than 16 MiB to stderr and was stopped",
+        ),
     )
