@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 
 from tests.fake_openai import FakeOpenAI, freeform
-from tests.helpers import agentv_results, judge_ini, outcomes, recorded, still_running, write
+from tests.helpers import (
+    LOGGING_HOOK,
+    agentv_results,
+    hook_calls,
+    judge_ini,
+    outcomes,
+    recorded,
+    still_running,
+    write,
+)
 
 #: A CLI agent that edits the template's file, adds one, and says where it ran.
 EDITING_AGENT = """\
@@ -139,22 +148,14 @@ def test_graders_get_the_diff_and_a_shared_workspace_is_whatever_case_starts_it(
     assert not (project.path / "tpl" / "new.txt").exists()
 
 
-LOGGING_HOOK = """\
-import json, os, sys
-ctx = json.load(sys.stdin)
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hooks.log"), "a") as log:
-    log.write(json.dumps([sys.argv[1], ctx["test_id"], ctx["case_input"], sys.argv[2]]) + "\\n")
-"""
-
-
 def test_hooks_run_in_v4_order_with_its_context_and_reset_undoes_each_case(
     project: pytest.Pytester,
 ) -> None:
     write(project, "tpl/seed.txt", "seed\n")
-    write(project, "hook.py", LOGGING_HOOK)
+    write(project, "hook.sh", LOGGING_HOOK)
     _agent(project, LISTING_AGENT, "{EVAL_ID}")
     hooks = "\n".join(
-        f"    {name}: {{command: [python, hook.py, {name}, '{{{{workspace_path}}}}']"
+        f"    {name}: {{command: [sh, hook.sh, {name}, '{{{{workspace_path}}}}']"
         + (", reset: fast}" if name == "after_each" else "}")
         for name in ("before_all", "before_each", "after_each", "after_all")
     )
@@ -171,7 +172,10 @@ tests:
     )
     result = project.runpytest("-p", "no:randomly")
     result.assert_outcomes(passed=2)
-    calls = [json.loads(line) for line in (project.path / "hooks.log").read_text().splitlines()]
+    calls = [
+        (name, context["test_id"], context["case_input"], path)
+        for _, (name, path), context in hook_calls(project.path / "hooks.log")
+    ]
     assert [(name, test_id, case_input) for name, test_id, case_input, _ in calls] == [
         ("before_all", "__before_all__", None),
         ("before_each", "a", "qa"),
@@ -308,26 +312,6 @@ def upstream(project: pytest.Pytester) -> list[str]:
     return shas
 
 
-@pytest.mark.parametrize("pin", ["commit: {first}", "commit: {second}, ancestor: 1"])
-def test_a_repo_is_checked_out_at_its_commit(
-    project: pytest.Pytester, upstream: list[str], pin: str
-) -> None:
-    _agent(project, "print(open('repo/file.txt').read())")
-    pin = pin.format(first=upstream[0], second=upstream[1])
-    write(
-        project,
-        "ws.eval.yaml",
-        f"""
-        workspace:
-          repos:
-            - {{path: ./repo, repo: ./upstream, {pin}}}
-        tests:
-          - {{id: a, criteria: c, input: q, assertions: [{{type: equals, value: first}}]}}
-        """,
-    )
-    project.runpytest().assert_outcomes(passed=1)
-
-
 def test_a_docker_workspace_is_a_load_error_naming_the_feature(project: pytest.Pytester) -> None:
     write(
         project,
@@ -425,7 +409,7 @@ def test_a_sync_fixture_that_raises_in_a_workspace_still_gets_its_after_each(
     """The sync fixture runs in pytest's thread while the workspace's steps run on the plugin's
     loop: a fixture that raises leaves its case not graded, and ``after_each`` still runs."""
     write(project, "tpl/seed.txt", "seed\n")
-    write(project, "hook.py", LOGGING_HOOK)
+    write(project, "hook.sh", LOGGING_HOOK)
     write(
         project,
         "conftest.py",
@@ -447,7 +431,7 @@ def test_a_sync_fixture_that_raises_in_a_workspace_still_gets_its_after_each(
         workspace:
           template: tpl
           hooks:
-            after_each: {command: [python, hook.py, after_each, '{{workspace_path}}']}
+            after_each: {command: [sh, hook.sh, after_each, '{{workspace_path}}']}
         tests:
           - {id: a, criteria: c, input: qa, assertions: [{type: contains, value: x}]}
         """,
@@ -455,8 +439,8 @@ def test_a_sync_fixture_that_raises_in_a_workspace_still_gets_its_after_each(
     result = project.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*the agent fell over*"])
-    calls = [json.loads(line) for line in (project.path / "hooks.log").read_text().splitlines()]
-    assert [(name, test_id) for name, test_id, *_ in calls] == [("after_each", "a")]
+    calls = hook_calls(project.path / "hooks.log")
+    assert [(args[0], context["test_id"]) for _, args, context in calls] == [("after_each", "a")]
 
 
 def test_an_llm_judge_is_shown_the_diff_fenced(
@@ -489,22 +473,46 @@ print(json.dumps({"assertions": [{"text": "repo edit in diff", "passed": ok}]}))
 """
 
 
-def test_changes_inside_a_checked_out_repo_are_in_the_diff_and_reset_undoes_them(
+def test_a_repo_is_checked_out_at_its_commit_and_changes_inside_it_are_in_the_diff(
     project: pytest.Pytester, upstream: list[str]
 ) -> None:
+    """A repository pinned to a commit (or to an ancestor of one) is checked out there; the
+    agent's changes inside a checked-out repository are in the diff, and ``reset`` undoes them
+    for the next case. (Each file's workspace is its own: one session runs them all.)"""
     write(project, "grader.py", REPO_GRADER)
     _agent(
         project, "print(open('repo/file.txt').read()); open('repo/file.txt', 'w').write('edited')"
     )
+    for name, pin in (
+        ("at-first", f"commit: {upstream[0]}"),
+        ("ancestor", f"commit: {upstream[1]}, ancestor: 1"),
+    ):
+        write(
+            project,
+            f"{name}.eval.yaml",
+            f"""
+            workspace:
+              repos:
+                - {{path: ./repo, repo: ./upstream, {pin}}}
+            tests:
+              - {{id: a, criteria: c, input: q, assertions: [{{type: equals, value: first}}]}}
+            """,
+        )
     checks = "[{type: equals, value: second}, {type: code-grader, command: [python, grader.py]}]"
     cases = "".join(f"  - {{id: {i}, criteria: c, input: q, assertions: {checks}}}\n" for i in "ab")
     write(
         project,
-        "ws.eval.yaml",
+        "changes.eval.yaml",
         "workspace:\n  repos: [{path: ./repo, repo: ./upstream}]\n"
         "  hooks: {after_each: {reset: fast}}\ntests:\n" + cases,
     )
-    project.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+    result = project.runpytest("-p", "no:randomly")
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        "at-first.eval.yaml::a": "passed",
+        "ancestor.eval.yaml::a": "passed",
+        "changes.eval.yaml::a": "passed",
+        "changes.eval.yaml::b": "passed",
+    }
 
 
 def test_a_failing_after_all_is_a_warning_once_the_cases_are_reported(
