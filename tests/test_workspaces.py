@@ -24,20 +24,17 @@ from tests.helpers import (
     write,
 )
 
+#: The agents are shell commands (a CLI target runs its command with ``sh -c``): a test runs
+#: them by the dozen, and a Python process costs ten times a shell's CPU.
+
 #: A CLI agent that edits the template's file, adds one, and says where it ran.
-EDITING_AGENT = """\
-import os, pathlib, sys
-pathlib.Path("hello.txt").write_text("changed\\n")
-pathlib.Path("new.txt").write_text("new\\n")
-print(os.getcwd() + " " + sys.argv[1])
-"""
+EDITING_AGENT = (
+    "printf 'changed\\n' > hello.txt; printf 'new\\n' > new.txt;"
+    ' echo "$(pwd -P)" {WORKSPACE_PATH}'
+)
 
 #: An agent that adds a file named after its case and lists what it sees.
-LISTING_AGENT = """\
-import os, pathlib, sys
-pathlib.Path(sys.argv[1] + ".txt").write_text("x")
-print(" ".join(sorted(n for n in os.listdir(".") if n != ".git")))
-"""
+LISTING_AGENT = "printf x > {EVAL_ID}.txt; echo $(ls)"
 
 #: A v4 code grader that checks the diff and the workspace it is told about.
 DIFF_GRADER = """\
@@ -58,23 +55,22 @@ print(json.dumps({"assertions": [{"text": k, "passed": v} for k, v in checks.ite
 def _files(pytester: pytest.Pytester) -> None:
     write(pytester, "tpl/hello.txt", "hello\n")
     write(pytester, "grader.py", DIFF_GRADER)
-    _agent(pytester, EDITING_AGENT, "{WORKSPACE_PATH}")
+    _agents(pytester, default=EDITING_AGENT)
 
 
 def _agent(pytester: pytest.Pytester, agent: str, args: str = "") -> None:
-    """The ``default`` target: a CLI agent (a Python script's text), run in the workspace."""
-    _agents(pytester, default=(agent, args))
+    """The ``default`` target: a CLI agent (a Python script's text, ``agent.py``), run in the
+    workspace."""
+    script = write(pytester, "agent.py", agent)
+    _agents(pytester, default=f"python {script} {args}")
 
 
-def _agents(pytester: pytest.Pytester, **agents: tuple[str, str]) -> None:
-    """CLI targets, each a Python script's text and its arguments, run in the workspace (the
-    ``default`` one's script is ``agent.py``)."""
-    targets = []
-    for name, (agent, args) in agents.items():
-        script = write(pytester, "agent.py" if name == "default" else f"{name}.py", agent)
-        command = f"python {script} {args}"
-        targets.append(f"  - name: {name}\n    provider: cli\n    command: '{command}'\n")
-    (pytester.path / ".agentv" / "targets.yaml").write_text("targets:\n" + "".join(targets))
+def _agents(pytester: pytest.Pytester, **commands: str) -> None:
+    """CLI targets named after the keywords, each running its shell command in the workspace."""
+    targets = [
+        {"name": name, "provider": "cli", "command": command} for name, command in commands.items()
+    ]
+    (pytester.path / ".agentv" / "targets.yaml").write_text(json.dumps({"targets": targets}))
 
 
 #: Cases of their own that set their own template, and cases of the file's: the shared
@@ -107,8 +103,8 @@ def test_graders_get_the_diff_and_a_shared_workspace_is_whatever_case_starts_it(
     write(project, "tB/from_b.txt", "b\n")
     _agents(
         project,
-        editing=(EDITING_AGENT, "{WORKSPACE_PATH}"),
-        listing=(LISTING_AGENT, "{EVAL_ID}"),
+        editing=EDITING_AGENT,
+        listing=LISTING_AGENT,
     )
     grader = "[{type: code-grader, command: [python, grader.py]}]"
     for isolation in ("shared", "per_test"):
@@ -153,7 +149,7 @@ def test_hooks_run_in_v4_order_with_its_context_and_reset_undoes_each_case(
 ) -> None:
     write(project, "tpl/seed.txt", "seed\n")
     write(project, "hook.sh", LOGGING_HOOK)
-    _agent(project, LISTING_AGENT, "{EVAL_ID}")
+    _agents(project, default=LISTING_AGENT)
     hooks = "\n".join(
         f"    {name}: {{command: [sh, hook.sh, {name}, '{{{{workspace_path}}}}']"
         + (", reset: fast}" if name == "after_each" else "}")
@@ -340,7 +336,7 @@ def _shared_workspace_file(project: pytest.Pytester) -> None:
     template's README from wherever it runs."""
     write(project, "shared/tpl/README.md", "Shared Workspace Template\n")
     write(project, "shared/workspace.yaml", "template: ./tpl\n")
-    _agent(project, "print(open('README.md').read())")
+    _agents(project, default="cat README.md")
 
 
 def test_a_workspace_file_is_read_from_its_own_folder(project: pytest.Pytester) -> None:
@@ -480,9 +476,7 @@ def test_a_repo_is_checked_out_at_its_commit_and_changes_inside_it_are_in_the_di
     agent's changes inside a checked-out repository are in the diff, and ``reset`` undoes them
     for the next case. (Each file's workspace is its own: one session runs them all.)"""
     write(project, "grader.py", REPO_GRADER)
-    _agent(
-        project, "print(open('repo/file.txt').read()); open('repo/file.txt', 'w').write('edited')"
-    )
+    _agents(project, default="cat repo/file.txt; printf edited > repo/file.txt")
     for name, pin in (
         ("at-first", f"commit: {upstream[0]}"),
         ("ancestor", f"commit: {upstream[1]}, ancestor: 1"),
@@ -542,7 +536,7 @@ def test_a_link_in_the_template_is_copied_as_a_link_not_followed_outside(
     outside.write_text("not for the workspace")
     (project.path / "tpl").mkdir()
     (project.path / "tpl" / "link").symlink_to(outside)
-    _agent(project, "import os; print(os.path.islink('link'))")
+    _agents(project, default="[ -L link ] && echo True || echo False")
     write(
         project,
         "ws.eval.yaml",
@@ -555,19 +549,13 @@ def test_a_link_in_the_template_is_copied_as_a_link_not_followed_outside(
     project.runpytest().assert_outcomes(passed=1)
 
 
-#: An agent that notes, beside the project, the workspace it ran in.
-NOTING_AGENT = """\
-import os, pathlib, sys
-with open(pathlib.Path(sys.argv[1]) / "cwd.log", "a") as log:
-    log.write(sys.argv[2] + " " + os.getcwd() + "\\n")
-print(sys.argv[2])
-"""
-
-
 def _one_passing_one_failing(project: pytest.Pytester) -> None:
     """Two cases in workspaces of their own, whose agent notes where each ran (cwd.log)."""
     write(project, "tpl/seed.txt", "seed\n")
-    _agent(project, NOTING_AGENT, f"{project.path} {{EVAL_ID}}")
+    # The agent notes, beside the project, the workspace it ran in.
+    _agents(
+        project, default=f'echo {{EVAL_ID}} "$(pwd -P)" >> {project.path}/cwd.log; echo {{EVAL_ID}}'
+    )
     write(
         project,
         "ws.eval.yaml",
@@ -854,7 +842,7 @@ def test_a_template_that_is_a_worktree_or_submodule_never_touches_the_user_s_rep
         _git(host, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "../user", "tpl")
     template = "tpl" if kind == "worktree" else "host/tpl"
     _git(user, "stash", "pop", "-q")
-    _agent(project, EDITING_AGENT.replace("hello.txt", "app.txt"), "{WORKSPACE_PATH}")
+    _agents(project, default=EDITING_AGENT.replace("hello.txt", "app.txt"))
     write(
         project,
         "ws.eval.yaml",
@@ -886,7 +874,7 @@ def test_a_static_path_in_the_user_s_repository_is_never_committed_to(
     ``.env`` to their branch as agentv-baseline."""
     _user_repository(project.path)
     write(project, "grader.py", STATIC_GRADER)
-    _agent(project, "import pathlib; pathlib.Path('made.txt').write_text('x'); print('ok')")
+    _agents(project, default="printf x > made.txt; echo ok")
     write(
         project,
         "ws.eval.yaml",
@@ -899,7 +887,7 @@ def test_a_static_path_in_the_user_s_repository_is_never_committed_to(
         """,
     )
     (project.path / ".gitignore").write_text(".env\n.pytest_cache\n__pycache__\n")
-    _git(project.path, "add", ".gitignore", "agent.py", ".agentv", "keywords.py", "expect.py")
+    _git(project.path, "add", ".gitignore", ".agentv", "keywords.py", "expect.py")
     _git(project.path, "add", "tox.ini", "ws.eval.yaml", "grader.py")
     _git(project.path, "commit", "-qm", "user's work", "--amend")
     project.runpytest().assert_outcomes(passed=1)
