@@ -758,31 +758,37 @@ print(json.dumps({"score": int(("work.txt" in diff) == (sys.argv[1] == "yes"))})
 """
 
 
-@pytest.mark.parametrize("reset", ["strict", "fast"])
-def test_reset_removes_a_repository_the_agent_made(project: pytest.Pytester, reset: str) -> None:
-    """``git clean -fdx`` keeps a nested repository: case two's diff held case one's work."""
+def test_reset_removes_a_repository_the_agent_made(project: pytest.Pytester) -> None:
+    """``git clean -fdx`` keeps a nested repository: case two's diff held case one's work.
+    (Both resets, each in a file of its own: one session runs them.)"""
     write(project, "tpl/seed.txt", "seed\n")
     write(project, "grader.py", NESTED_DIFF_GRADER)
     _agent(project, NESTING_AGENT, "{EVAL_ID} committed")
-    write(
-        project,
-        "ws.eval.yaml",
-        f"""
-        workspace:
-          template: tpl
-          hooks: {{after_each: {{reset: {reset}}}}}
-        tests:
-          - id: one
-            input: q
-            assertions: [{{type: code-grader, command: [python, grader.py, "yes"]}}]
-          - id: two
-            input: q
-            assertions:
-              - {{type: code-grader, command: [python, grader.py, "no"]}}
-              - {{type: contains, value: nested, negate: true}}
-        """,
-    )
-    project.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+    for reset in ("strict", "fast"):
+        write(
+            project,
+            f"{reset}.eval.yaml",
+            f"""
+            workspace:
+              template: tpl
+              hooks: {{after_each: {{reset: {reset}}}}}
+            tests:
+              - id: one
+                input: q
+                assertions: [{{type: code-grader, command: [python, grader.py, "yes"]}}]
+              - id: two
+                input: q
+                assertions:
+                  - {{type: code-grader, command: [python, grader.py, "no"]}}
+                  - {{type: contains, value: nested, negate: true}}
+            """,
+        )
+    result = project.runpytest("-p", "no:randomly")
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"{reset}.eval.yaml::{case}": "passed"
+        for reset in ("strict", "fast")
+        for case in ("one", "two")
+    }
 
 
 def test_a_diff_that_cannot_be_taken_does_not_sink_the_cases(project: pytest.Pytester) -> None:
