@@ -76,26 +76,27 @@ def test_a_target_listed_twice_is_refused(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*m.eval.yaml:1:*execution.targets*listed twice*"])
 
 
-def test_each_pair_compares_with_its_own_baseline_row(project: pytest.Pytester) -> None:
-    """A baseline written by a matrix run has one row per (case, target): each pair reads its
-    own. Both pairs used to read the last row of the case, so one delta was against the other
-    target's score."""
+def test_each_pair_reads_its_own_row_of_a_recorded_run(project: pytest.Pytester) -> None:
+    """A matrix run's results have one row per (case, target). Used as a baseline, each pair
+    compares with its own row; replayed with ``--agentv-answers``, each pair is given the answer
+    its own target gave. Both pairs used to read the last row of the case: one delta was against
+    the other target's score, and both pairs were graded on one answer."""
     write(project, "m.eval.yaml", MATRIX)
-    project.runpytest("--agentv-results", "base.jsonl").assert_outcomes(passed=2, failed=1)
-    project.runpytest("--agentv-results", "again.jsonl", "--agentv-baseline", "base.jsonl")
+    project.runpytest("--agentv-results", "rec.jsonl").assert_outcomes(passed=2, failed=1)
+    replayed = project.runpytest(
+        "--agentv-answers",
+        "rec.jsonl",
+        "--agentv-baseline",
+        "rec.jsonl",
+        "--agentv-results",
+        "again.jsonl",
+        "-rf",
+    )
+    replayed.assert_outcomes(passed=2, failed=1)
+    replayed.stdout.re_match_lines([r"FAILED m\.eval\.yaml::both\[wrong\]"])
     rows = [json.loads(line) for line in (project.path / "again.jsonl").read_text().splitlines()]
     found = sorted((row["eval_id"], row["target"], row["baseline_score"]) for row in rows)
     assert found == [("both", "default", 1.0), ("both", "wrong", 0.0), ("only-wrong", "wrong", 1.0)]
-
-
-def test_recorded_answers_are_each_pairs_own(project: pytest.Pytester) -> None:
-    """A matrix run's results replayed with ``--agentv-answers`` give each pair the answer its
-    own target gave: both pairs used to be graded on the case's last row."""
-    write(project, "m.eval.yaml", MATRIX)
-    project.runpytest("--agentv-results", "rec.jsonl").assert_outcomes(passed=2, failed=1)
-    replayed = project.runpytest("--agentv-answers", "rec.jsonl", "-rf")
-    replayed.assert_outcomes(passed=2, failed=1)
-    replayed.stdout.re_match_lines([r"FAILED m\.eval\.yaml::both\[wrong\]"])
 
 
 VARIANTS = """
