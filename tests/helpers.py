@@ -160,3 +160,26 @@ def still_running(pids: list[tuple[int, float]], within: float = 10.0) -> list[i
     while (running := [pid for pid, at in pids if alive(pid, at)]) and time.monotonic() < deadline:
         time.sleep(0.02)
     return running
+
+
+# --- Logging workspace hooks (tests/test_workspaces.py, tests/test_v4_matrix.py) ---
+
+#: A hook script (``[sh, hook.sh, ARGS...]``) that appends to ``hooks.log`` beside it one line
+#: per call: its working folder, its arguments and v4's context from stdin, tab-separated (JSON
+#: escapes tabs). A shell script, not Python: a test runs such hooks by the dozen, and each
+#: Python process costs ten times a shell's CPU.
+LOGGING_HOOK = """\
+{ printf '%s\\t' "$(pwd -P)" "$@"; cat; echo; } >> "$(dirname "$0")/hooks.log"
+"""
+
+
+def hook_calls(log: Path) -> list[tuple[str, list[str], dict[str, Any]]]:
+    """The calls ``LOGGING_HOOK`` logged in ``log``, in order: (working folder, arguments,
+    context)."""
+    import json
+
+    calls = []
+    for line in log.read_text().splitlines():
+        cwd, *args, context = line.split("\t")
+        calls.append((cwd, args, json.loads(context)))
+    return calls

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_vendors import FakeVendor, Hang, Say, Use
-from tests.helpers import recorded, still_running, write
+from tests.helpers import outcomes, recorded, still_running, write
 from tests.test_agents import agent_target
 
 Vendors = Callable[..., FakeVendor]
@@ -34,11 +34,12 @@ WRITE = Use("Write", {"file_path": "hello.txt", "content": "hi there\n"})
 DONE = Say("I wrote hello.txt.")
 
 
-def wrapper(pytester: pytest.Pytester, program: Path, pipe: str) -> Path:
-    """An executable script that runs ``program`` with its arguments, its output through
-    ``pipe`` (a shell pipeline's tail; empty: as it is)."""
-    script = pytester.path / "agent.sh"
-    pid = pytester.path / "agent.pid"
+def wrapper(pytester: pytest.Pytester, program: Path, pipe: str, name: str = "agent") -> Path:
+    """An executable script (``name``.sh, which writes its pid to ``name``.pid) that runs
+    ``program`` with its arguments, its output through ``pipe`` (a shell pipeline's tail;
+    empty: as it is)."""
+    script = pytester.path / f"{name}.sh"
+    pid = pytester.path / f"{name}.pid"
     script.write_text(f'#!/bin/sh\necho $$ > {pid}\n"{program}" "$@" {pipe}\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
@@ -71,24 +72,31 @@ def test_an_agent_that_exits_non_zero_says_what_it_said(
     assert "exited with code 1: Reached maximum number of turns (1)" in out
 
 
-@pytest.mark.parametrize(
-    ("pipe", "problem"),
-    [
-        ("| sed '2i not an event'", "has a line (2) that is not a JSON event"),
-        ("| head -n 3", "stopped before its 'result' event (3 events read)"),
-        ("| head -c 900", "ends in a line cut short"),
-    ],
-    ids=["malformed", "truncated", "cut-mid-line"],
-)
+#: How a stream is spoiled, by the name of the target that spoils it, and what is said of it.
+BROKEN = {
+    "malformed": ("| sed '2i not an event'", "has a line (2) that is not a JSON event"),
+    "truncated": ("| head -n 3", "stopped before its 'result' event (3 events read)"),
+    "cut-mid-line": ("| head -c 900", "ends in a line cut short"),
+}
+
+
 def test_a_broken_stream_is_not_graded(
-    project: pytest.Pytester, agent_bin: Path, vendors: Vendors, pipe: str, problem: str
+    project: pytest.Pytester, agent_bin: Path, vendors: Vendors
 ) -> None:
-    fake = vendors((WRITE,), (DONE,))
-    program = wrapper(project, agent_bin / "claude", pipe)
-    target = agent_target("claude-cli", agent_bin, fake, name="default", executable=str(program))
-    result, out = run(project, target)
-    result.assert_outcomes(errors=1)
-    assert problem in out, out
+    """Each way of breaking the stream is a target of the file's matrix: one session."""
+    targets = ""
+    for name, (pipe, _) in BROKEN.items():
+        program = wrapper(project, agent_bin / "claude", pipe, name)
+        fake = vendors((WRITE,), (DONE,))
+        targets += agent_target("claude-cli", agent_bin, fake, name=name, executable=str(program))
+    (project.path / ".agentv" / "targets.yaml").write_text("targets:\n" + targets)
+    write(project, "task.eval.yaml", f"execution: {{targets: [{', '.join(BROKEN)}]}}\n{EVAL}")
+    result = project.runpytest()
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"task.eval.yaml::task[{name}]": "error" for name in BROKEN
+    }
+    for name, (_, problem) in BROKEN.items():
+        result.stdout.fnmatch_lines([f"*eval 'task[[]{name}[]]' was not graded: *{problem}*"])
 
 
 def test_an_agent_that_floods_its_output_is_stopped(

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.helpers import write
+from tests.helpers import LOGGING_HOOK, hook_calls, write
 
 MATRIX = """
 execution:
@@ -76,26 +76,27 @@ def test_a_target_listed_twice_is_refused(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*m.eval.yaml:1:*execution.targets*listed twice*"])
 
 
-def test_each_pair_compares_with_its_own_baseline_row(project: pytest.Pytester) -> None:
-    """A baseline written by a matrix run has one row per (case, target): each pair reads its
-    own. Both pairs used to read the last row of the case, so one delta was against the other
-    target's score."""
+def test_each_pair_reads_its_own_row_of_a_recorded_run(project: pytest.Pytester) -> None:
+    """A matrix run's results have one row per (case, target). Used as a baseline, each pair
+    compares with its own row; replayed with ``--agentv-answers``, each pair is given the answer
+    its own target gave. Both pairs used to read the last row of the case: one delta was against
+    the other target's score, and both pairs were graded on one answer."""
     write(project, "m.eval.yaml", MATRIX)
-    project.runpytest("--agentv-results", "base.jsonl").assert_outcomes(passed=2, failed=1)
-    project.runpytest("--agentv-results", "again.jsonl", "--agentv-baseline", "base.jsonl")
+    project.runpytest("--agentv-results", "rec.jsonl").assert_outcomes(passed=2, failed=1)
+    replayed = project.runpytest(
+        "--agentv-answers",
+        "rec.jsonl",
+        "--agentv-baseline",
+        "rec.jsonl",
+        "--agentv-results",
+        "again.jsonl",
+        "-rf",
+    )
+    replayed.assert_outcomes(passed=2, failed=1)
+    replayed.stdout.re_match_lines([r"FAILED m\.eval\.yaml::both\[wrong\]"])
     rows = [json.loads(line) for line in (project.path / "again.jsonl").read_text().splitlines()]
     found = sorted((row["eval_id"], row["target"], row["baseline_score"]) for row in rows)
     assert found == [("both", "default", 1.0), ("both", "wrong", 0.0), ("only-wrong", "wrong", 1.0)]
-
-
-def test_recorded_answers_are_each_pairs_own(project: pytest.Pytester) -> None:
-    """A matrix run's results replayed with ``--agentv-answers`` give each pair the answer its
-    own target gave: both pairs used to be graded on the case's last row."""
-    write(project, "m.eval.yaml", MATRIX)
-    project.runpytest("--agentv-results", "rec.jsonl").assert_outcomes(passed=2, failed=1)
-    replayed = project.runpytest("--agentv-answers", "rec.jsonl", "-rf")
-    replayed.assert_outcomes(passed=2, failed=1)
-    replayed.stdout.re_match_lines([r"FAILED m\.eval\.yaml::both\[wrong\]"])
 
 
 VARIANTS = """
@@ -149,24 +150,15 @@ def test_an_unset_use_target_variable_leaves_its_pairs_not_graded(
     ]
 
 
-#: A hook that notes which hook ran, for which target, case and workspace.
-LOGGING_HOOK = """\
-import json, os, sys
-ctx = json.load(sys.stdin)
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hooks.log"), "a") as log:
-    log.write(json.dumps([sys.argv[1], ctx["test_id"], ctx["workspace_path"], os.getcwd()]) + "\\n")
-"""
-
-
 def _hook(name: str) -> str:
-    return f"{{command: [python, ../hook.py, '{name}']}}"
+    return f"{{command: [sh, ../hook.sh, '{name}']}}"
 
 
 def test_target_hooks_run_inside_the_workspaces_in_v4_order(project: pytest.Pytester) -> None:
     """A target's ``before_all`` once, after the workspace's; its ``before_each`` after the
     workspace's and its ``after_each`` before it, for each of its cases; its ``after_all``
     before the workspace's — from the eval file's folder, with v4's context."""
-    write(project, "hook.py", LOGGING_HOOK)
+    write(project, "hook.sh", LOGGING_HOOK)
     write(project, "evals/tpl/seed.txt", "seed\n")
     names = ("before_all", "before_each", "after_each", "after_all")
     workspace = "\n".join(f"    {n}: {_hook('ws:' + n)}" for n in names)
@@ -193,7 +185,10 @@ tests:
     write(project, ".agentv/targets.yaml", TARGETS_WITH_PLAIN)
     result = project.runpytest("-p", "no:randomly", "--agentv-concurrency=1")
     result.assert_outcomes(passed=4)
-    calls = [json.loads(line) for line in (project.path / "hooks.log").read_text().splitlines()]
+    calls = [
+        (name, context["test_id"], context["workspace_path"], cwd)
+        for cwd, (name,), context in hook_calls(project.path / "hooks.log")
+    ]
     assert [(name, test_id) for name, test_id, _, _ in calls] == [
         ("ws:before_all", "__before_all__"),
         ("t:before_all", "__target_before_all__"),
@@ -223,13 +218,13 @@ def test_a_failing_target_before_all_leaves_that_targets_cases_not_graded(
         project,
         "m.eval.yaml",
         """
-        workspace: {hooks: {before_each: {command: [python, -c, "pass"]}}}
+        workspace: {hooks: {before_each: {command: ["true"]}}}
         execution:
           targets:
             - name: broken
               use_target: default
               hooks:
-                before_all: {command: [python, -c, "import sys; sys.exit('no setup')"]}
+                before_all: {command: [sh, -c, "echo no setup >&2; exit 1"]}
             - default
         tests:
           - {id: a, input: q, assertions: [{type: contains, value: "30 days"}]}
@@ -239,7 +234,7 @@ def test_a_failing_target_before_all_leaves_that_targets_cases_not_graded(
     result = project.runpytest("--agentv-results", "out.jsonl")
     result.assert_outcomes(passed=2, errors=2)
     result.stdout.fnmatch_lines(
-        ["*target 'broken' hook before_all (python -c *) exited with code 1: no setup*"]
+        ["*target 'broken' hook before_all (sh -c *) exited with code 1: no setup*"]
     )
     rows = [json.loads(line) for line in (project.path / "out.jsonl").read_text().splitlines()]
     assert sorted((row["eval_id"], row["target"], row["status"]) for row in rows) == [

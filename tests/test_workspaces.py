@@ -13,15 +13,28 @@ from pathlib import Path
 import pytest
 
 from tests.fake_openai import FakeOpenAI, freeform
-from tests.helpers import agentv_results, judge_ini, recorded, still_running, write
+from tests.helpers import (
+    LOGGING_HOOK,
+    agentv_results,
+    hook_calls,
+    judge_ini,
+    outcomes,
+    recorded,
+    still_running,
+    write,
+)
+
+#: The agents are shell commands (a CLI target runs its command with ``sh -c``): a test runs
+#: them by the dozen, and a Python process costs ten times a shell's CPU.
 
 #: A CLI agent that edits the template's file, adds one, and says where it ran.
-EDITING_AGENT = """\
-import os, pathlib, sys
-pathlib.Path("hello.txt").write_text("changed\\n")
-pathlib.Path("new.txt").write_text("new\\n")
-print(os.getcwd() + " " + sys.argv[1])
-"""
+EDITING_AGENT = (
+    "printf 'changed\\n' > hello.txt; printf 'new\\n' > new.txt;"
+    ' echo "$(pwd -P)" {WORKSPACE_PATH}'
+)
+
+#: An agent that adds a file named after its case and lists what it sees.
+LISTING_AGENT = "printf x > {EVAL_ID}.txt; echo $(ls)"
 
 #: A v4 code grader that checks the diff and the workspace it is told about.
 DIFF_GRADER = """\
@@ -42,76 +55,103 @@ print(json.dumps({"assertions": [{"text": k, "passed": v} for k, v in checks.ite
 def _files(pytester: pytest.Pytester) -> None:
     write(pytester, "tpl/hello.txt", "hello\n")
     write(pytester, "grader.py", DIFF_GRADER)
-    _agent(pytester, EDITING_AGENT, "{WORKSPACE_PATH}")
+    _agents(pytester, default=EDITING_AGENT)
 
 
 def _agent(pytester: pytest.Pytester, agent: str, args: str = "") -> None:
-    """The ``default`` target: a CLI agent (a Python script's text), run in the workspace."""
-    write(pytester, "agent.py", agent)
-    command = f"python {pytester.path / 'agent.py'} {args}"
-    (pytester.path / ".agentv" / "targets.yaml").write_text(
-        f"targets:\n  - name: default\n    provider: cli\n    command: '{command}'\n"
-    )
+    """The ``default`` target: a CLI agent (a Python script's text, ``agent.py``), run in the
+    workspace."""
+    script = write(pytester, "agent.py", agent)
+    _agents(pytester, default=f"python {script} {args}")
 
 
-@pytest.mark.parametrize(
-    ("isolation", "run_args"),
-    [("shared", []), ("per_test", []), ("per_test", ["-n", "2"])],
-    ids=["shared", "per_test", "per_test-xdist"],
-)
-def test_graders_get_the_diff_and_workspace_path_and_the_template_is_untouched(
-    project: pytest.Pytester, run_args: list[str], isolation: str
+def _agents(pytester: pytest.Pytester, **commands: str) -> None:
+    """CLI targets named after the keywords, each running its shell command in the workspace."""
+    targets = [
+        {"name": name, "provider": "cli", "command": command} for name, command in commands.items()
+    ]
+    (pytester.path / ".agentv" / "targets.yaml").write_text(json.dumps({"targets": targets}))
+
+
+#: Cases of their own that set their own template, and cases of the file's: the shared
+#: workspace is the template of whichever ran first.
+OWN_CASE = """
+  - id: own
+    input: q
+    workspace: {template: ./tB}
+    assertions:
+      - {type: contains, value: from_b.txt}
+      - {type: contains, value: from_a.txt, negate: true}"""
+SHARED_CASE = """
+  - id: shared
+    input: q
+    assertions:
+      - {type: contains, value: from_a.txt}
+      - {type: contains, value: from_b.txt, negate: true}"""
+
+
+def test_graders_get_the_diff_and_a_shared_workspace_is_whatever_case_starts_it(
+    project: pytest.Pytester, run_args: list[str]
 ) -> None:
-    _files(project)
-    write(
+    """Graders get the diff and ``workspace_path`` of a shared workspace and of each case's own,
+    and the template is untouched. The file's template made the shared workspace only when a
+    case of its own ran first; a case that set its own template gave every case its template
+    when it ran first. (Each file's workspace is its own: one session runs them all.)"""
+    write(project, "tpl/hello.txt", "hello\n")
+    write(project, "grader.py", DIFF_GRADER)
+    write(project, "tA/from_a.txt", "a\n")
+    write(project, "tB/from_b.txt", "b\n")
+    _agents(
         project,
-        "ws.eval.yaml",
-        f"""
-        workspace:
-          template: tpl
-          isolation: {isolation}
-          hooks:
-            after_each: {{reset: fast}}
-        tests:
-          - id: one
-            criteria: c
-            input: edit
-            assertions: [{{type: code-grader, command: [python, grader.py]}}]
-          - id: two
-            criteria: c
-            input: edit
-            assertions: [{{type: code-grader, command: [python, grader.py]}}]
-        """,
+        editing=EDITING_AGENT,
+        listing=LISTING_AGENT,
     )
+    grader = "[{type: code-grader, command: [python, grader.py]}]"
+    for isolation in ("shared", "per_test"):
+        write(
+            project,
+            f"{isolation}.eval.yaml",
+            f"""
+            execution: {{target: editing}}
+            workspace:
+              template: tpl
+              isolation: {isolation}
+              hooks:
+                after_each: {{reset: fast}}
+            tests:
+              - {{id: one, criteria: c, input: edit, assertions: {grader}}}
+              - {{id: two, criteria: c, input: edit, assertions: {grader}}}
+            """,
+        )
+    for first, cases in (("own", OWN_CASE + SHARED_CASE), ("shared", SHARED_CASE + OWN_CASE)):
+        write(
+            project,
+            f"{first}-first.eval.yaml",
+            "execution: {target: listing}\nworkspace: {template: ./tA}\ntests:" + cases,
+        )
     result = project.runpytest(*run_args)
-    result.assert_outcomes(passed=2)
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"{name}.eval.yaml::{case}": "passed"
+        for name, cases in (
+            ("shared", ("one", "two")),
+            ("per_test", ("one", "two")),
+            ("own-first", ("own", "shared")),
+            ("shared-first", ("shared", "own")),
+        )
+        for case in cases
+    }
     assert (project.path / "tpl" / "hello.txt").read_text() == "hello\n"
     assert not (project.path / "tpl" / "new.txt").exists()
-
-
-LOGGING_HOOK = """\
-import json, os, sys
-ctx = json.load(sys.stdin)
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hooks.log"), "a") as log:
-    log.write(json.dumps([sys.argv[1], ctx["test_id"], ctx["case_input"], sys.argv[2]]) + "\\n")
-"""
-
-#: An agent that adds a file named after its case and lists what it sees.
-LISTING_AGENT = """\
-import os, pathlib, sys
-pathlib.Path(sys.argv[1] + ".txt").write_text("x")
-print(" ".join(sorted(n for n in os.listdir(".") if n != ".git")))
-"""
 
 
 def test_hooks_run_in_v4_order_with_its_context_and_reset_undoes_each_case(
     project: pytest.Pytester,
 ) -> None:
     write(project, "tpl/seed.txt", "seed\n")
-    write(project, "hook.py", LOGGING_HOOK)
-    _agent(project, LISTING_AGENT, "{EVAL_ID}")
+    write(project, "hook.sh", LOGGING_HOOK)
+    _agents(project, default=LISTING_AGENT)
     hooks = "\n".join(
-        f"    {name}: {{command: [python, hook.py, {name}, '{{{{workspace_path}}}}']"
+        f"    {name}: {{command: [sh, hook.sh, {name}, '{{{{workspace_path}}}}']"
         + (", reset: fast}" if name == "after_each" else "}")
         for name in ("before_all", "before_each", "after_each", "after_all")
     )
@@ -128,7 +168,10 @@ tests:
     )
     result = project.runpytest("-p", "no:randomly")
     result.assert_outcomes(passed=2)
-    calls = [json.loads(line) for line in (project.path / "hooks.log").read_text().splitlines()]
+    calls = [
+        (name, context["test_id"], context["case_input"], path)
+        for _, (name, path), context in hook_calls(project.path / "hooks.log")
+    ]
     assert [(name, test_id, case_input) for name, test_id, case_input, _ in calls] == [
         ("before_all", "__before_all__", None),
         ("before_each", "a", "qa"),
@@ -141,54 +184,58 @@ tests:
     assert not Path(calls[0][3]).exists()  # and removed when the run ended
 
 
-@pytest.mark.parametrize(
-    ("hook", "problem"),
-    [
-        (
-            '{command: [python, -c, \'import sys; print("partial"); '
-            'sys.exit("boom sk-canary-openai-0123456789abcdef")\']}',
-            "*workspace hook before_all (python -c *) exited with code 1: boom ?redacted?",
-        ),
-        (
-            "{command: [python, -c, 'import time; time.sleep(60)'], timeout_ms: 500}",
-            "*workspace hook before_all (python -c *) timed out after 0.5s and was killed*",
-        ),
-    ],
-    ids=["fails", "hangs"],
-)
 def test_a_failing_or_hanging_hook_leaves_every_case_it_serves_not_graded(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, hook: str, problem: str
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-openai-0123456789abcdef")
-    write(
-        project,
-        "ws.eval.yaml",
-        f"""
-        workspace:
-          hooks:
-            before_all: {hook}
-        tests:
-          - {{id: a, criteria: c, input: q, assertions: [{{type: contains, value: x}}]}}
-          - {{id: b, criteria: c, input: q, assertions: [{{type: contains, value: x}}]}}
-        """,
-    )
+    hooks = {
+        "fails": (
+            '{command: [python, -c, \'import sys; print("partial"); '
+            'sys.exit("boom sk-canary-openai-0123456789abcdef")\']}',
+            "workspace hook before_all (python -c *) exited with code 1: boom ?redacted?",
+        ),
+        "hangs": (
+            "{command: [python, -c, 'import time; time.sleep(60)'], timeout_ms: 500}",
+            "workspace hook before_all (python -c *) timed out after 0.5s and was killed*",
+        ),
+    }
+    for name, (hook, _) in hooks.items():
+        write(
+            project,
+            f"{name}.eval.yaml",
+            f"""
+            workspace:
+              hooks:
+                before_all: {hook}
+            tests:
+              - {{id: a, criteria: c, input: q, assertions: [{{type: contains, value: x}}]}}
+              - {{id: b, criteria: c, input: q, assertions: [{{type: contains, value: x}}]}}
+            """,
+        )
     result = project.runpytest()
-    result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines([f"*not graded: ws.eval.yaml::a: {problem}"])
-    result.stdout.fnmatch_lines([f"*not graded: ws.eval.yaml::b: {problem}"])
-    if "partial" in hook:  # what the hook printed is shown too
-        result.stdout.fnmatch_lines(["its output: partial"])
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"{name}.eval.yaml::{case}": "error" for name in hooks for case in "ab"
+    }
+    for name, (_, problem) in hooks.items():
+        for case in "ab":
+            result.stdout.fnmatch_lines([f"*not graded: {name}.eval.yaml::{case}: {problem}"])
+    result.stdout.fnmatch_lines(["its output: partial"])  # what the failing hook printed
     assert "sk-canary-openai" not in result.stdout.str()
 
 
-def _not_graded(project: pytest.Pytester, workspace: str, problem: str) -> None:
-    """A file with ``workspace`` (YAML flow text) and one case: the case is not graded, and the
-    summary gives ``problem`` (an fnmatch pattern) as the reason."""
+def _not_graded(project: pytest.Pytester, **workspaces: tuple[str, str]) -> None:
+    """Files named after the keywords, each with its ``workspace`` (YAML flow text) and one case,
+    run in one session: each case is not graded, and the summary gives its ``problem`` (an
+    fnmatch pattern) as the reason."""
     case = "{id: a, criteria: c, input: q, assertions: [{type: contains, value: x}]}"
-    write(project, "ws.eval.yaml", f"workspace: {workspace}\ntests:\n  - {case}\n")
+    for name, (workspace, _) in workspaces.items():
+        write(project, f"{name}.eval.yaml", f"workspace: {workspace}\ntests:\n  - {case}\n")
     result = project.runpytest()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*not graded: ws.eval.yaml::a: {problem}"])
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"{name}.eval.yaml::a": "error" for name in workspaces
+    }
+    for name, (_, problem) in workspaces.items():
+        result.stdout.fnmatch_lines([f"*not graded: {name}.eval.yaml::a: {problem}"])
 
 
 def test_a_hook_that_leaves_a_process_running_fails_and_the_process_is_killed(
@@ -196,51 +243,44 @@ def test_a_hook_that_leaves_a_process_running_fails_and_the_process_is_killed(
 ) -> None:
     _not_graded(
         project,
-        "{hooks: {before_each: {command: [sh, -c, 'sleep 60 & echo $! > left.pid']}}}",
-        "workspace hook before_each (sh -c *) exited but left 1 process(es) running*",
+        ws=(
+            "{hooks: {before_each: {command: [sh, -c, 'sleep 60 & echo $! > left.pid']}}}",
+            "workspace hook before_each (sh -c *) exited but left 1 process(es) running*",
+        ),
     )
     assert still_running(recorded(project.path / "left.pid")) == []
 
 
-@pytest.mark.parametrize(
-    ("workspace", "problem"),
-    [
-        (
+def test_a_workspace_that_cannot_be_made_leaves_its_cases_not_graded(
+    project: pytest.Pytester,
+) -> None:
+    write(project, "tpl/file.txt", "not a repository\n")
+    _not_graded(
+        project,
+        unreachable_clone=(
             "{repos: [{path: ./repo, repo: ./tpl}]}",
             "workspace repo './tpl' could not be cloned: git clone exited with code *",
         ),
-        (
+        missing_local_path=(
             # It was read as GitHub's ./upstream and cloned from github.com.
             "{repos: [{path: ./repo, repo: ./upstream}]}",
             "workspace repo './upstream' not found (searched from the eval file's folder up*",
         ),
-        (
+        file_url_outside_rootdir=(
             "{repos: [{path: ./repo, repo: 'file:///nonexistent/agentv-missing.git'}]}",
             "workspace repo reference '/nonexistent/agentv-missing.git' resolves outside the "
             "rootdir; refused",
         ),
-        (
+        template_outside_rootdir=(
             "{template: /}",
             "workspace template reference '/' resolves outside the rootdir; refused*",
         ),
-        (
+        missing_command=(
             "{env: {required_commands: [agentv-no-such-command], required_python_modules: [json]}}",
-            "workspace env check failed (ws.eval.yaml): missing command: agentv-no-such-command",
+            "workspace env check failed (missing_command.eval.yaml): missing command: "
+            "agentv-no-such-command",
         ),
-    ],
-    ids=[
-        "unreachable-clone",
-        "missing-local-path",
-        "file-url-outside-rootdir",
-        "template-outside-rootdir",
-        "missing-command",
-    ],
-)
-def test_a_workspace_that_cannot_be_made_leaves_its_cases_not_graded(
-    project: pytest.Pytester, workspace: str, problem: str
-) -> None:
-    write(project, "tpl/file.txt", "not a repository\n")
-    _not_graded(project, workspace, problem)
+    )
 
 
 def _git(folder: Path, *args: str) -> str:
@@ -266,26 +306,6 @@ def upstream(project: pytest.Pytester) -> list[str]:
         _git(repo, "commit", "-q", "-m", text)
         shas.append(_git(repo, "rev-parse", "HEAD"))
     return shas
-
-
-@pytest.mark.parametrize("pin", ["commit: {first}", "commit: {second}, ancestor: 1"])
-def test_a_repo_is_checked_out_at_its_commit(
-    project: pytest.Pytester, upstream: list[str], pin: str
-) -> None:
-    _agent(project, "print(open('repo/file.txt').read())")
-    pin = pin.format(first=upstream[0], second=upstream[1])
-    write(
-        project,
-        "ws.eval.yaml",
-        f"""
-        workspace:
-          repos:
-            - {{path: ./repo, repo: ./upstream, {pin}}}
-        tests:
-          - {{id: a, criteria: c, input: q, assertions: [{{type: equals, value: first}}]}}
-        """,
-    )
-    project.runpytest().assert_outcomes(passed=1)
 
 
 def test_a_docker_workspace_is_a_load_error_naming_the_feature(project: pytest.Pytester) -> None:
@@ -316,7 +336,7 @@ def _shared_workspace_file(project: pytest.Pytester) -> None:
     template's README from wherever it runs."""
     write(project, "shared/tpl/README.md", "Shared Workspace Template\n")
     write(project, "shared/workspace.yaml", "template: ./tpl\n")
-    _agent(project, "print(open('README.md').read())")
+    _agents(project, default="cat README.md")
 
 
 def test_a_workspace_file_is_read_from_its_own_folder(project: pytest.Pytester) -> None:
@@ -385,7 +405,7 @@ def test_a_sync_fixture_that_raises_in_a_workspace_still_gets_its_after_each(
     """The sync fixture runs in pytest's thread while the workspace's steps run on the plugin's
     loop: a fixture that raises leaves its case not graded, and ``after_each`` still runs."""
     write(project, "tpl/seed.txt", "seed\n")
-    write(project, "hook.py", LOGGING_HOOK)
+    write(project, "hook.sh", LOGGING_HOOK)
     write(
         project,
         "conftest.py",
@@ -407,7 +427,7 @@ def test_a_sync_fixture_that_raises_in_a_workspace_still_gets_its_after_each(
         workspace:
           template: tpl
           hooks:
-            after_each: {command: [python, hook.py, after_each, '{{workspace_path}}']}
+            after_each: {command: [sh, hook.sh, after_each, '{{workspace_path}}']}
         tests:
           - {id: a, criteria: c, input: qa, assertions: [{type: contains, value: x}]}
         """,
@@ -415,8 +435,8 @@ def test_a_sync_fixture_that_raises_in_a_workspace_still_gets_its_after_each(
     result = project.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*the agent fell over*"])
-    calls = [json.loads(line) for line in (project.path / "hooks.log").read_text().splitlines()]
-    assert [(name, test_id) for name, test_id, *_ in calls] == [("after_each", "a")]
+    calls = hook_calls(project.path / "hooks.log")
+    assert [(args[0], context["test_id"]) for _, args, context in calls] == [("after_each", "a")]
 
 
 def test_an_llm_judge_is_shown_the_diff_fenced(
@@ -449,22 +469,44 @@ print(json.dumps({"assertions": [{"text": "repo edit in diff", "passed": ok}]}))
 """
 
 
-def test_changes_inside_a_checked_out_repo_are_in_the_diff_and_reset_undoes_them(
+def test_a_repo_is_checked_out_at_its_commit_and_changes_inside_it_are_in_the_diff(
     project: pytest.Pytester, upstream: list[str]
 ) -> None:
+    """A repository pinned to a commit (or to an ancestor of one) is checked out there; the
+    agent's changes inside a checked-out repository are in the diff, and ``reset`` undoes them
+    for the next case. (Each file's workspace is its own: one session runs them all.)"""
     write(project, "grader.py", REPO_GRADER)
-    _agent(
-        project, "print(open('repo/file.txt').read()); open('repo/file.txt', 'w').write('edited')"
-    )
+    _agents(project, default="cat repo/file.txt; printf edited > repo/file.txt")
+    for name, pin in (
+        ("at-first", f"commit: {upstream[0]}"),
+        ("ancestor", f"commit: {upstream[1]}, ancestor: 1"),
+    ):
+        write(
+            project,
+            f"{name}.eval.yaml",
+            f"""
+            workspace:
+              repos:
+                - {{path: ./repo, repo: ./upstream, {pin}}}
+            tests:
+              - {{id: a, criteria: c, input: q, assertions: [{{type: equals, value: first}}]}}
+            """,
+        )
     checks = "[{type: equals, value: second}, {type: code-grader, command: [python, grader.py]}]"
     cases = "".join(f"  - {{id: {i}, criteria: c, input: q, assertions: {checks}}}\n" for i in "ab")
     write(
         project,
-        "ws.eval.yaml",
+        "changes.eval.yaml",
         "workspace:\n  repos: [{path: ./repo, repo: ./upstream}]\n"
         "  hooks: {after_each: {reset: fast}}\ntests:\n" + cases,
     )
-    project.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+    result = project.runpytest("-p", "no:randomly")
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        "at-first.eval.yaml::a": "passed",
+        "ancestor.eval.yaml::a": "passed",
+        "changes.eval.yaml::a": "passed",
+        "changes.eval.yaml::b": "passed",
+    }
 
 
 def test_a_failing_after_all_is_a_warning_once_the_cases_are_reported(
@@ -494,7 +536,7 @@ def test_a_link_in_the_template_is_copied_as_a_link_not_followed_outside(
     outside.write_text("not for the workspace")
     (project.path / "tpl").mkdir()
     (project.path / "tpl" / "link").symlink_to(outside)
-    _agent(project, "import os; print(os.path.islink('link'))")
+    _agents(project, default="[ -L link ] && echo True || echo False")
     write(
         project,
         "ws.eval.yaml",
@@ -507,19 +549,13 @@ def test_a_link_in_the_template_is_copied_as_a_link_not_followed_outside(
     project.runpytest().assert_outcomes(passed=1)
 
 
-#: An agent that notes, beside the project, the workspace it ran in.
-NOTING_AGENT = """\
-import os, pathlib, sys
-with open(pathlib.Path(sys.argv[1]) / "cwd.log", "a") as log:
-    log.write(sys.argv[2] + " " + os.getcwd() + "\\n")
-print(sys.argv[2])
-"""
-
-
 def _one_passing_one_failing(project: pytest.Pytester) -> None:
     """Two cases in workspaces of their own, whose agent notes where each ran (cwd.log)."""
     write(project, "tpl/seed.txt", "seed\n")
-    _agent(project, NOTING_AGENT, f"{project.path} {{EVAL_ID}}")
+    # The agent notes, beside the project, the workspace it ran in.
+    _agents(
+        project, default=f'echo {{EVAL_ID}} "$(pwd -P)" >> {project.path}/cwd.log; echo {{EVAL_ID}}'
+    )
     write(
         project,
         "ws.eval.yaml",
@@ -699,36 +735,6 @@ def test_a_batch_cli_target_runs_in_the_workspace(
     assert answers == {name: f"{name}: Template Readme at {ran_in}" for name in ("a", "b")}
 
 
-@pytest.mark.parametrize("first", ["own", "shared"])
-def test_a_shared_workspace_is_the_file_s_whatever_case_starts_it(
-    project: pytest.Pytester, run_args: list[str], first: str
-) -> None:
-    """The file's template made the shared workspace only when a case of its own ran first; a
-    case that set its own template gave every case its template when it ran first."""
-    write(project, "tA/from_a.txt", "a\n")
-    write(project, "tB/from_b.txt", "b\n")
-    _agent(project, LISTING_AGENT, "{EVAL_ID}")
-    own = """
-          - id: own
-            input: q
-            workspace: {template: ./tB}
-            assertions:
-              - {type: contains, value: from_b.txt}
-              - {type: contains, value: from_a.txt, negate: true}"""
-    shared = """
-          - id: shared
-            input: q
-            assertions:
-              - {type: contains, value: from_a.txt}
-              - {type: contains, value: from_b.txt, negate: true}"""
-    write(
-        project,
-        "ws.eval.yaml",
-        "workspace: {template: ./tA}\ntests:" + (own + shared if first == "own" else shared + own),
-    )
-    project.runpytest(*run_args).assert_outcomes(passed=2)
-
-
 #: An agent that leaves a repository of its own in the workspace on case "one" (with a commit,
 #: or none with ``bare``), then lists what it sees.
 NESTING_AGENT = """\
@@ -752,31 +758,37 @@ print(json.dumps({"score": int(("work.txt" in diff) == (sys.argv[1] == "yes"))})
 """
 
 
-@pytest.mark.parametrize("reset", ["strict", "fast"])
-def test_reset_removes_a_repository_the_agent_made(project: pytest.Pytester, reset: str) -> None:
-    """``git clean -fdx`` keeps a nested repository: case two's diff held case one's work."""
+def test_reset_removes_a_repository_the_agent_made(project: pytest.Pytester) -> None:
+    """``git clean -fdx`` keeps a nested repository: case two's diff held case one's work.
+    (Both resets, each in a file of its own: one session runs them.)"""
     write(project, "tpl/seed.txt", "seed\n")
     write(project, "grader.py", NESTED_DIFF_GRADER)
     _agent(project, NESTING_AGENT, "{EVAL_ID} committed")
-    write(
-        project,
-        "ws.eval.yaml",
-        f"""
-        workspace:
-          template: tpl
-          hooks: {{after_each: {{reset: {reset}}}}}
-        tests:
-          - id: one
-            input: q
-            assertions: [{{type: code-grader, command: [python, grader.py, "yes"]}}]
-          - id: two
-            input: q
-            assertions:
-              - {{type: code-grader, command: [python, grader.py, "no"]}}
-              - {{type: contains, value: nested, negate: true}}
-        """,
-    )
-    project.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+    for reset in ("strict", "fast"):
+        write(
+            project,
+            f"{reset}.eval.yaml",
+            f"""
+            workspace:
+              template: tpl
+              hooks: {{after_each: {{reset: {reset}}}}}
+            tests:
+              - id: one
+                input: q
+                assertions: [{{type: code-grader, command: [python, grader.py, "yes"]}}]
+              - id: two
+                input: q
+                assertions:
+                  - {{type: code-grader, command: [python, grader.py, "no"]}}
+                  - {{type: contains, value: nested, negate: true}}
+            """,
+        )
+    result = project.runpytest("-p", "no:randomly")
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"{reset}.eval.yaml::{case}": "passed"
+        for reset in ("strict", "fast")
+        for case in ("one", "two")
+    }
 
 
 def test_a_diff_that_cannot_be_taken_does_not_sink_the_cases(project: pytest.Pytester) -> None:
@@ -836,7 +848,7 @@ def test_a_template_that_is_a_worktree_or_submodule_never_touches_the_user_s_rep
         _git(host, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "../user", "tpl")
     template = "tpl" if kind == "worktree" else "host/tpl"
     _git(user, "stash", "pop", "-q")
-    _agent(project, EDITING_AGENT.replace("hello.txt", "app.txt"), "{WORKSPACE_PATH}")
+    _agents(project, default=EDITING_AGENT.replace("hello.txt", "app.txt"))
     write(
         project,
         "ws.eval.yaml",
@@ -868,7 +880,7 @@ def test_a_static_path_in_the_user_s_repository_is_never_committed_to(
     ``.env`` to their branch as agentv-baseline."""
     _user_repository(project.path)
     write(project, "grader.py", STATIC_GRADER)
-    _agent(project, "import pathlib; pathlib.Path('made.txt').write_text('x'); print('ok')")
+    _agents(project, default="printf x > made.txt; echo ok")
     write(
         project,
         "ws.eval.yaml",
@@ -881,7 +893,7 @@ def test_a_static_path_in_the_user_s_repository_is_never_committed_to(
         """,
     )
     (project.path / ".gitignore").write_text(".env\n.pytest_cache\n__pycache__\n")
-    _git(project.path, "add", ".gitignore", "agent.py", ".agentv", "keywords.py", "expect.py")
+    _git(project.path, "add", ".gitignore", ".agentv", "keywords.py", "expect.py")
     _git(project.path, "add", "tox.ini", "ws.eval.yaml", "grader.py")
     _git(project.path, "commit", "-qm", "user's work", "--amend")
     project.runpytest().assert_outcomes(passed=1)
@@ -892,6 +904,8 @@ def test_a_hook_that_floods_stderr_is_stopped_at_its_cap(project: pytest.Pyteste
     """It was read until its deadline: a timeout on a busy machine, a pass on an idle one."""
     _not_graded(
         project,
-        "{hooks: {before_each: {command: [sh, -c, 'yes | head -c 200000000 >&2']}}}",
-        "workspace hook before_each (sh -c *) wrote more than 16 MiB to stderr and was stopped",
+        ws=(
+            "{hooks: {before_each: {command: [sh, -c, 'yes | head -c 200000000 >&2']}}}",
+            "workspace hook before_each (sh -c *) wrote more than 16 MiB to stderr and was stopped",
+        ),
     )
