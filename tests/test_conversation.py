@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fake_openai import FakeOpenAI, Request, checklist
-from tests.helpers import judge_ini, write
+from tests.helpers import judge_ini, outcomes, write
 
 #: A CLI agent that answers with everything it was sent (its prompt: the history so far).
 ECHO = """\
@@ -120,44 +120,49 @@ def test_the_agentv_target_fixture_is_called_once_per_turn_with_the_messages_so_
     ]
 
 
-@pytest.mark.parametrize(
-    ("aggregation", "score", "outcome", "run_args"),
-    [
-        ("mean", "0.67", "xfailed", []),
-        ("min", "0.00", "failed", []),
-        ("max", "1.00", "passed", []),
-        ("mean", "0.67", "xfailed", ["-n", "2"]),
-    ],
-    ids=["mean", "min", "max", "mean-xdist"],
-)
-def test_aggregation_of_turn_scores(
-    pytester: pytest.Pytester, run_args: list[str], aggregation: str, score: str, outcome: str
-) -> None:
+#: Each aggregation's case: its score and outcome over turns that pass, fail and pass.
+AGGREGATIONS = {"mean": ("0.67", "xfailed"), "min": ("0.00", "failed"), "max": ("1.00", "passed")}
+
+
+def test_aggregation_of_turn_scores(pytester: pytest.Pytester, run_args: list[str]) -> None:
+    """One case per aggregation, in one session (serially and under pytest-xdist)."""
     mock_turns(pytester, "Hello Ada", "I forgot", "Hello Ada")
     write(
         pytester,
         "c.eval.yaml",
-        f"""
-        tests:
-          - id: chat
-            mode: conversation
-            aggregation: {aggregation}
-            turns:
-              - {{input: I am Ada., assertions: [{{type: contains, value: Ada}}]}}
-              - {{input: Who am I?, assertions: [{{type: contains, value: Ada}}]}}
-              - {{input: Say hi., assertions: [{{type: contains, value: Ada}}]}}
-        """,
+        "tests:\n"
+        + "".join(
+            f"""\
+  - id: {aggregation}
+    mode: conversation
+    aggregation: {aggregation}
+    turns:
+      - {{input: I am Ada., assertions: [{{type: contains, value: Ada}}]}}
+      - {{input: Who am I?, assertions: [{{type: contains, value: Ada}}]}}
+      - {{input: Say hi., assertions: [{{type: contains, value: Ada}}]}}
+"""
+            for aggregation in AGGREGATIONS
+        ),
     )
     result = pytester.runpytest(*run_args, "--agentv-results=r.jsonl")
-    result.assert_outcomes(**{outcome: 1})
-    [row] = rows(pytester)
-    assert f"{row['score']:.2f}" == score
-    assert [(t["turn"], t["score"], t["verdict"]) for t in row["turns"]] == [
-        (1, 1.0, "pass"),
-        (2, 0.0, "fail"),
-        (3, 1.0, "pass"),
-    ]
-    assert [entry["name"] for entry in row["evaluator_results"]] == ["turn-1", "turn-2", "turn-3"]
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"c.eval.yaml::{case}": outcome for case, (_, outcome) in AGGREGATIONS.items()
+    }
+    found = {row["eval_id"]: row for row in rows(pytester)}
+    assert {case: f"{row['score']:.2f}" for case, row in found.items()} == {
+        case: score for case, (score, _) in AGGREGATIONS.items()
+    }
+    for row in found.values():
+        assert [(t["turn"], t["score"], t["verdict"]) for t in row["turns"]] == [
+            (1, 1.0, "pass"),
+            (2, 0.0, "fail"),
+            (3, 1.0, "pass"),
+        ]
+        assert [entry["name"] for entry in row["evaluator_results"]] == [
+            "turn-1",
+            "turn-2",
+            "turn-3",
+        ]
 
 
 def test_the_conversations_own_assertions_are_one_more_term(pytester: pytest.Pytester) -> None:
