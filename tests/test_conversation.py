@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+from fnmatch import fnmatch
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fake_openai import FakeOpenAI, Request, checklist
-from tests.helpers import judge_ini, outcomes, write
+from tests.helpers import judge_ini, load_error, outcomes, write
 
 #: A CLI agent that answers with everything it was sent (its prompt: the history so far).
 ECHO = """\
@@ -431,12 +433,17 @@ def test_estimate_counts_each_turns_calls(project: pytest.Pytester, fake_llm: Fa
     ],
 )
 def test_bad_conversations_are_load_errors_at_their_place(
-    pytester: pytest.Pytester, case: str, problem: str
+    tmp_path: Path, case: str, problem: str
 ) -> None:
-    write(pytester, "bad.eval.yaml", f"tests:\n  - {case}\n")
+    error = load_error(tmp_path, "bad.eval.yaml", f"tests:\n  - {case}\n")
+    assert fnmatch(error, f"bad.eval.yaml:2:*: {problem}"), error
+
+
+def test_a_bad_conversation_is_a_collection_error(pytester: pytest.Pytester) -> None:
+    write(pytester, "bad.eval.yaml", "tests:\n  - {id: a, mode: conversation, turns: []}\n")
     result = pytester.runpytest("--co", "-q")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*bad.eval.yaml:2:*: {problem}"])
+    result.stdout.fnmatch_lines(["*bad.eval.yaml:2:*: tests.0.turns: must not be empty"])
 
 
 UNIT = """
