@@ -42,11 +42,12 @@ def rows(pytester: pytest.Pytester, name: str = "r.jsonl") -> list[dict[str, Any
     return [json.loads(line) for line in lines]
 
 
-def mock_turns(pytester: pytest.Pytester, *responses: str) -> None:
-    """The project's default target: a mock answering turn n with ``responses[n - 1]``."""
+def mock_turns(pytester: pytest.Pytester, *responses: str, folder: str = ".") -> None:
+    """The default target (of the project, or of ``folder``): a mock answering turn n with
+    ``responses[n - 1]``."""
     write(
         pytester,
-        ".agentv/targets.yaml",
+        f"{folder}/.agentv/targets.yaml",
         "targets:\n  - name: default\n    provider: mock\n    responses: "
         + json.dumps(list(responses))
         + "\n",
@@ -126,12 +127,12 @@ def test_the_agentv_target_fixture_is_called_once_per_turn_with_the_messages_so_
 AGGREGATIONS = {"mean": ("0.67", "xfailed"), "min": ("0.00", "failed"), "max": ("1.00", "passed")}
 
 
-def test_aggregation_of_turn_scores(pytester: pytest.Pytester, run_args: list[str]) -> None:
-    """One case per aggregation, in one session (serially and under pytest-xdist)."""
-    mock_turns(pytester, "Hello Ada", "I forgot", "Hello Ada")
+def aggregation_cases(pytester: pytest.Pytester, folder: str = ".") -> None:
+    """One case per aggregation in ``folder``/c.eval.yaml, with the mock target they need."""
+    mock_turns(pytester, "Hello Ada", "I forgot", "Hello Ada", folder=folder)
     write(
         pytester,
-        "c.eval.yaml",
+        f"{folder}/c.eval.yaml",
         "tests:\n"
         + "".join(
             f"""\
@@ -146,14 +147,19 @@ def test_aggregation_of_turn_scores(pytester: pytest.Pytester, run_args: list[st
             for aggregation in AGGREGATIONS
         ),
     )
-    result = pytester.runpytest(*run_args, "--agentv-results=r.jsonl")
-    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
-        f"c.eval.yaml::{case}": outcome for case, (_, outcome) in AGGREGATIONS.items()
-    }
-    found = {row["eval_id"]: row for row in rows(pytester)}
-    assert {case: f"{row['score']:.2f}" for case, row in found.items()} == {
-        case: score for case, (score, _) in AGGREGATIONS.items()
-    }
+
+
+def assert_aggregations(
+    pytester: pytest.Pytester, result: pytest.RunResult, folder: str = "."
+) -> None:
+    """``aggregation_cases`` (the only conversations of the run, written to r.jsonl) scored as
+    AGGREGATIONS says."""
+    found = {row["eval_id"]: row for row in rows(pytester) if "turns" in row}
+    ran = outcomes(result.reprec)  # type: ignore[attr-defined]
+    eval_file = "c.eval.yaml" if folder == "." else f"{folder}/c.eval.yaml"
+    assert {
+        case: (f"{row['score']:.2f}", ran[f"{eval_file}::{case}"]) for case, row in found.items()
+    } == AGGREGATIONS
     for row in found.values():
         assert [(t["turn"], t["score"], t["verdict"]) for t in row["turns"]] == [
             (1, 1.0, "pass"),
@@ -165,6 +171,13 @@ def test_aggregation_of_turn_scores(pytester: pytest.Pytester, run_args: list[st
             "turn-2",
             "turn-3",
         ]
+
+
+def test_aggregation_of_turn_scores(pytester: pytest.Pytester) -> None:
+    """One case per aggregation, in one session. (Under pytest-xdist: tests/test_targets.py's
+    xdist session runs them too.)"""
+    aggregation_cases(pytester)
+    assert_aggregations(pytester, pytester.runpytest("--agentv-results=r.jsonl"))
 
 
 def test_the_conversations_own_assertions_are_one_more_term(pytester: pytest.Pytester) -> None:

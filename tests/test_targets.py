@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.helpers import outcomes, still_running, write
+from tests.test_conversation import aggregation_cases, assert_aggregations
 
 
 def expect_case(case_id: str, expect: str, extra: str = "", judge: str = "expect.py") -> str:
@@ -506,8 +507,21 @@ def test_agentv_target_fixture_sync_and_async(project: pytest.Pytester) -> None:
             return None  # use the targets file here
         """,
     )
-    project.runpytest("-n", "2").assert_outcomes(passed=3)
     project.runpytest().assert_outcomes(passed=3)
+    # Under pytest-xdist, with the conversation aggregations of tests/test_conversation.py in
+    # the same session (one xdist session for both).
+    aggregation_cases(project, "conversation")
+    result = project.runpytest("-n", "2", "--agentv-results=r.jsonl")
+    assert {
+        nodeid: outcome
+        for nodeid, outcome in outcomes(result.reprec).items()  # type: ignore[attr-defined]
+        if not nodeid.startswith("conversation/")
+    } == {
+        "sync/s.eval.yaml::a": "passed",
+        "async/a.eval.yaml::b": "passed",
+        "file/f.eval.yaml::c": "passed",
+    }
+    assert_aggregations(project, result, "conversation")
 
 
 def test_crashing_target_is_an_error_and_isolated(project: pytest.Pytester) -> None:
