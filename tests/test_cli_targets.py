@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.helpers import recorded, still_running, write
+from tests.conftest import KEYWORDS_JUDGE
+from tests.helpers import outcomes, recorded, still_running, write
 
 ECHO_AGENT = """\
 import json, sys
@@ -102,13 +103,18 @@ with open(out, "w") as f:
 """
 
 
-def batch_project(project: pytest.Pytester, agent: str = BATCH_AGENT) -> None:
-    write(project, "batch.py", agent)
+def batch_project(project: pytest.Pytester, agent: str = BATCH_AGENT, folder: str = "") -> None:
+    """A batching CLI target and its cases a, b and c, in ``folder`` (a folder of its own:
+    its own targets file and keywords judge)."""
+    if folder:
+        folder += "/"
+        write(project, f"{folder}keywords.py", KEYWORDS_JUDGE)
+    write(project, f"{folder}batch.py", agent)
     for name in ("a", "b", "c"):
-        write(project, f"{name}.txt", name)
+        write(project, f"{folder}{name}.txt", name)
     write(
         project,
-        ".agentv/targets.yaml",
+        f"{folder}.agentv/targets.yaml",
         """
         targets:
           - name: default
@@ -126,19 +132,26 @@ def batch_project(project: pytest.Pytester, agent: str = BATCH_AGENT) -> None:
 """
         for name in ("a", "b", "c")
     )
-    write(project, "b.eval.yaml", "evalcases:" + cases)
+    write(project, f"{folder}b.eval.yaml", "evalcases:" + cases)
 
 
-def one_batch_without_c(project: pytest.Pytester, result: pytest.RunResult) -> None:
+def one_batch_without_c(
+    project: pytest.Pytester, result: pytest.RunResult, folder: str = ""
+) -> None:
     """The command ran once, for a, b and c; c, which has no line, was not graded."""
-    result.assert_outcomes(passed=2, errors=1)
+    eval_file = f"{folder}/b.eval.yaml" if folder else "b.eval.yaml"
+    assert {
+        nodeid: outcome
+        for nodeid, outcome in outcomes(result.reprec).items()  # type: ignore[attr-defined]
+        if nodeid.startswith(eval_file)
+    } == {f"{eval_file}::a": "passed", f"{eval_file}::b": "passed", f"{eval_file}::c": "error"}
     result.stdout.fnmatch_lines(
         [
             "*eval 'c' was not graded: the batch output of cli target 'default' has no line "
             "with id 'c'*"
         ]
     )
-    runs = (project.path / "runs.log").read_text().splitlines()
+    runs = (project.path / folder / "runs.log").read_text().splitlines()
     assert len(runs) == 1
     assert [path.rsplit("/", 1)[1] for path in json.loads(runs[0])] == ["a.txt", "b.txt", "c.txt"]
 
@@ -161,41 +174,44 @@ def test_batch_sends_only_the_selected_cases(project: pytest.Pytester) -> None:
     assert [path.rsplit("/", 1)[1] for path in json.loads(runs[0])] == ["a.txt", "c.txt"]
 
 
-def test_batch_under_xdist_runs_once_per_worker_at_most(project: pytest.Pytester) -> None:
-    batch_project(project)
-    result = project.runpytest("-n", "2", "--dist", "loadfile")
-    result.assert_outcomes(passed=2, errors=1)
-    assert len((project.path / "runs.log").read_text().splitlines()) == 1
+PASSES_ON = """
+import pytest
+
+@pytest.fixture
+def agentv_target():
+    return None  # the targets file's target answers
+"""
 
 
-@pytest.mark.parametrize(
-    "workers", [[], ["-n", "2", "--dist", "loadfile"]], ids=["serial", "xdist"]
-)
-def test_a_case_a_target_fixture_passes_on_is_batched(
-    project: pytest.Pytester, workers: list[str]
-) -> None:
-    """With an agentv_target fixture returning None (the file's target answers), each case ran
-    the batch command alone and took its whole output as one answer: 'c', which has no line,
-    got the others' answers and passed."""
-    batch_project(project)
-    cases = project.path / "b.eval.yaml"
-    # Every answer passes every case's judge: only the line a case is given decides.
+def passes_on(project: pytest.Pytester, folder: str = "") -> None:
+    """The batch project in ``folder`` gets an agentv_target fixture returning None, and every
+    answer passes every case's judge there: only the line a case is given decides."""
+    cases = project.path / folder / "b.eval.yaml"
     cases.write_text(
         re.sub(r'keywords: \["[abc] \("\]', 'keywords: ["30 days"]', cases.read_text())
     )
-    write(
-        project,
-        "conftest.py",
-        """
-        import pytest
+    write(project, f"{folder}/conftest.py" if folder else "conftest.py", PASSES_ON)
 
-        @pytest.fixture
-        def agentv_target():
-            return None  # the targets file's target answers
-        """,
-    )
-    result = project.runpytest(*workers)
-    one_batch_without_c(project, result)
+
+def test_batch_under_xdist_runs_once_per_worker_at_most(project: pytest.Pytester) -> None:
+    """Also for cases an agentv_target fixture passes on to the file's target: both projects in
+    one session (``--dist loadfile``: each file's cases go to one worker)."""
+    batch_project(project, folder="plain")
+    batch_project(project, folder="fixture")
+    passes_on(project, "fixture")
+    result = project.runpytest("-n", "2", "--dist", "loadfile")
+    result.assert_outcomes(passed=4, errors=2)
+    for folder in ("plain", "fixture"):
+        one_batch_without_c(project, result, folder)
+
+
+def test_a_case_a_target_fixture_passes_on_is_batched(project: pytest.Pytester) -> None:
+    """With an agentv_target fixture returning None (the file's target answers), each case ran
+    the batch command alone and took its whole output as one answer: 'c', which has no line,
+    got the others' answers and passed. (Under xdist: the test above.)"""
+    batch_project(project)
+    passes_on(project)
+    one_batch_without_c(project, project.runpytest())
 
 
 @pytest.mark.parametrize(

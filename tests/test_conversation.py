@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+from fnmatch import fnmatch
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fake_openai import FakeOpenAI, Request, checklist
-from tests.helpers import judge_ini, write
+from tests.helpers import judge_ini, load_error, outcomes, write
 
 #: A CLI agent that answers with everything it was sent (its prompt: the history so far).
 ECHO = """\
@@ -40,11 +42,12 @@ def rows(pytester: pytest.Pytester, name: str = "r.jsonl") -> list[dict[str, Any
     return [json.loads(line) for line in lines]
 
 
-def mock_turns(pytester: pytest.Pytester, *responses: str) -> None:
-    """The project's default target: a mock answering turn n with ``responses[n - 1]``."""
+def mock_turns(pytester: pytest.Pytester, *responses: str, folder: str = ".") -> None:
+    """The default target (of the project, or of ``folder``): a mock answering turn n with
+    ``responses[n - 1]``."""
     write(
         pytester,
-        ".agentv/targets.yaml",
+        f"{folder}/.agentv/targets.yaml",
         "targets:\n  - name: default\n    provider: mock\n    responses: "
         + json.dumps(list(responses))
         + "\n",
@@ -120,44 +123,61 @@ def test_the_agentv_target_fixture_is_called_once_per_turn_with_the_messages_so_
     ]
 
 
-@pytest.mark.parametrize(
-    ("aggregation", "score", "outcome", "run_args"),
-    [
-        ("mean", "0.67", "xfailed", []),
-        ("min", "0.00", "failed", []),
-        ("max", "1.00", "passed", []),
-        ("mean", "0.67", "xfailed", ["-n", "2"]),
-    ],
-    ids=["mean", "min", "max", "mean-xdist"],
-)
-def test_aggregation_of_turn_scores(
-    pytester: pytest.Pytester, run_args: list[str], aggregation: str, score: str, outcome: str
-) -> None:
-    mock_turns(pytester, "Hello Ada", "I forgot", "Hello Ada")
+#: Each aggregation's case: its score and outcome over turns that pass, fail and pass.
+AGGREGATIONS = {"mean": ("0.67", "xfailed"), "min": ("0.00", "failed"), "max": ("1.00", "passed")}
+
+
+def aggregation_cases(pytester: pytest.Pytester, folder: str = ".") -> None:
+    """One case per aggregation in ``folder``/c.eval.yaml, with the mock target they need."""
+    mock_turns(pytester, "Hello Ada", "I forgot", "Hello Ada", folder=folder)
     write(
         pytester,
-        "c.eval.yaml",
-        f"""
-        tests:
-          - id: chat
-            mode: conversation
-            aggregation: {aggregation}
-            turns:
-              - {{input: I am Ada., assertions: [{{type: contains, value: Ada}}]}}
-              - {{input: Who am I?, assertions: [{{type: contains, value: Ada}}]}}
-              - {{input: Say hi., assertions: [{{type: contains, value: Ada}}]}}
-        """,
+        f"{folder}/c.eval.yaml",
+        "tests:\n"
+        + "".join(
+            f"""\
+  - id: {aggregation}
+    mode: conversation
+    aggregation: {aggregation}
+    turns:
+      - {{input: I am Ada., assertions: [{{type: contains, value: Ada}}]}}
+      - {{input: Who am I?, assertions: [{{type: contains, value: Ada}}]}}
+      - {{input: Say hi., assertions: [{{type: contains, value: Ada}}]}}
+"""
+            for aggregation in AGGREGATIONS
+        ),
     )
-    result = pytester.runpytest(*run_args, "--agentv-results=r.jsonl")
-    result.assert_outcomes(**{outcome: 1})
-    [row] = rows(pytester)
-    assert f"{row['score']:.2f}" == score
-    assert [(t["turn"], t["score"], t["verdict"]) for t in row["turns"]] == [
-        (1, 1.0, "pass"),
-        (2, 0.0, "fail"),
-        (3, 1.0, "pass"),
-    ]
-    assert [entry["name"] for entry in row["evaluator_results"]] == ["turn-1", "turn-2", "turn-3"]
+
+
+def assert_aggregations(
+    pytester: pytest.Pytester, result: pytest.RunResult, folder: str = "."
+) -> None:
+    """``aggregation_cases`` (the only conversations of the run, written to r.jsonl) scored as
+    AGGREGATIONS says."""
+    found = {row["eval_id"]: row for row in rows(pytester) if "turns" in row}
+    ran = outcomes(result.reprec)  # type: ignore[attr-defined]
+    eval_file = "c.eval.yaml" if folder == "." else f"{folder}/c.eval.yaml"
+    assert {
+        case: (f"{row['score']:.2f}", ran[f"{eval_file}::{case}"]) for case, row in found.items()
+    } == AGGREGATIONS
+    for row in found.values():
+        assert [(t["turn"], t["score"], t["verdict"]) for t in row["turns"]] == [
+            (1, 1.0, "pass"),
+            (2, 0.0, "fail"),
+            (3, 1.0, "pass"),
+        ]
+        assert [entry["name"] for entry in row["evaluator_results"]] == [
+            "turn-1",
+            "turn-2",
+            "turn-3",
+        ]
+
+
+def test_aggregation_of_turn_scores(pytester: pytest.Pytester) -> None:
+    """One case per aggregation, in one session. (Under pytest-xdist: tests/test_targets.py's
+    xdist session runs them too.)"""
+    aggregation_cases(pytester)
+    assert_aggregations(pytester, pytester.runpytest("--agentv-results=r.jsonl"))
 
 
 def test_the_conversations_own_assertions_are_one_more_term(pytester: pytest.Pytester) -> None:
@@ -426,12 +446,17 @@ def test_estimate_counts_each_turns_calls(project: pytest.Pytester, fake_llm: Fa
     ],
 )
 def test_bad_conversations_are_load_errors_at_their_place(
-    pytester: pytest.Pytester, case: str, problem: str
+    tmp_path: Path, case: str, problem: str
 ) -> None:
-    write(pytester, "bad.eval.yaml", f"tests:\n  - {case}\n")
+    error = load_error(tmp_path, "bad.eval.yaml", f"tests:\n  - {case}\n")
+    assert fnmatch(error, f"bad.eval.yaml:2:*: {problem}"), error
+
+
+def test_a_bad_conversation_is_a_collection_error(pytester: pytest.Pytester) -> None:
+    write(pytester, "bad.eval.yaml", "tests:\n  - {id: a, mode: conversation, turns: []}\n")
     result = pytester.runpytest("--co", "-q")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*bad.eval.yaml:2:*: {problem}"])
+    result.stdout.fnmatch_lines(["*bad.eval.yaml:2:*: tests.0.turns: must not be empty"])
 
 
 UNIT = """

@@ -19,17 +19,20 @@ from tests.fake_openai import Action, Delay, FakeOpenAI, Gate, Request, Status
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import cli_agent, recorded, still_running, write
 
+#: Only the standard library's socket: importing urllib.request cost each judge process more CPU
+#: than all the rest of its work.
 RELAY_JUDGE = """\
-import json, sys, urllib.request
+import json, socket, sys
 
 payload = json.load(sys.stdin)
-body = {"model": "relay", "messages": [{"role": "user", "content": payload["question"]}]}
-request = urllib.request.Request(
-    payload["config"]["url"], json.dumps(body).encode(), {"Content-Type": "application/json"}
-)
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-with opener.open(request, timeout=120) as response:
-    print(json.load(response)["choices"][0]["message"]["content"])
+messages = [{"role": "user", "content": payload["question"]}]
+body = json.dumps({"model": "relay", "messages": messages})
+head = "POST /v1/chat/completions HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nConnection: close\\r\\n"
+head += f"Content-Type: application/json\\r\\nContent-Length: {len(body.encode())}\\r\\n\\r\\n"
+with socket.create_connection(("127.0.0.1", payload["config"]["port"]), timeout=120) as server:
+    server.sendall((head + body).encode())
+    reply = b"".join(iter(lambda: server.recv(65536), b""))
+print(json.loads(reply.partition(b"\\r\\n\\r\\n")[2])["choices"][0]["message"]["content"])
 """
 
 
@@ -43,8 +46,8 @@ def relayed(project: pytest.Pytester, fake_server: FakeOpenAI) -> pytest.Pyteste
 def cases(count: int, prefix: str = "case", relay: FakeOpenAI | None = None) -> str:
     """Cases asking "question <i>"; graded by the relay judge when ``relay`` is given."""
     judge = (
-        f', evaluators: [{{name: relay, type: code_judge, script: [python, relay.py], url: "'
-        f'{relay.api_base}/chat/completions"}}]'
+        f", evaluators: [{{name: relay, type: code_judge, script: [python, relay.py], "
+        f"port: {relay.port}}}]"
         if relay
         else ""
     )

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.helpers import still_running, write
+from tests.helpers import outcomes, still_running, write
+from tests.test_conversation import aggregation_cases, assert_aggregations
 
 
 def expect_case(case_id: str, expect: str, extra: str = "", judge: str = "expect.py") -> str:
@@ -167,39 +168,32 @@ targets:
 """
 
 
-@pytest.mark.parametrize(
-    ("case_id", "answer"),
-    [
-        ("text-and-messages", "From the messages"),
-        ("last-message-only-calls", "Before the call"),
-        ("object-text", '{"days": 30}'),
-        ("empty-messages", "From the text"),
-    ],
-)
-def test_cli_answer_is_taken_as_agentv_takes_it(
-    project: pytest.Pytester, case_id: str, answer: str
-) -> None:
-    """Messages win over ``text``; the last assistant message with content is the answer."""
-    write(project, "agent.py", ANSWERS_AGENT)
-    write(
-        project,
-        ".agentv/targets.yaml",
-        ANSWERS_TARGETS,
-    )
-    write(project, "c.eval.yaml", "evalcases:" + expect_case(case_id, answer))
-    project.runpytest().assert_outcomes(passed=1)
+#: Each case of ANSWERS_AGENT and the answer taken from its output.
+CLI_ANSWERS = {
+    "text-and-messages": "From the messages",
+    "last-message-only-calls": "Before the call",
+    "object-text": '{"days": 30}',
+    "empty-messages": "From the text",
+}
 
 
-def test_cli_answer_without_an_assistant_message_is_empty(project: pytest.Pytester) -> None:
+def test_cli_answers_are_taken_as_agentv_takes_them(project: pytest.Pytester) -> None:
+    """Messages win over ``text``; the last assistant message with content is the answer; as in
+    AgentV, messages without an answer grade as ''. Each case passes only on its own answer."""
     write(project, "agent.py", ANSWERS_AGENT)
+    write(project, ".agentv/targets.yaml", ANSWERS_TARGETS)
     write(
         project,
-        ".agentv/targets.yaml",
-        ANSWERS_TARGETS,
+        "c.eval.yaml",
+        "evalcases:"
+        + "".join(expect_case(case_id, answer) for case_id, answer in CLI_ANSWERS.items())
+        + expect_case("no-assistant", "tool output"),
     )
-    write(project, "c.eval.yaml", "evalcases:" + expect_case("no-assistant", "tool output"))
     result = project.runpytest()
-    result.assert_outcomes(failed=1)  # as in AgentV: messages without an answer grade as ''
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        **{f"c.eval.yaml::{case_id}": "passed" for case_id in CLI_ANSWERS},
+        "c.eval.yaml::no-assistant": "failed",
+    }
     result.stdout.fnmatch_lines(["*answer is ''*"])
 
 
@@ -513,8 +507,21 @@ def test_agentv_target_fixture_sync_and_async(project: pytest.Pytester) -> None:
             return None  # use the targets file here
         """,
     )
-    project.runpytest("-n", "2").assert_outcomes(passed=3)
     project.runpytest().assert_outcomes(passed=3)
+    # Under pytest-xdist, with the conversation aggregations of tests/test_conversation.py in
+    # the same session (one xdist session for both).
+    aggregation_cases(project, "conversation")
+    result = project.runpytest("-n", "2", "--agentv-results=r.jsonl")
+    assert {
+        nodeid: outcome
+        for nodeid, outcome in outcomes(result.reprec).items()  # type: ignore[attr-defined]
+        if not nodeid.startswith("conversation/")
+    } == {
+        "sync/s.eval.yaml::a": "passed",
+        "async/a.eval.yaml::b": "passed",
+        "file/f.eval.yaml::c": "passed",
+    }
+    assert_aggregations(project, result, "conversation")
 
 
 def test_crashing_target_is_an_error_and_isolated(project: pytest.Pytester) -> None:
