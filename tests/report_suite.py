@@ -101,7 +101,7 @@ def agentv_target():
                 },
                 {"role": "assistant", "content": "Order 42 left the warehouse today."},
             ],
-            "duration_ms": 40,
+            "duration_ms": 86400000,
         }
 
     return answer

@@ -263,7 +263,7 @@ def test_report_renders_our_results_file_with_a_baseline(
     wrong = text(case(doc, "evals/support.eval.yaml::wrong-policy"))
     assert "Can I get my money back?" in wrong and "baseline: 1.00 → 0.00 (delta -1.00)" in wrong
     calls = text(case(doc, "evals/agent/tools.eval.yaml::looks-up-order"))
-    assert "lookup_order" in calls and "40 ms" not in calls  # measured latency, not reported
+    assert "lookup_order" in calls and "1440 min" not in calls  # measured latency, not reported
     result = report(judged, "run.jsonl", "--markdown", "-")
     assert result.ret == 1
     assert "**Failed: 2 cases**" in result.stdout.str()
