@@ -183,3 +183,16 @@ def hook_calls(log: Path) -> list[tuple[str, list[str], dict[str, Any]]]:
         cwd, *args, context = line.split("\t")
         calls.append((cwd, args, json.loads(context)))
     return calls
+
+
+def run_report(capsys: pytest.CaptureFixture[str], *args: str) -> pytest.RunResult:
+    """``python -m pytest_agentv report ARGS`` in this process: its ``main`` with what it printed,
+    as the run of a real process would give them (tests/test_report.py keeps one such process).
+    Relative paths are the current folder's, a pytester folder's in a pytester test."""
+    from pytest_agentv.__main__ import main
+
+    capsys.readouterr()  # what earlier in-process sessions printed
+    started = time.monotonic()
+    ret = main(["report", *args])
+    out, err = capsys.readouterr()
+    return pytest.RunResult(ret, out.splitlines(), err.splitlines(), time.monotonic() - started)

@@ -13,9 +13,23 @@ import pytest
 from pytest_agentv.baseline import PreviousResults, comparison_lines
 from tests.helpers import write
 
-SCORE_JUDGE = """\
-import json, sys
-print(json.dumps({"score": json.load(sys.stdin)["config"]["score"]}))
+#: The cases' evaluator: the score it is given (in the run's process: the comparison is what
+#: these tests are about, not how a score is made).
+FIXED = """\
+import pytest
+from pytest_agentv import EvaluationScore
+
+
+class Fixed:
+    kind = "fixed"
+
+    def evaluate(self, context):
+        return EvaluationScore(score=context.evaluator.options["score"])
+
+
+@pytest.hookimpl
+def pytest_agentv_make_evaluator(config, kind):
+    return Fixed() if kind == "fixed" else None
 """
 
 
@@ -24,7 +38,7 @@ def case(case_id: str, score: float) -> str:
   - id: {case_id}
     input: q
     evaluators:
-      - {{name: fixed, type: code_judge, script: [python, score.py], config: {{score: {score}}}}}
+      - {{name: fixed, type: fixed, score: {score}}}
 """
 
 
@@ -62,7 +76,7 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 @pytest.fixture
 def suite(project: pytest.Pytester) -> pytest.Pytester:
-    write(project, "score.py", SCORE_JUDGE)
+    write(project, "conftest.py", FIXED)
     write(project, "support.eval.yaml", SUITE)
     write_rows(project.path / "base.jsonl", BASELINE)
     return project
@@ -149,7 +163,7 @@ def test_without_max_regression_the_comparison_only_reports(
 
 
 def test_an_agentv_results_file_is_a_baseline(project: pytest.Pytester) -> None:
-    write(project, "score.py", SCORE_JUDGE)
+    write(project, "conftest.py", FIXED)
     write(
         project,
         "dataset.eval.yaml",
@@ -202,7 +216,7 @@ def test_an_agentv_results_file_is_a_baseline(project: pytest.Pytester) -> None:
 
 
 def test_cases_not_graded_and_cases_with_trials(project: pytest.Pytester) -> None:
-    write(project, "score.py", SCORE_JUDGE)
+    write(project, "conftest.py", FIXED)
     write(
         project,
         "t.eval.yaml",
@@ -212,13 +226,13 @@ def test_cases_not_graded_and_cases_with_trials(project: pytest.Pytester) -> Non
             input: q
             execution: {target: nowhere}
             evaluators:
-              - {name: fixed, type: code_judge, script: [python, score.py], config: {score: 1}}
+              - {name: fixed, type: fixed, score: 1}
           - id: tried
             input: q
             execution:
               trials: {count: 2, strategy: mean}
             evaluators:
-              - {name: fixed, type: code_judge, script: [python, score.py], config: {score: 0.7}}
+              - {name: fixed, type: fixed, score: 0.7}
         """,
     )
     write_rows(
@@ -266,7 +280,7 @@ def test_a_graded_baseline_row_without_a_usable_score_is_a_usage_error(
     project: pytest.Pytester, score: str | None
 ) -> None:
     # Such a row used to be "not compared": the gate was off for its case, silently.
-    write(project, "score.py", SCORE_JUDGE)
+    write(project, "conftest.py", FIXED)
     write(project, "a.eval.yaml", "evalcases:\n" + case("one", 0.9) + case("two", 0.9))
     scored = "" if score is None else f', "score": {score}'
     write(
@@ -327,9 +341,9 @@ def test_files_with_the_same_dataset_and_ids_are_compared_file_by_file(
     the same ids in several files. Each case is compared with its own file's row, and a folder
     left out of the run has nothing gone."""
     suites = {"billing": case("basic", 0.85) + case("old", 1.0), "refunds": case("basic", 1.0)}
+    write(project, "conftest.py", FIXED)
     for folder, cases in suites.items():
         write(project, f"{folder}/evals/dataset.eval.yaml", "evalcases:" + cases)
-        write(project, f"{folder}/evals/score.py", SCORE_JUDGE)
     project.runpytest("--agentv-results=base.jsonl").assert_outcomes(passed=3)
     rows = [json.loads(line) for line in (project.path / "base.jsonl").read_text().splitlines()]
     assert sorted(row["file"] for row in rows) == [
@@ -357,14 +371,12 @@ def test_a_row_of_another_file_is_used_only_when_that_file_is_gone(
 ) -> None:
     """A renamed file keeps its baseline; a file that is still there keeps its rows to itself
     (the other file's case with the same dataset and id is new)."""
-    write(project, "score.py", SCORE_JUDGE)
+    write(project, "conftest.py", FIXED)
     suite = "dataset: support\nevalcases:" + case("x", 0.9)
     write(project, "a/cases.eval.yaml", suite)
-    write(project, "a/score.py", SCORE_JUDGE)
     project.runpytest("a", "--agentv-results=base.jsonl").assert_outcomes(passed=1)
 
     write(project, "b/cases.eval.yaml", suite)
-    write(project, "b/score.py", SCORE_JUDGE)
     result = project.runpytest("--agentv-baseline=base.jsonl")
     result.stdout.fnmatch_lines(["*0 regressed, 1 unchanged*, 1 new, 0 gone*"])
 

@@ -99,56 +99,65 @@ def test_a_custom_evaluator_that_scores_one_passes(project: pytest.Pytester) -> 
     assert rows(project)["custom"]["verdict"] == "pass"
 
 
-@pytest.mark.parametrize("where", ["evaluator", "sync evaluator", "async target", "target"])
-def test_sys_exit_in_user_code_is_not_graded_and_the_run_goes_on(
-    project: pytest.Pytester, where: str
-) -> None:
+EXITS = ["evaluator", "sync_evaluator", "async_target", "target"]
+
+
+def test_sys_exit_in_user_code_is_not_graded_and_the_run_goes_on(project: pytest.Pytester) -> None:
     """An evaluator or target written like a script may call sys.exit: that case is not graded,
-    and the plugin's event loop keeps serving the next case (it used to hang the run)."""
-    evaluate = "async def evaluate" if where == "evaluator" else "def evaluate"
-    exits = where.endswith("evaluator")
-    write(
-        project,
-        "conftest.py",
-        f"""
-        import sys
-        import pytest
-        from pytest_agentv import EvaluationScore
+    and the plugin's event loop keeps serving the next case (it used to hang the run). One
+    folder for each place it is called from, in one run."""
+    for where in EXITS:
+        evaluate = "async def evaluate" if where == "evaluator" else "def evaluate"
+        exits = where.endswith("evaluator")
+        write(
+            project,
+            f"{where}/conftest.py",
+            f"""
+            import sys
+            import pytest
+            from pytest_agentv import EvaluationScore
 
-        class Exits:
-            kind = "exits"
-            {evaluate}(self, context):
-                if context.eval_case.id == "first" and {exits}:
-                    sys.exit(3)
-                return EvaluationScore(score=1.0)
+            class Exits:
+                kind = "exits"
+                {evaluate}(self, context):
+                    if context.eval_case.id == "first" and {exits}:
+                        sys.exit(3)
+                    return EvaluationScore(score=1.0)
 
-        @pytest.hookimpl
-        def pytest_agentv_make_evaluator(config, kind):
-            return Exits() if kind == "exits" else None
+            @pytest.hookimpl
+            def pytest_agentv_make_evaluator(config, kind):
+                return Exits() if kind == "exits" else None
 
-        @pytest.fixture
-        def agentv_target():
-            {"async " if where == "async target" else ""}def answer(case):
-                if case.id == "first" and not {exits}:
-                    sys.exit(2)
-                return "an answer"
-            return answer
-        """,
-    )
-    write(
-        project,
-        "c.eval.yaml",
-        """
-        execution:
-          evaluators: [{name: exits, type: exits}]
-        evalcases:
-          - {id: first, input: q}
-          - {id: second, input: q}
-        """,
-    )
-    result = project.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
-    result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*first*SystemExit*"])
+            @pytest.fixture
+            def agentv_target():
+                {"async " if where == "async_target" else ""}def answer(case):
+                    if case.id == "first" and not {exits}:
+                        sys.exit(2)
+                    return "an answer"
+                return answer
+            """,
+        )
+        write(
+            project,
+            f"{where}/c.eval.yaml",
+            """
+            execution:
+              evaluators: [{name: exits, type: exits}]
+            evalcases:
+              - {id: first, input: q}
+              - {id: second, input: q}
+            """,
+        )
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-rp", timeout=120)
+    result.assert_outcomes(passed=len(EXITS), errors=len(EXITS))
+    for where in EXITS:
+        code = 3 if where.endswith("evaluator") else 2
+        result.stdout.fnmatch_lines(
+            [
+                f"{where}/c.eval.yaml:5: eval 'first' was not graded: *SystemExit: {code}",
+                f"PASSED {where}/c.eval.yaml::second",
+            ]
+        )
 
 
 def test_a_prompt_file_in_rubric_mode_is_filled_in(
@@ -453,23 +462,6 @@ def pytest_agentv_make_evaluator(config, kind):
 """
 
 
-@pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_details_of_any_type_reach_the_results_file_as_json(
-    project: pytest.Pytester, args: list[str]
-) -> None:
-    write(project, "conftest.py", ODD_DETAILS)
-    write(
-        project,
-        "o.eval.yaml",
-        "evalcases: [{id: odd, input: q, evaluators: [{name: o, type: odd}]}]\n",
-    )
-    result = project.runpytest("--agentv-results=out.jsonl", *args)
-    result.assert_outcomes(passed=1)
-    assert "INTERNALERROR" not in result.stdout.str()
-    [entry] = rows(project)["odd"]["evaluator_results"]
-    assert entry["details"] == {"where": "/tmp/x", "amount": "1.5", "3": None, "pair": [1, 2]}
-
-
 def test_a_relative_script_runs_from_its_cwd(project: pytest.Pytester) -> None:
     write(project, "judges/judge.sh", "#!/bin/sh\necho '{\"score\": 1}'\n")
     (project.path / "judges" / "judge.sh").chmod(0o755)
@@ -586,11 +578,13 @@ def test_prompt_scripts_get_the_environment_code_judges_get(
 
 
 @pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_lone_surrogates_from_targets_and_judges_lose_no_results(
+def test_what_json_or_utf_8_cannot_hold_loses_no_results(
     project: pytest.Pytester, args: list[str]
 ) -> None:
     """A JSON ``"\\ud800"`` escape decodes to text that UTF-8 cannot hold: written as it came, it
-    crashed the results file (INTERNALERROR) and pytest-xdist's reports, losing cases."""
+    crashed the results file (INTERNALERROR) and pytest-xdist's reports, losing cases. An
+    evaluator's details of any type (paths, decimals, NaN, tuples, keys that are no string)
+    reach the results file as JSON."""
     write(project, "answer.json", '{"text": "Refunds within 30 days \\ud800 ok"}\n')
     verdict = r'{"score": 0.1, "misses": ["odd \udc00 text"], "details": {"k\ud800": 1}}'
     write(project, "judge.py", f"print({verdict!r})\n")
@@ -617,12 +611,20 @@ def test_lone_surrogates_from_targets_and_judges_lose_no_results(
               - {name: kw, type: code_judge, script: [python, keywords.py], keywords: [30 days]}
         """,
     )
+    write(project, "conftest.py", ODD_DETAILS)
+    write(
+        project,
+        "t.eval.yaml",
+        "evalcases: [{id: odd, input: q, evaluators: [{name: o, type: odd}]}]\n",
+    )
     result = project.runpytest("--agentv-results=out.jsonl", "--junitxml=junit.xml", *args)
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=3, failed=1)
     assert "INTERNALERROR" not in result.stdout.str()
     found = rows(project)
     assert found["target-wrote-it"]["candidate_answer"] == "Refunds within 30 days \ufffd ok"
     assert found["judge-wrote-it"]["misses"] == ["odd \ufffd text"]
+    [entry] = found["odd"]["evaluator_results"]
+    assert entry["details"] == {"where": "/tmp/x", "amount": "1.5", "3": None, "pair": [1, 2]}
 
 
 def test_a_lone_surrogate_in_a_jsonl_dataset_is_refused_at_its_line(

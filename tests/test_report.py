@@ -13,7 +13,7 @@ import cmarkgfm
 import pytest
 from lxml import html
 
-from tests.helpers import write
+from tests.helpers import run_report, write
 from tests.report_suite import make_suite
 
 if TYPE_CHECKING:
@@ -34,11 +34,21 @@ def text(element: html.HtmlElement) -> str:
     return " ".join(element.text_content().split())
 
 
-def test_the_page_shows_every_field(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+def test_the_page_and_the_markdown_summary_show_the_run(
+    judged: pytest.Pytester, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page shows every field; the summary names regressions and failures, and is added to
+    the GitHub job summary. Both from one run."""
     args = make_suite(judged, fake_llm)
-    result = judged.runpytest(*args, "--agentv-html=out/report.html")
+    summary = judged.path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = judged.runpytest(
+        *args, "--agentv-html=out/report.html", "--agentv-markdown=summary.md"
+    )
     result.assert_outcomes(passed=3, failed=2, xfailed=1, errors=1)
     result.stdout.fnmatch_lines(["agentv: HTML report written to *out?report.html"])
+    assert_the_summary_names_regressions_and_failures(judged.path / "summary.md", summary)
     doc = page(judged.path / "out" / "report.html")
     header = text(doc.body.find("header"))
     for shown in (
@@ -107,15 +117,9 @@ def test_the_page_shows_every_field(judged: pytest.Pytester, fake_llm: FakeOpenA
     assert "baseline: no graded score for this case" in text(tools)
 
 
-def test_the_markdown_summary_names_regressions_and_failures(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    args = make_suite(judged, fake_llm)
-    summary = judged.path / "step-summary.md"
-    summary.write_text("earlier step\n")
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    judged.runpytest(*args, "--agentv-markdown=summary.md")
-    written = (judged.path / "summary.md").read_text()
+def assert_the_summary_names_regressions_and_failures(path: Path, summary: Path) -> None:
+    """``path``: the run's Markdown summary; ``summary``: the GitHub job summary it joined."""
+    written = path.read_text()
     assert summary.read_text() == "earlier step\n" + written
     assert written.startswith("### agentv report: 2 failed, 1 not graded\n")
     assert "7 evaluations: 3 pass, 1 borderline, 2 fail, 1 not graded, 0 skipped" in written
@@ -239,16 +243,12 @@ def test_a_report_that_cannot_be_written_fails_the_run(project: pytest.Pytester)
     result.stderr.fnmatch_lines(["*--agentv-markdown=*inside.md cannot be used: *not a folder;*"])
 
 
-def report(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.run(sys.executable, "-m", "pytest_agentv", "report", *args)
-
-
 def test_report_renders_our_results_file_with_a_baseline(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI
+    judged: pytest.Pytester, fake_llm: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = make_suite(judged, fake_llm)
     judged.runpytest(*args[1:], "--agentv-results=run.jsonl")
-    result = report(judged, "run.jsonl", "--baseline", "baseline.jsonl", "-o", "again.html")
+    result = run_report(capsys, "run.jsonl", "--baseline", "baseline.jsonl", "-o", "again.html")
     assert result.ret == 1  # as the run ended: two cases failed, one was not graded
     result.stdout.fnmatch_lines(
         [
@@ -264,7 +264,7 @@ def test_report_renders_our_results_file_with_a_baseline(
     assert "Can I get my money back?" in wrong and "baseline: 1.00 → 0.00 (delta -1.00)" in wrong
     calls = text(case(doc, "evals/agent/tools.eval.yaml::looks-up-order"))
     assert "lookup_order" in calls and "1440 min" not in calls  # measured latency, not reported
-    result = report(judged, "run.jsonl", "--markdown", "-")
+    result = run_report(capsys, "run.jsonl", "--markdown", "-")
     assert result.ret == 1
     assert "**Failed: 2 cases**" in result.stdout.str()
 
@@ -338,10 +338,12 @@ CONVERSATION = {
 }
 
 
-def test_report_reads_agentv_rows_of_both_versions(pytester: pytest.Pytester) -> None:
+def test_report_reads_agentv_rows_of_both_versions(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     rows = [V258_ROW, V4_ROW, V4_ERROR, CONVERSATION]
     write(pytester, "agentv.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
-    result = report(pytester, "agentv.jsonl")
+    result = run_report(capsys, "agentv.jsonl")
     assert result.ret == 1
     result.stdout.fnmatch_lines(["report.html: 4 evaluations: 1 pass, 1 borderline, 1 fail, 1 *"])
     doc = page(pytester.path / "report.html")
@@ -372,7 +374,9 @@ def test_report_reads_agentv_rows_of_both_versions(pytester: pytest.Pytester) ->
     ]
 
 
-def test_report_exits_as_the_run_did_when_cases_were_skipped(project: pytest.Pytester) -> None:
+def test_report_exits_as_the_run_did_when_cases_were_skipped(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A case skipped for want of a judge fails no gate: the run exited 0, and so does
     ``report`` on its results (it counted skipped rows as failed ones, exit 1)."""
     write(
@@ -392,7 +396,7 @@ def test_report_exits_as_the_run_did_when_cases_were_skipped(project: pytest.Pyt
     run = project.runpytest("--agentv-results=run.jsonl")
     run.assert_outcomes(passed=1, skipped=1)
     assert run.ret == 0
-    result = report(project, "run.jsonl")
+    result = run_report(capsys, "run.jsonl")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["report.html: 2 evaluations: 1 pass, * 1 skipped*"])
     result.stdout.no_fnmatch_line("*failed*")
@@ -400,14 +404,15 @@ def test_report_exits_as_the_run_did_when_cases_were_skipped(project: pytest.Pyt
 
 def test_report_names_the_line_of_a_bad_row(pytester: pytest.Pytester) -> None:
     write(pytester, "bad.jsonl", json.dumps(V258_ROW) + "\n" + '{"score": 1}\n')
-    result = report(pytester, "bad.jsonl")
+    # A process of its own: what ``python -m pytest_agentv`` exits with and writes to stderr.
+    result = pytester.run(sys.executable, "-m", "pytest_agentv", "report", "bad.jsonl")
     assert result.ret == 2
     result.stderr.fnmatch_lines(["error: bad.jsonl:2: a results row needs a string 'eval_id'*"])
     assert not (pytester.path / "report.html").exists()
 
 
 def test_no_secret_reaches_the_reports(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("SHOP_ADMIN_TOKEN", "tok-7f3a9c2e51d8")
     write(
@@ -428,5 +433,5 @@ def test_no_secret_reaches_the_reports(
     assert "7f3a9c2e" not in page and "7f3a9c2e" not in (project.path / "r.md").read_text()
     row = {"eval_id": "old", "score": 1, "candidate_answer": "key sk-abcdefghijklmnop1234"}
     write(project, "old.jsonl", json.dumps(row) + "\n")
-    assert report(project, "old.jsonl", "-o", "old.html").ret == 0
+    assert run_report(capsys, "old.jsonl", "-o", "old.html").ret == 0
     assert "sk-abcdefgh" not in (project.path / "old.html").read_text()

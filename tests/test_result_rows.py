@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from collections.abc import Iterator
 from fnmatch import fnmatch
 from pathlib import Path
@@ -19,7 +18,7 @@ from hypothesis import strategies as st
 from lxml import html
 
 from pytest_agentv.__main__ import main
-from tests.helpers import examples, outcomes, write
+from tests.helpers import examples, outcomes, run_report, write
 
 ANSWER = "Refunds within 30 days."
 #: One file of every kind of row: ours, AgentV v2.5.8's, v4's in snake_case and in camelCase;
@@ -63,7 +62,7 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
 @pytest.fixture
 def mixed(project: pytest.Pytester) -> pytest.Pytester:
     """An eval file with a case for each row (its answer, the mock target's, mentions 30 days)."""
-    entry = "{name: kw, type: code_judge, script: [python, keywords.py], keywords: [30 days]}"
+    entry = "{name: kw, type: contains, value: 30 days}"
     cases = "".join(f"  - {{id: {case}, input: q, evaluators: [{entry}]}}\n" for case in IDS)
     write(project, "mixed.eval.yaml", "evalcases:\n" + cases)
     write_rows(project.path / "mixed.jsonl", MIXED)
@@ -74,26 +73,31 @@ def by_id(path: Path) -> dict[str, dict[str, Any]]:
     return {row["eval_id"]: row for row in map(json.loads, path.read_text().splitlines())}
 
 
-def report(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.run(sys.executable, "-m", "pytest_agentv", "report", *args)
-
-
 def page_cases(path: Path) -> dict[str, html.HtmlElement]:
     """The HTML page's cases by eval id."""
     found = html.fromstring(path.read_bytes()).find_class("case")
     return {str(case.get("id")).split("::")[-1]: case for case in found}
 
 
-def test_every_reader_reads_mixed_rows_alike(mixed: pytest.Pytester, run_args: list[str]) -> None:
-    # The baseline: a delta for every graded row, none for the others.
-    result = mixed.runpytest(*run_args, "--agentv-baseline=mixed.jsonl", "--agentv-results=now")
-    result.assert_outcomes(passed=len(MIXED))
-    now = by_id(mixed.path / "now")
+def assert_compared_with_mixed(now: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """A run compared with the mixed rows has a delta for every graded row, none for the others
+    (each case scores 1). Returns the deltas."""
     assert {case: row["baseline_score"] for case, row in now.items()} == {
         case: GRADED.get(case) for case in IDS
     }
     deltas = {case: row["delta"] for case, row in now.items()}
     assert deltas == {case: round(1 - GRADED[case], 6) if case in GRADED else None for case in IDS}
+    return deltas
+
+
+def test_every_reader_reads_mixed_rows_alike(
+    mixed: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same rows under pytest-xdist: test_the_baseline_is_read_once_per_run."""
+    # The baseline: a delta for every graded row, none for the others.
+    result = mixed.runpytest("--agentv-baseline=mixed.jsonl", "--agentv-results=now")
+    result.assert_outcomes(passed=len(MIXED))
+    deltas = assert_compared_with_mixed(by_id(mixed.path / "now"))
 
     # The recorded answers: a graded row's answer is graded again; the others are no answer.
     answered = outcomes(mixed.inline_run("--agentv-answers=mixed.jsonl"))
@@ -104,19 +108,19 @@ def test_every_reader_reads_mixed_rows_alike(mixed: pytest.Pytester, run_args: l
     assert list(answered.values()).count("error") == len(MIXED) - len(GRADED)
 
     # The report command: the same verdicts, on the page and in the Markdown summary.
-    assert report(mixed, "mixed.jsonl", "-o", "mixed.html").ret == 1  # cases failed
+    assert run_report(capsys, "mixed.jsonl", "-o", "mixed.html").ret == 1  # cases failed
     kinds = {case: element.get("data-kind") for case, element in page_cases(
         mixed.path / "mixed.html"
     ).items()}  # fmt: skip
     assert {case for case, kind in kinds.items() if kind not in ("error", "skipped")} == set(GRADED)
     assert {case for case, kind in kinds.items() if kind == "skipped"} == SKIPPED
     assert kinds["camel-ok"] == "borderline" and kinds["v4-low"] == "fail"
-    summary = report(mixed, "mixed.jsonl", "--markdown", "-")
+    summary = run_report(capsys, "mixed.jsonl", "--markdown", "-")
     assert "11 evaluations: 2 pass, 1 borderline, 2 fail, 5 not graded, 1 skipped" in (
         summary.stdout.str()
     )
     # ... and the same deltas when it compares the run with the same baseline.
-    assert report(mixed, "now", "--baseline", "mixed.jsonl", "-o", "now.html").ret == 0
+    assert run_report(capsys, "now", "--baseline", "mixed.jsonl", "-o", "now.html").ret == 0
     compared = page_cases(mixed.path / "now.html")
     assert {case: compared[case].get("data-delta") for case in IDS} == {
         case: None if delta is None else str(delta) for case, delta in deltas.items()
@@ -212,19 +216,17 @@ sys.addaudithook(_opened)
 def test_the_baseline_is_read_once_per_run(
     mixed: pytest.Pytester, run_args: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """pytest-xdist workers get the controller's reading of it (every process read it)."""
+    """pytest-xdist workers get the controller's reading of it (every process read it), and
+    compare with every kind of row as a serial run does."""
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this test's own worker's
-    write_rows(mixed.path / "base.jsonl", [row for row in MIXED if "testId" not in row])
+    write_rows(mixed.path / "base.jsonl", MIXED)
     write(mixed, "conftest.py", COUNT_OPENS)  # an audit hook: only in a process of its own
     result = mixed.runpytest_subprocess(
         *run_args, "--agentv-baseline=base.jsonl", "--agentv-results=now"
     )
     result.assert_outcomes(passed=len(MIXED))
     assert (mixed.path / "opened.log").read_text().splitlines() == ["controller"]
-    now = by_id(mixed.path / "now")
-    assert {case: row["baseline_score"] for case, row in now.items()} == {
-        case: None if case.startswith("camel") else GRADED.get(case) for case in IDS
-    }
+    assert_compared_with_mixed(by_id(mixed.path / "now"))
 
 
 def test_rows_read_by_one_rule() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from pytest_agentv.reports.agentv_v4.rows import v4_row
 from pytest_agentv.reports.agentv_v4.run_folder import RunFolder
 from pytest_agentv.results import AggregationRow, CaseResult, Grade, TrialRow
 from tests.conftest import INI
-from tests.helpers import write
+from tests.helpers import run_report, write
 
 #: AgentV v4.42.4's ``GRADER_KIND_VALUES``.
 V4_KINDS = {
@@ -374,11 +373,11 @@ def test_a_recorded_answer_to_another_question_is_not_graded(
     )
 
 
-def test_the_report_reads_our_v4_file(suite: pytest.Pytester) -> None:
+def test_the_report_reads_our_v4_file(
+    suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_v4(suite)
-    result = suite.run(
-        sys.executable, "-m", "pytest_agentv", "report", "run/index.jsonl", "--markdown", "-"
-    )
+    result = run_report(capsys, "run/index.jsonl", "--markdown", "-")
     assert result.ret == 1  # as the run ended
     result.stdout.fnmatch_lines(
         [
