@@ -3,6 +3,8 @@ answers with --agentv-answers."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
+from pytest_agentv.__main__ import main
 from pytest_agentv.schema.rubrics import RubricItem
 from tests.helpers import write
 
@@ -272,14 +275,23 @@ def test_a_target_setting_written_under_two_names_is_an_error(project: pytest.Py
 
 
 def schema(kind: str) -> dict:
+    """What ``python -m pytest_agentv schema KIND`` prints (its ``main``, in this process)."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["schema", kind]) == 0
+    return json.loads(printed.getvalue())
+
+
+def test_python_m_pytest_agentv_schema_prints_it() -> None:
+    """The other tests call ``main``; the command itself prints the same."""
     printed = subprocess.run(
-        [sys.executable, "-m", "pytest_agentv", "schema", kind],
+        [sys.executable, "-m", "pytest_agentv", "schema", "eval"],
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
     )
-    return json.loads(printed.stdout)
+    assert json.loads(printed.stdout) == schema("eval")
 
 
 def validator(kind: str) -> jsonschema.Draft202012Validator:
