@@ -4,6 +4,7 @@ answers with --agentv-answers."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import subprocess
@@ -294,7 +295,10 @@ def test_python_m_pytest_agentv_schema_prints_it() -> None:
     assert json.loads(printed.stdout) == schema("eval")
 
 
+@functools.cache
 def validator(kind: str) -> jsonschema.Draft202012Validator:
+    """A validator of the printed schema, checked to be a JSON Schema (once per process: the
+    check takes about a third of a second)."""
     found = schema(kind)
     jsonschema.Draft202012Validator.check_schema(found)
     return jsonschema.Draft202012Validator(found)
