@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from fnmatch import fnmatch
+from pathlib import Path
 
 import pytest
 
-from tests.helpers import write
+from tests.helpers import load_error, write
 
 #: v4.42.4's own ``.agentv/config.yaml`` (its repository's root), comments aside.
 V4_CONFIG = """\
@@ -132,15 +134,24 @@ def test_each_setting_pytest_agentv_does_otherwise_is_named_with_what_it_does(
     ids=["patterns", "pattern", "flag", "slots", "execution", "version", "hook"],
 )
 def test_a_wrong_value_is_a_collection_error_at_the_field(
-    project: pytest.Pytester, config: str, error: str
+    tmp_path: Path, config: str, error: str
+) -> None:
+    (tmp_path / ".agentv").mkdir()
+    (tmp_path / ".agentv" / "config.yaml").write_text(config + "\n")
+    found = load_error(tmp_path, "evals/eval.yaml", CASES)
+    assert fnmatch(found, f".agentv/config.yaml{error}"), found
+
+
+def test_a_config_that_cannot_be_read_keeps_its_eval_files_and_its_error(
+    project: pytest.Pytester,
 ) -> None:
     """The error reaches the files the config's default patterns match: a config that cannot be
     read does not lose its eval files, nor its error."""
-    write(project, ".agentv/config.yaml", config + "\n")
+    write(project, ".agentv/config.yaml", "eval_patterns: '**/evals/*.yaml'\n")
     write(project, "evals/eval.yaml", CASES)
     result = project.runpytest("--co", "-q")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*.agentv/config.yaml{error}"])
+    result.stdout.fnmatch_lines(["*.agentv/config.yaml:1:16: eval_patterns: *list*"])
     assert "Traceback" not in result.stdout.str()
 
 
