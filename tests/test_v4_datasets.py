@@ -16,8 +16,9 @@ from tests.helpers import load_error, write
 def collection_error(folder: Path, files: dict[str, str], problem: str) -> None:
     """Loading ``suite.eval.yaml`` among ``files`` (name: text) is ``problem`` (an fnmatch
     pattern); test_an_error_in_a_dataset_names_its_file_line_and_column shows it in a session."""
-    suite = files.pop("suite.eval.yaml")
-    for name, text in files.items():
+    datasets = dict(files)
+    suite = datasets.pop("suite.eval.yaml")
+    for name, text in datasets.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
     error = load_error(folder, "suite.eval.yaml", suite)
