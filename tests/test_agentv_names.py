@@ -3,17 +3,22 @@ answers with --agentv-answers."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
 
+from pytest_agentv.__main__ import main
 from pytest_agentv.schema.rubrics import RubricItem
-from tests.helpers import write
+from tests.helpers import load_error, write
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,16 +100,14 @@ def test_a_mixed_file_warns_once(project: pytest.Pytester) -> None:
     ids=["v2.10-kind", "v2.19-kind", "v3.1-kind", "v5-kind", "trajectory"],
 )
 def test_names_we_cannot_map_are_errors_naming_the_version(
-    project: pytest.Pytester, evaluator: str, expected: str
+    tmp_path: Path, evaluator: str, expected: str
 ) -> None:
-    write(
-        project,
+    error = load_error(
+        tmp_path,
         "later.eval.yaml",
         f"evalcases:\n  - {{id: a, input: q, assertions: [{evaluator}]}}\n",
     )
-    result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["later.eval.yaml:2:*" + expected.lstrip("*")])
+    assert fnmatch(error, "later.eval.yaml:2:*" + expected.lstrip("*")), error
 
 
 def test_a_composite_written_with_later_names(project: pytest.Pytester) -> None:
@@ -272,17 +275,29 @@ def test_a_target_setting_written_under_two_names_is_an_error(project: pytest.Py
 
 
 def schema(kind: str) -> dict:
+    """What ``python -m pytest_agentv schema KIND`` prints (its ``main``, in this process)."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["schema", kind]) == 0
+    return json.loads(printed.getvalue())
+
+
+def test_python_m_pytest_agentv_schema_prints_it() -> None:
+    """The other tests call ``main``; the command itself prints the same."""
     printed = subprocess.run(
-        [sys.executable, "-m", "pytest_agentv", "schema", kind],
+        [sys.executable, "-m", "pytest_agentv", "schema", "eval"],
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
     )
-    return json.loads(printed.stdout)
+    assert json.loads(printed.stdout) == schema("eval")
 
 
+@functools.cache
 def validator(kind: str) -> jsonschema.Draft202012Validator:
+    """A validator of the printed schema, checked to be a JSON Schema (once per process: the
+    check takes about a third of a second)."""
     found = schema(kind)
     jsonschema.Draft202012Validator.check_schema(found)
     return jsonschema.Draft202012Validator(found)

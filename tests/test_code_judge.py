@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pytest_agentv.evaluators.code_judge import parse_judge_output
 from pytest_agentv.jsonlines import _read_deep
-from tests.helpers import recorded, still_running, write
+from tests.helpers import outcomes, recorded, still_running, write
 
 PAYLOAD_DUMPER = """\
 import json, sys
@@ -32,6 +32,23 @@ evalcases:
         type: code_judge
         script: {script}{extra}
 """
+
+
+def judge_cases(scripts: dict[str, str]) -> str:
+    """``judge_case`` for several cases, each named by its key, in one file (a session runs
+    them all, and each is checked by its name)."""
+    cases = "".join(
+        f"  - id: {name}\n    input: Refund window?\n"
+        f"    evaluators: [{{name: script, type: code_judge, script: {script}}}]\n"
+        for name, script in scripts.items()
+    )
+    return f"evalcases:\n{cases}"
+
+
+def by_case(result: pytest.RunResult) -> dict[str, str]:
+    """Each case's outcome in an in-process run, by its id."""
+    reprec = result.reprec  # type: ignore[attr-defined]
+    return {nodeid.split("::")[-1]: outcome for nodeid, outcome in outcomes(reprec).items()}
 
 
 def test_a_v4_file_sends_no_retired_reference_answer(project: pytest.Pytester) -> None:
@@ -260,23 +277,24 @@ def test_a_judge_that_exits_non_zero_fails_the_case_with_the_cause(
     )
 
 
-@pytest.mark.parametrize(
-    ("script", "problem"),
-    [
-        ('"kill -9 $$"', "code judge was killed by SIGKILL"),
-        ('"echo not json"', "code judge output must be one JSON object*not valid JSON*"),
-        ('"exit 0"', "code judge printed nothing on stdout*"),
-        ("[python, -c, 'print(1)']", "code judge output must be a JSON object, got int"),
-    ],
-    ids=["signal", "not-json", "silent-and-closes-stdin", "scalar"],
-)
+#: Name: (script, what the case says).
+OUTSIDE_THE_CONTRACT = {
+    "signal": ('"kill -9 $$"', "code judge was killed by SIGKILL"),
+    "not-json": ('"echo not json"', "code judge output must be one JSON object*not valid JSON*"),
+    "silent-and-closes-stdin": ('"exit 0"', "code judge printed nothing on stdout*"),
+    "scalar": ("[python, -c, 'print(1)']", "code judge output must be a JSON object, got int"),
+}
+
+
 def test_a_judge_that_broke_or_replied_outside_its_contract_is_not_graded(
-    project: pytest.Pytester, script: str, problem: str
+    project: pytest.Pytester,
 ) -> None:
-    write(project, "f.eval.yaml", judge_case(script))
+    scripts = {name: script for name, (script, _) in OUTSIDE_THE_CONTRACT.items()}
+    write(project, "f.eval.yaml", judge_cases(scripts))
     result = project.runpytest()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*eval 'judged' was not graded: *{problem}"])
+    assert by_case(result) == dict.fromkeys(OUTSIDE_THE_CONTRACT, "error")
+    for name, (_, problem) in OUTSIDE_THE_CONTRACT.items():
+        result.stdout.fnmatch_lines([f"*eval '{name}' was not graded: *{problem}"])
     assert "Traceback" not in result.stdout.str()
 
 
@@ -292,31 +310,26 @@ BROKEN_GRADERS = {
 }
 
 
-@pytest.mark.parametrize(("script", "problem"), BROKEN_GRADERS.values(), ids=BROKEN_GRADERS)
-def test_negation_never_turns_a_broken_grader_into_a_pass(
-    project: pytest.Pytester, script: str, problem: str
-) -> None:
+def test_negation_never_turns_a_broken_grader_into_a_pass(project: pytest.Pytester) -> None:
     """A grader that timed out, was killed, flooded its output or replied outside its contract
     said nothing about the answer: not graded, under ``negate`` too (it passed as 1 - 0)."""
-    write(project, "grader.sh", script)
-    timeout = 1 if script.startswith("sleep") else 60
-    write(
-        project,
-        "f.eval.yaml",
-        f"""
-        tests:
-          - id: judged
-            input: q
-            assertions:
-              - {{type: code-grader, command: [sh, grader.sh], negate: true,
-                  timeout_seconds: {timeout}}}
-        """,
-    )
+    cases = []
+    for name, (script, _) in BROKEN_GRADERS.items():
+        write(project, f"{name}.sh", script)
+        timeout = 1 if script.startswith("sleep") else 60
+        cases.append(
+            f"  - {{id: {name}, input: q, assertions: [{{type: code-grader, "
+            f"command: [sh, {name}.sh], negate: true, timeout_seconds: {timeout}}}]}}\n"
+        )
+    write(project, "f.eval.yaml", "tests:\n" + "".join(cases))
     result = project.runpytest("--agentv-results=out.jsonl")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*eval 'judged' was not graded: *{problem}"])
-    row = json.loads((project.path / "out.jsonl").read_text())
-    assert (row["status"], row["score"]) == ("error", None)
+    assert by_case(result) == dict.fromkeys(BROKEN_GRADERS, "error")
+    for name, (_, problem) in BROKEN_GRADERS.items():
+        result.stdout.fnmatch_lines([f"*eval '{name}' was not graded: *{problem}"])
+    rows = [json.loads(line) for line in (project.path / "out.jsonl").read_text().splitlines()]
+    assert {row["eval_id"]: (row["status"], row["score"]) for row in rows} == dict.fromkeys(
+        BROKEN_GRADERS, ("error", None)
+    )
 
 
 def test_a_negated_grader_that_exits_non_zero_said_fail_and_passes(
@@ -384,61 +397,62 @@ def test_details_nested_deeper_than_100_levels_are_kept_to_100(project: pytest.P
     assert (depth, details) == (100, "(nested deeper than 100 levels: not kept)")
 
 
-@pytest.mark.parametrize(
-    ("script", "problem"),
-    [
-        ("[python, missing.py]", "script file 'missing.py' does not exist (in evals)"),
-        ('"python missing.py"', "script file 'missing.py' does not exist (in evals)"),
-        ("[python, -W, ignore, ../missing.py]", "script file '../missing.py' does not exist*"),
-        (
-            "[no-such-runner, run, judge.py]",
-            "program 'no-such-runner' was not found (run from evals)",
-        ),
-        ('"no-such-runner judge.py"', "program 'no-such-runner' was not found*"),
-        ("[./locked.sh]", "program './locked.sh' is not executable (run from evals)"),
-    ],
-    ids=[
-        "missing-file",
-        "missing-file-shell",
-        "options-first",
-        "no-program",
-        "no-program-shell",
-        "not-executable",
-    ],
-)
-def test_a_judge_that_cannot_start_is_not_graded(
-    project: pytest.Pytester, script: str, problem: str
-) -> None:
+#: Name: (script, why it cannot start).
+CANNOT_START = {
+    "missing-file": ("[python, missing.py]", "script file 'missing.py' does not exist (in evals)"),
+    "missing-file-shell": (
+        '"python missing.py"',
+        "script file 'missing.py' does not exist (in evals)",
+    ),
+    "options-first": (
+        "[python, -W, ignore, ../missing.py]",
+        "script file '../missing.py' does not exist*",
+    ),
+    "no-program": (
+        "[no-such-runner, run, judge.py]",
+        "program 'no-such-runner' was not found (run from evals)",
+    ),
+    "no-program-shell": ('"no-such-runner judge.py"', "program 'no-such-runner' was not found*"),
+    "not-executable": ("[./locked.sh]", "program './locked.sh' is not executable (run from evals)"),
+}
+
+
+def test_a_judge_that_cannot_start_is_not_graded(project: pytest.Pytester) -> None:
     """`python missing.py` exits 2 (can't open file): it was a graded fail with score 0, as a
     judge that ran and failed. A judge that cannot start says nothing about the answer."""
     write(project, "evals/judge.py", 'import json; print(json.dumps({"score": 1}))\n')
     write(project, "evals/locked.sh", "#!/bin/sh\necho '{\"score\": 1}'\n")
-    write(project, "evals/f.eval.yaml", judge_case(script))
+    scripts = {name: script for name, (script, _) in CANNOT_START.items()}
+    write(project, "evals/f.eval.yaml", judge_cases(scripts))
     result = project.runpytest()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(
-        [f"*eval 'judged' was not graded: code judge cannot start: {problem}"]
-    )
+    assert by_case(result) == dict.fromkeys(CANNOT_START, "error")
+    for name, (_, problem) in CANNOT_START.items():
+        result.stdout.fnmatch_lines(
+            [f"*eval '{name}' was not graded: code judge cannot start: {problem}"]
+        )
 
 
-@pytest.mark.parametrize(
-    "script",
-    [
-        "[python, -c, 'import sys; sys.exit(2)']",
-        '"python judge.py && exit 2"',
-        "[python, judge.py, missing.json]",
-    ],
-    ids=["inline-code", "shell", "data-file"],
-)
-def test_a_judge_that_starts_and_fails_is_a_graded_fail(
-    project: pytest.Pytester, script: str
-) -> None:
+#: Name: script; each runs and exits 2.
+STARTS_AND_FAILS = {
+    "inline-code": "[python, -c, 'import sys; sys.exit(2)']",
+    "shell": '"python judge.py && exit 2"',
+    "data-file": "[python, judge.py, missing.json]",
+}
+
+
+def test_a_judge_that_starts_and_fails_is_a_graded_fail(project: pytest.Pytester) -> None:
     """As AgentV: a judge that ran and exited non-zero scores 0 with the cause."""
     write(project, "judge.py", "import sys; sys.exit(2 if len(sys.argv) > 1 else 0)\n")
-    write(project, "f.eval.yaml", judge_case(script))
+    write(project, "f.eval.yaml", judge_cases(STARTS_AND_FAILS))
     result = project.runpytest()
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*✗ code judge exited with code 2*"])
+    assert by_case(result) == dict.fromkeys(STARTS_AND_FAILS, "failed")
+    shown = {
+        report.nodeid.split("::")[-1]: report.longreprtext
+        for report in result.reprec.getreports("pytest_runtest_logreport")  # type: ignore[attr-defined]
+        if report.failed
+    }
+    for name in STARTS_AND_FAILS:
+        assert "✗ code judge exited with code 2" in shown[name], shown[name]
 
 
 def test_hanging_judge_is_killed_at_its_timeout(project: pytest.Pytester) -> None:

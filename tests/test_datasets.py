@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from fnmatch import fnmatch
+from pathlib import Path
 
 import pytest
 
-from tests.helpers import write
+from tests.helpers import load_error, write
 
 PAYLOAD_JUDGE = """\
 import json, sys
@@ -133,14 +135,28 @@ def test_jsonl_named_on_the_command_line_is_collected_when_its_rows_are_cases(
     ],
 )
 def test_jsonl_errors_point_at_the_file_and_line(
-    project: pytest.Pytester, lines: str, sidecar: str | None, expected: str
+    tmp_path: Path, lines: str, sidecar: str | None, expected: str
 ) -> None:
-    write(project, "d.eval.jsonl", lines)
     if sidecar is not None:
-        write(project, "d.eval.yaml", sidecar)
+        (tmp_path / "d.eval.yaml").write_text(sidecar)
+    error = load_error(tmp_path, "d.eval.jsonl", lines)
+    assert fnmatch(error, expected), error
+
+
+def test_a_jsonl_error_reaches_the_terminal_as_one_collection_error(
+    project: pytest.Pytester,
+) -> None:
+    """What pytest makes of such errors, a dataset's own and its sidecar's: one collection error
+    each, shown at the file and line, never a traceback."""
+    write(project, "d.eval.jsonl", '{"id": "a", "input": "q"}\n{"id": "b", "input": "q",}\n')
+    write(project, "s.eval.jsonl", '{"id": "a", "input": "q"}\n')
+    write(project, "s.eval.yaml", "evalcases: [{id: b, input: q}]\n")
     result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([expected])
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["d.eval.jsonl:2:26: *"])
+    result.stdout.fnmatch_lines(
+        ["s.eval.yaml:1:1: evalcases: a JSONL sidecar holds file-level defaults only*"]
+    )
     assert "Traceback" not in result.stdout.str()
 
 

@@ -4,6 +4,7 @@ like words."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import sys
 import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -130,6 +132,30 @@ def fifo(project: pytest.Pytester) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def unless_it_waits_on(fifo: Path, after: float = 60) -> Iterator[None]:
+    """Run the block (an in-process run) with a way out: should the run open ``fifo`` and wait
+    for its other end (the failure under test), that end is opened after ``after`` seconds and
+    closed at once, so the run goes on (and the test fails) instead of hanging the suite."""
+    done = threading.Event()
+
+    def release() -> None:
+        if done.wait(after):
+            return
+        while not done.wait(0.1):
+            for flags in (os.O_RDONLY | os.O_NONBLOCK, os.O_WRONLY | os.O_NONBLOCK):
+                with contextlib.suppress(OSError):  # ENXIO: nothing waits to read it
+                    os.close(os.open(fifo, flags))
+
+    thread = threading.Thread(target=release, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 @pytest.mark.parametrize(
     "option", ["--agentv-answers", "--agentv-baseline", "--agentv-targets", "--agentv-calibration"]
 )
@@ -139,7 +165,8 @@ def test_an_option_naming_a_fifo_is_a_usage_error(
     """Reading a FIFO nothing writes to never ends: the run hung, and SIGTERM then ended it
     with a traceback."""
     write(project, "r.eval.yaml", KEYWORD_CASE)
-    result = project.runpytest_subprocess(f"{option}=fifo", timeout=120)
+    with unless_it_waits_on(fifo):
+        result = project.runpytest(f"{option}=fifo")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
@@ -153,7 +180,8 @@ def test_a_results_path_that_is_a_fifo_nothing_reads_is_a_usage_error(
     project: pytest.Pytester, fifo: Path
 ) -> None:
     write(project, "r.eval.yaml", KEYWORD_CASE)
-    result = project.runpytest_subprocess("--agentv-results=fifo", timeout=120)
+    with unless_it_waits_on(fifo):
+        result = project.runpytest("--agentv-results=fifo")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["ERROR: --agentv-results=*fifo cannot be written: it is a FIFO (named pipe) that nothing*"]
@@ -177,7 +205,8 @@ def test_a_project_file_that_is_a_fifo_is_refused_not_passed_over(
     write(project, *eval_file)
     (project.path / special).unlink(missing_ok=True)
     os.mkfifo(project.path / special)
-    result = project.runpytest_subprocess(timeout=120)
+    with unless_it_waits_on(project.path / special):
+        result = project.runpytest()
     result.stdout.fnmatch_lines([f"*{shown}: a FIFO (named pipe), not a regular file*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
@@ -185,13 +214,16 @@ def test_a_project_file_that_is_a_fifo_is_refused_not_passed_over(
 def test_a_cli_target_that_leaves_a_fifo_as_its_output_file_is_not_graded(
     project: pytest.Pytester,
 ) -> None:
+    left = project.path / "left"  # where the FIFO is, for the way out
+    command = f"mkfifo {{OUTPUT_FILE}} && ln -s {{OUTPUT_FILE}} {left}"
     write(
         project,
         ".agentv/targets.yaml",
-        "targets:\n  - {name: default, provider: cli, command_template: 'mkfifo {OUTPUT_FILE}'}\n",
+        f"targets:\n  - {{name: default, provider: cli, command_template: '{command}'}}\n",
     )
     write(project, "r.eval.yaml", KEYWORD_CASE)
-    result = project.runpytest_subprocess(timeout=120)
+    with unless_it_waits_on(left):
+        result = project.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         ["*left a FIFO (named pipe) at {OUTPUT_FILE}, not a regular file; it was not read*"]

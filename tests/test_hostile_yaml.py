@@ -306,7 +306,7 @@ def test_deep_nesting_is_refused_before_anything_recursive(project: pytest.Pytes
             evaluators: [{name: kw, type: code_judge, script: [python, ../keywords.py]}]
         """,
     )
-    result = project.runpytest_subprocess("-n", "2", "--junitxml=junit.xml", "-rE")
+    result = project.runpytest("-n", "2", "--junitxml=junit.xml", "-rE")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.ret
     result.assert_outcomes(passed=1, errors=2, skipped=1)
     result.stdout.fnmatch_lines(

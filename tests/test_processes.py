@@ -284,7 +284,7 @@ def test_descendants_that_left_the_group_die_with_a_normal_end(project: pytest.P
     """setsid, setpgid(0, 0) and a double fork escaped the group kill: 4 code-judge and 3
     CLI-target survivors in one run. No process a judge or an agent starts outlives its call."""
     escaper_project(project, cases=2, hang=False)
-    result = project.runpytest_subprocess("-p", "no:cacheprovider")
+    result = project.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
     pids = recorded(project.path / "escapees")
     assert len(pids) == 4 * 3

@@ -3,9 +3,14 @@ expect it, from the shape of the config v4.42.4's repository ships with its exam
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from fnmatch import fnmatch
+from pathlib import Path
+
 import pytest
 
-from tests.helpers import write
+from tests.helpers import load_error, write
 
 #: v4.42.4's own ``.agentv/config.yaml`` (its repository's root), comments aside.
 V4_CONFIG = """\
@@ -129,15 +134,24 @@ def test_each_setting_pytest_agentv_does_otherwise_is_named_with_what_it_does(
     ids=["patterns", "pattern", "flag", "slots", "execution", "version", "hook"],
 )
 def test_a_wrong_value_is_a_collection_error_at_the_field(
-    project: pytest.Pytester, config: str, error: str
+    tmp_path: Path, config: str, error: str
+) -> None:
+    (tmp_path / ".agentv").mkdir()
+    (tmp_path / ".agentv" / "config.yaml").write_text(config + "\n")
+    found = load_error(tmp_path, "evals/eval.yaml", CASES)
+    assert fnmatch(found, f".agentv/config.yaml{error}"), found
+
+
+def test_a_config_that_cannot_be_read_keeps_its_eval_files_and_its_error(
+    project: pytest.Pytester,
 ) -> None:
     """The error reaches the files the config's default patterns match: a config that cannot be
     read does not lose its eval files, nor its error."""
-    write(project, ".agentv/config.yaml", config + "\n")
+    write(project, ".agentv/config.yaml", "eval_patterns: '**/evals/*.yaml'\n")
     write(project, "evals/eval.yaml", CASES)
     result = project.runpytest("--co", "-q")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*.agentv/config.yaml{error}"])
+    result.stdout.fnmatch_lines(["*.agentv/config.yaml:1:16: eval_patterns: *list*"])
     assert "Traceback" not in result.stdout.str()
 
 
@@ -294,7 +308,21 @@ def test_env():
 """
 
 
+#: The variables the before_session hooks here export. Their sessions run in this process (a
+#: hook's exports are set in the process that runs it, and xdist's workers inherit them).
+EXPORTED = ("H40_TOKEN", "H40_REGION", "H40_NOT", "H40_X", "H40_SEEN")
+
+
+@pytest.fixture
+def exports_removed() -> Iterator[None]:
+    """Take the hooks' exports out of this process's environment after the test."""
+    yield
+    for name in EXPORTED:
+        os.environ.pop(name, None)
+
+
 @pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.usefixtures("exports_removed")
 def test_before_session_runs_once_and_its_exports_reach_every_test(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str]
 ) -> None:
@@ -304,7 +332,7 @@ def test_before_session_runs_once_and_its_exports_reach_every_test(
     write(pytester, ".agentv/config.yaml", SESSION)
     write(pytester, "tests/test_env.py", ENV_TEST)
     write(pytester, "tests/test_more.py", ENV_TEST.replace("test_env", "test_more"))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         ["agentv: .agentv/config.yaml:3: before_session set H40_TOKEN, H40_REGION"]
@@ -312,14 +340,16 @@ def test_before_session_runs_once_and_its_exports_reach_every_test(
     assert (pytester.path / "session.log").read_text() == "started\n"
 
 
+@pytest.mark.usefixtures("exports_removed")
 def test_before_session_does_not_run_when_pytest_runs_nothing(pytester: pytest.Pytester) -> None:
     write(pytester, ".agentv/config.yaml", SESSION)
     write(pytester, "test_env.py", ENV_TEST)
     for args in (["--co"], ["--setup-plan"], ["--agentv-estimate"]):
-        pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+        pytester.runpytest("-p", "no:cacheprovider", *args)
     assert not (pytester.path / "session.log").exists()
 
 
+@pytest.mark.usefixtures("exports_removed")
 def test_a_failing_before_session_stops_the_run_naming_the_setting(
     pytester: pytest.Pytester,
 ) -> None:
@@ -329,7 +359,7 @@ def test_a_failing_before_session_stops_the_run_naming_the_setting(
         "hooks:\n  before_session: echo export H40_X=1; echo vault sealed >&2; exit 3\n",
     )
     write(pytester, "test_env.py", "def test_t():\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
@@ -340,6 +370,7 @@ def test_a_failing_before_session_stops_the_run_naming_the_setting(
     assert "passed" not in result.stdout.str()
 
 
+@pytest.mark.usefixtures("exports_removed")
 def test_before_session_runs_under_the_child_process_rules(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -357,9 +388,7 @@ def test_before_session_runs_under_the_child_process_rules(
         "test_env.py",
         "import os\n\ndef test_t():\n    assert os.environ['H40_SEEN'] == 'unsetnamed'\n",
     )
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--agentv-code-judge-env", "H40_NAMED"
-    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--agentv-code-judge-env", "H40_NAMED")
     result.assert_outcomes(passed=1)
 
 

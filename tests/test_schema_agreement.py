@@ -26,7 +26,7 @@ from pytest_agentv.evaluators import EvaluatorRegistry, build_evaluator_registry
 from pytest_agentv.jsonlines import json_lines
 from pytest_agentv.paths import sidecar_of
 from pytest_agentv.yamlfile import parse_yaml
-from tests.test_agentv_names import schema
+from tests.test_agentv_names import validator
 
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRY = EvaluatorRegistry(build_evaluator_registry())
@@ -1299,14 +1299,13 @@ ACCEPTED = [
 @pytest.fixture(scope="module")
 def validators() -> dict[str, jsonschema.Draft202012Validator]:
     """The schemas ``python -m pytest_agentv schema`` prints, checked to be JSON Schemas."""
-    evals, sidecars = schema("eval"), schema("sidecar")
-    for found in (evals, sidecars):
-        jsonschema.Draft202012Validator.check_schema(found)
+    evals = validator("eval")
     # A JSONL dataset's lines are its cases, as an eval file's ``evalcases`` are.
-    lines = {"$defs": evals["$defs"], **evals["properties"]["evalcases"]}
+    lines = {"$defs": evals.schema["$defs"], **evals.schema["properties"]["evalcases"]}
     return {
-        kind: jsonschema.Draft202012Validator(found)
-        for kind, found in (("eval", evals), ("sidecar", sidecars), ("lines", lines))
+        "eval": evals,
+        "sidecar": validator("sidecar"),
+        "lines": jsonschema.Draft202012Validator(lines),
     }
 
 

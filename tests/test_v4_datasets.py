@@ -5,19 +5,24 @@ CSV, globs, case folders), the suite's ``input`` / ``input_files`` before every 
 from __future__ import annotations
 
 import json
+from fnmatch import fnmatch
+from pathlib import Path
 
 import pytest
 
-from tests.helpers import write
+from tests.helpers import load_error, write
 
 
-def collection_error(project: pytest.Pytester, files: dict[str, str], problem: str) -> None:
-    """Collecting ``files`` (name: text) is one error, ``problem`` (an fnmatch pattern)."""
-    for name, text in files.items():
-        write(project, name, text)
-    result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([problem])
+def collection_error(folder: Path, files: dict[str, str], problem: str) -> None:
+    """Loading ``suite.eval.yaml`` among ``files`` (name: text) is ``problem`` (an fnmatch
+    pattern); test_an_error_in_a_dataset_names_its_file_line_and_column shows it in a session."""
+    datasets = dict(files)
+    suite = datasets.pop("suite.eval.yaml")
+    for name, text in datasets.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    error = load_error(folder, "suite.eval.yaml", suite)
+    assert fnmatch(error, problem), error
 
 
 def rows(pytester: pytest.Pytester, name: str = "out.jsonl") -> dict[str, dict[str, object]]:
@@ -88,11 +93,11 @@ def test_tests_as_a_path_and_case_folders(project: pytest.Pytester) -> None:
 
 
 def test_an_error_in_a_dataset_names_its_file_line_and_column(project: pytest.Pytester) -> None:
-    files = {
-        "cases/a.yaml": "- id: a\n  input: q\n  criteria: c\n- id: b\n  input: 3\n",
-        "suite.eval.yaml": "tests:\n  - file://cases/a.yaml\n",
-    }
-    collection_error(project, files, "cases/a.yaml:5:10: tests.1.input: must be a list")
+    write(project, "cases/a.yaml", "- id: a\n  input: q\n  criteria: c\n- id: b\n  input: 3\n")
+    write(project, "suite.eval.yaml", "tests:\n  - file://cases/a.yaml\n")
+    result = project.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["cases/a.yaml:5:10: tests.1.input: must be a list"])
 
 
 def test_a_failing_case_from_a_dataset_is_reported_where_it_is_written(
@@ -115,22 +120,25 @@ def test_a_failing_case_from_a_dataset_is_reported_where_it_is_written(
 CSV_SUITE = "tests: ./cases.csv\n"
 
 
-def test_csv_missing_column_names_line_and_column(project: pytest.Pytester) -> None:
+def test_csv_missing_column_names_line_and_column(tmp_path: Path) -> None:
     files = {"cases.csv": "id,input,topic\nok,q,x\nshort,q\n", "suite.eval.yaml": CSV_SUITE}
-    collection_error(project, files, "cases.csv:3:9: column 'topic' is missing from this row")
+    collection_error(tmp_path, files, "cases.csv:3:9: column 'topic' is missing from this row")
 
 
-def test_csv_without_an_input_column_is_refused(project: pytest.Pytester) -> None:
+def test_csv_without_an_input_column_is_refused(tmp_path: Path) -> None:
     files = {"cases.csv": "id,question\na,q\n", "suite.eval.yaml": CSV_SUITE}
-    collection_error(project, files, "cases.csv:1:1: input: the CSV has no 'input' column")
+    collection_error(tmp_path, files, "cases.csv:1:1: input: the CSV has no 'input' column")
 
 
 @pytest.mark.parametrize("reference", ["../outside.yaml", "file://../*.yaml"])
-def test_a_dataset_outside_the_rootdir_is_refused(project: pytest.Pytester, reference: str) -> None:
-    (project.path.parent / "outside.yaml").write_text("- {id: x, input: q, criteria: c}\n")
+def test_a_dataset_outside_the_rootdir_is_refused(tmp_path: Path, reference: str) -> None:
+    (tmp_path / "outside.yaml").write_text("- {id: x, input: q, criteria: c}\n")
+    (tmp_path / "root").mkdir()
     entry = f"[{reference}]" if reference.startswith("file://") else reference
     collection_error(
-        project, {"suite.eval.yaml": f"tests: {entry}\n"}, "suite.eval.yaml:1:*outside the rootdir*"
+        tmp_path / "root",
+        {"suite.eval.yaml": f"tests: {entry}\n"},
+        "suite.eval.yaml:1:*outside the rootdir*",
     )
 
 

@@ -5,10 +5,12 @@
 from __future__ import annotations
 
 import json
+from fnmatch import fnmatch
+from pathlib import Path
 
 import pytest
 
-from tests.helpers import write
+from tests.helpers import load_error, write
 
 #: Two checks, one met: a score of 0.5 for the mock answer ("... 30 days of purchase.").
 HALF = "[{type: contains, value: 30 days}, {type: contains, value: never}]"
@@ -45,12 +47,10 @@ def test_without_a_threshold_the_bar_is_the_usual_one(project: pytest.Pytester) 
 
 
 @pytest.mark.parametrize("value", ["1.5", "-0.1", "x"])
-def test_a_threshold_outside_zero_to_one_is_refused(project: pytest.Pytester, value: str) -> None:
+def test_a_threshold_outside_zero_to_one_is_refused(tmp_path: Path, value: str) -> None:
     text = f"execution: {{threshold: {value}}}\ntests: [{{id: a, input: q}}]\n"
-    write(project, "t.eval.yaml", text)
-    result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["t.eval.yaml:1:*: execution.threshold: *"])
+    error = load_error(tmp_path, "t.eval.yaml", text)
+    assert fnmatch(error, "t.eval.yaml:1:*: execution.threshold: *"), error
 
 
 def test_the_command_line_threshold_is_checked(project: pytest.Pytester) -> None:
@@ -148,13 +148,21 @@ def test_dependencies_run_first(project: pytest.Pytester) -> None:
         ),
     ],
 )
-def test_bad_dependencies_are_load_errors(
-    project: pytest.Pytester, cases: str, problem: str
-) -> None:
-    write(project, "d.eval.yaml", f"tests: {cases}\n")
+def test_bad_dependencies_are_load_errors(tmp_path: Path, cases: str, problem: str) -> None:
+    error = load_error(tmp_path, "d.eval.yaml", f"tests: {cases}\n")
+    assert fnmatch(error, problem), error
+
+
+def test_bad_suite_settings_are_collection_errors(project: pytest.Pytester) -> None:
+    """What pytest makes of the errors above: one collection error for each file."""
+    write(project, "t.eval.yaml", "execution: {threshold: 1.5}\ntests: [{id: a, input: q}]\n")
+    write(project, "d.eval.yaml", "tests: [{id: a, input: q, depends_on: [a]}]\n")
     result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([problem])
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["t.eval.yaml:1:*: execution.threshold: *"])
+    result.stdout.fnmatch_lines(
+        ["d.eval.yaml:1:*: evalcases.0.depends_on.0: case 'a' depends on itself"]
+    )
 
 
 def test_tags_are_markers_for_dash_m(project: pytest.Pytester) -> None:
