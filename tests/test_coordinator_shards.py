@@ -4,20 +4,19 @@ report of the shards is the single run's. Counts and order, never how long anyth
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
 
 import pytest
 
-from pytest_agentv.__main__ import main
 from tests.fake_openai import Delay, FakeOpenAI, Request, freeform
 from tests.helpers import write
 from tests.redis_server import RedisServer
 from tests.test_budget import call_cost, priced_ini
 from tests.test_limits import most_in_window
 from tests.test_scheduler import cases
+from tests.test_shards import assert_merged_is_whole, verdicts
 
 
 def graded(request: Request) -> Delay:
@@ -62,23 +61,14 @@ def test_shards_hold_one_concurrency_and_one_rpm(
     assert most_in_window(fake_llm.requests, 1.0) <= 12 + 1
 
     judged.runpytest("-p", "no:cacheprovider", "--agentv-results=whole.jsonl")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(judged.path)
-        files = [f"s{k}.jsonl" for k in range(1, 3)]
-        assert main(["report", *files, "--merge-to", "all.jsonl", "--markdown", "all.md"]) == 1
-        assert main(["report", "whole.jsonl", "--markdown", "whole.md"]) == 1
+    files = [f"s{k}.jsonl" for k in range(1, 3)]
+    assert_merged_is_whole(judged, files)
     capsys.readouterr()
-
-    def verdicts(name: str) -> dict[str, object]:
-        rows = [json.loads(line) for line in (judged.path / name).read_text().splitlines()]
-        return {row["eval_id"]: (row["verdict"], row["score"]) for row in rows}
-
-    assert verdicts("all.jsonl") == verdicts("whole.jsonl")
     # Each shard fails exactly when one of its cases did.
-    assert returns == [int(("fail", 0.2) in verdicts(f"s{k}.jsonl").values()) for k in range(1, 3)]
-    assert sorted(set(verdicts("all.jsonl").values())) == [("fail", 0.2), ("pass", 0.9)]
-    totals = [(judged.path / name).read_text().splitlines()[2] for name in ("all.md", "whole.md")]
-    assert totals[0] == totals[1]
+    shard_verdicts = [verdicts(judged.path / name).values() for name in files]
+    assert returns == [int(("fail", 0.2) in shown) for shown in shard_verdicts]
+    merged = set(verdicts(judged.path / "all.jsonl").values())
+    assert sorted(merged) == [("fail", 0.2), ("pass", 0.9)]
 
 
 def test_the_budget_holds_across_shards(

@@ -157,28 +157,35 @@ def mixed(project: pytest.Pytester) -> pytest.Pytester:
     return project
 
 
+def verdicts(path: Path) -> dict[str, object]:
+    """Each case's verdict and score in a results file."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return {row["eval_id"]: (row["verdict"], row["score"]) for row in rows}
+
+
+def assert_merged_is_whole(project: pytest.Pytester, files: list[str]) -> None:
+    """The shards' results ``files``, merged by ``report`` into ``all.jsonl``, are the single
+    run's ``whole.jsonl``: each case's verdict and score, and the Markdown summary's totals (the
+    same summary, but for which of equal failures it lists first). Both reports exit 1: cases
+    failed."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(project.path)
+        assert main(["report", *files, "--merge-to", "all.jsonl", "--markdown", "all.md"]) == 1
+        assert main(["report", "whole.jsonl", "--markdown", "whole.md"]) == 1
+    assert verdicts(project.path / "all.jsonl") == verdicts(project.path / "whole.jsonl")
+    totals = [(project.path / name).read_text().splitlines()[2] for name in ("all.md", "whole.md")]
+    assert totals[0] == totals[1]
+
+
 def test_the_shards_merged_are_the_run(
     mixed: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
     mixed.inline_run("--agentv-results=whole.jsonl")
-    files = shard_results(mixed, 4)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(mixed.path)
-        assert main(["report", *files, "--merge-to", "all.jsonl", "--markdown", "all.md"]) == 1
-        assert main(["report", "whole.jsonl", "--markdown", "whole.md"]) == 1
-    said = capsys.readouterr().out
-    assert "3 failed: " in said
-
-    def verdicts(name: str) -> dict[str, object]:
-        rows = [json.loads(line) for line in (mixed.path / name).read_text().splitlines()]
-        return {row["eval_id"]: (row["verdict"], row["score"]) for row in rows}
-
-    assert verdicts("all.jsonl") == verdicts("whole.jsonl")
-    assert len(verdicts("all.jsonl")) == 12
-    # The same summary, but for which of equal failures it lists first.
-    totals = [(mixed.path / name).read_text().splitlines()[2] for name in ("all.md", "whole.md")]
-    assert totals[0] == totals[1]
-    assert totals[0].startswith("12 evaluations: 9 pass, 0 borderline, 3 fail")
+    assert_merged_is_whole(mixed, shard_results(mixed, 4))
+    assert "3 failed: " in capsys.readouterr().out
+    assert len(verdicts(mixed.path / "all.jsonl")) == 12
+    totals = (mixed.path / "all.md").read_text().splitlines()[2]
+    assert totals.startswith("12 evaluations: 9 pass, 0 borderline, 3 fail")
 
 
 def test_a_missing_or_doubled_shard_is_refused(
