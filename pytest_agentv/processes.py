@@ -230,14 +230,16 @@ class _Collector(asyncio.SubprocessProtocol):
             self.exited.set_result(None)
 
 
-async def _terminate(transport: asyncio.SubprocessTransport, collector: _Collector) -> None:
+async def _terminate(
+    transport: asyncio.SubprocessTransport, collector: _Collector, reaped: bool
+) -> None:
     """SIGTERM to the whole group, SIGKILL after a grace period; then wait for the child.
 
     Under the reaper the grace is the reaper's: it stops every descendant, then exits.
     """
     pid = transport.get_pid()
     _kill_group(pid, signal.SIGTERM)
-    grace = KILL_GRACE_SECONDS + (REAPER_GRACE_SECONDS if USE_REAPER else 0.0)
+    grace = KILL_GRACE_SECONDS + (REAPER_GRACE_SECONDS if USE_REAPER and reaped else 0.0)
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(asyncio.shield(collector.exited), grace)
     _kill_group(pid, signal.SIGKILL)
@@ -345,7 +347,7 @@ async def _run_process(
         )
         timed_out = not done
         if not collector.exited.done():
-            await _terminate(transport, collector)
+            await _terminate(transport, collector, reaped)
         else:
             # Anything the child left behind in its group goes with it.
             _kill_group(pid, signal.SIGKILL)
@@ -353,7 +355,7 @@ async def _run_process(
             await asyncio.wait_for(asyncio.shield(collector.pipes_closed), 1.0)
     finally:
         if transport.get_returncode() is None:
-            await asyncio.shield(_terminate(transport, collector))
+            await asyncio.shield(_terminate(transport, collector, reaped))
         # A process that left our group (setsid) may still hold the pipes; let them go.
         transport.close()
     stderr, left = _left_behind(bytes(collector.err))

@@ -25,9 +25,24 @@ from pytest_agentv.scheduler import shared_loop
 from tests.helpers import recorded, still_running, write
 
 
-def run(argv: list[str] | str, timeout: float = 1.0, stdin: bytes = b"{}") -> ProcessResult:
-    coro = run_process(argv, stdin=stdin, timeout=timeout, cwd=Path.cwd())
+def run(
+    argv: list[str] | str, timeout: float = 1.0, stdin: bytes = b"{}", reaped: bool = True
+) -> ProcessResult:
+    coro = run_process(argv, stdin=stdin, timeout=timeout, cwd=Path.cwd(), reaped=reaped)
     return asyncio.run_coroutine_threadsafe(coro, shared_loop()).result(60)
+
+
+@pytest.mark.skipif(not USE_REAPER, reason="the reaper runs on Linux only")
+def test_only_a_reaped_child_has_the_reaper_between_it_and_pytest() -> None:
+    """Our own short commands (git in the baseline repository) run without the reaper's
+    process; their group is still theirs, killed whole when they time out."""
+    parent = [sys.executable, "-c", "import os; print(os.getppid(), os.getpgid(0))"]
+    reaped, direct = (run(parent, timeout=30, reaped=flag) for flag in (True, False))
+    assert int(reaped.stdout.split()[0]) != os.getpid()
+    assert int(direct.stdout.split()[0]) == os.getpid()
+    assert int(direct.stdout.split()[1]) == direct.pid  # a group of its own
+    hung = run([sys.executable, "-c", "import time; time.sleep(60)"], timeout=0.2, reaped=False)
+    assert hung.timed_out and hung.returncode == -signal.SIGTERM
 
 
 def group_members(pgid: int, within: float = 10.0) -> list[psutil.Process]:
