@@ -150,6 +150,8 @@ def python_argv(argv: Sequence[str]) -> list[str]:
 #: Where the reaper can run: it needs Linux's child subreapers and parent-death signals.
 USE_REAPER = sys.platform.startswith("linux")
 REAPER = Path(__file__).with_name("reaper.py")
+#: Starts the reaper from its cached bytecode: as a script it would be compiled at every start.
+REAPER_RUN = f"import sys; sys.path.append({str(REAPER.parent)!r}); import reaper; reaper.run()"
 #: How long a reaper may take to stop what its child started before it is killed itself.
 REAPER_GRACE_SECONDS = 5.0
 
@@ -306,7 +308,7 @@ async def _run_process(
     environ = child_env(env)
     if USE_REAPER and reaped:
         check_runnable(args, environ["PATH"], cwd)
-        args = [sys.executable, "-I", "-S", str(REAPER), *args]
+        args = [sys.executable, "-I", "-S", "-c", REAPER_RUN, *args]
     started = time.monotonic()
     loop = asyncio.get_running_loop()
     spawn = asyncio.ensure_future(

@@ -1,42 +1,58 @@
 """The reaper every code judge, prompt script and CLI target runs under (Linux), so that no
 process they start outlives them — not even one that left their process group.
 
-``python -I -S reaper.py ARGV...`` makes itself a child subreaper (every orphaned descendant is
-re-parented to it, whatever it did to escape: ``setsid``, ``setpgid(0, 0)``, a double fork),
-asks to be sent SIGTERM when pytest dies (also by SIGKILL), and runs ARGV as its child with the
-same stdin, stdout and stderr. When the child exits, every descendant left behind is killed;
-on SIGTERM (a timeout, a cancelled case, Ctrl-C or the death of pytest) every descendant gets
-SIGTERM, then SIGKILL after a short grace. It then exits as the child did, so the caller sees
-the child's exit code or signal; when the child exited leaving descendants running, the last line
-of stderr says how many (``LEFT_BEHIND``), which ``processes.py`` takes off again.
+``python -I -S -c RUN ARGV...`` (``RUN`` imports this file from its cached bytecode) makes itself
+a child subreaper (every orphaned descendant is re-parented to it, whatever it did to escape:
+``setsid``, ``setpgid(0, 0)``, a double fork), asks to be sent SIGTERM when pytest dies (also by
+SIGKILL), and runs ARGV as its child with the same stdin, stdout and stderr. When the child exits,
+every descendant left behind is killed; on SIGTERM, SIGINT or SIGHUP (a timeout, a cancelled
+case, Ctrl-C or the death of pytest) every descendant gets SIGTERM, then SIGKILL after a short
+grace. It then exits as the child did, so the caller sees the child's exit code or signal; when
+the child exited leaving descendants running, the last line of stderr says how many
+(``LEFT_BEHIND``), which ``processes.py`` takes off again.
 
-It is a standalone script (standard library only, started with ``-S`` for speed), not a module
-of the package: it runs in a process of its own.
+It runs in a process of its own for every child, so its start is kept small: the standard
+library's ``signal`` module (and the ``enum`` it imports) would double it. Signals are blocked for
+the reaper's whole life and read from a signalfd instead of handled, SIGCHLD among them, so that
+waiting for the child and for a request to stop is one blocking read.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import signal
 import sys
 import time
 
+# Linux's numbers (this runs on Linux only).
+SIGHUP, SIGINT, SIGKILL, SIGPIPE, SIGTERM, SIGCHLD, SIGXFSZ = 1, 2, 9, 13, 15, 17, 25
+SIG_BLOCK, SIG_SETMASK = 0, 2
+SFD_CLOEXEC = 0o2000000
+SIGINFO_SIZE = 128
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 GRACE_SECONDS = 0.25
 EXEC_FAILED = 127
 #: The stderr line that counts the descendants a child left running when it exited.
 LEFT_BEHIND = "agentv-reaper: descendants left running: "
-HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: The requests to stop.
+STOPPING = (SIGTERM, SIGINT, SIGHUP)
 
 
 class _Terminate(Exception):
     """SIGTERM, SIGINT or SIGHUP arrived: stop the child and everything it started."""
 
 
-def _stop(signum: int, frame: object) -> None:
-    raise _Terminate
+class _SigSet(ctypes.Structure):
+    """glibc's ``sigset_t``: 1024 bits."""
+
+    _fields_ = [("bits", ctypes.c_ulong * (1024 // (8 * ctypes.sizeof(ctypes.c_ulong))))]
+
+    def __init__(self, *signals: int) -> None:
+        super().__init__()
+        width = 8 * ctypes.sizeof(ctypes.c_ulong)
+        for sig in signals:
+            self.bits[(sig - 1) // width] |= 1 << ((sig - 1) % width)
 
 
 def _children() -> list[int]:
@@ -78,11 +94,7 @@ def _reap() -> bool:
 def _kill_all(sig: int) -> None:
     """Signal every descendant until none is left: those whose parent dies come to us."""
     while _reap():
-        for pid in _children():
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
+        _signal_all(sig)
         time.sleep(0.005)
 
 
@@ -94,65 +106,81 @@ def _signal_all(sig: int) -> None:
             pass
 
 
+def _wait_for(child: int, signals: int) -> int:
+    """The child's wait status, once it exits; descendants that exit before it are collected
+    on the way. Raises ``_Terminate`` when asked to stop."""
+    while True:
+        signo = int.from_bytes(os.read(signals, SIGINFO_SIZE)[:4], sys.byteorder)
+        if signo != SIGCHLD:
+            raise _Terminate
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if pid == 0:
+                break
+            if pid == child:
+                return status
+
+
+def _die_as(libc: ctypes.CDLL, sig: int) -> None:
+    """End this process by ``sig`` (Python ignores some, and ours are blocked)."""
+    libc.signal(sig, None)  # SIG_DFL
+    libc.pthread_sigmask(SIG_SETMASK, ctypes.byref(_SigSet()), None)
+    os.kill(os.getpid(), sig)
+
+
 def main(argv: list[str]) -> int:
     parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
+    inherited = _SigSet()
+    waited = _SigSet(*STOPPING, SIGCHLD)
+    libc.pthread_sigmask(SIG_BLOCK, ctypes.byref(waited), ctypes.byref(inherited))
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    for sig in HANDLED:
-        signal.signal(sig, _stop)
+    libc.prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0)
+    signals = libc.signalfd(-1, ctypes.byref(waited), SFD_CLOEXEC)
+    if signals < 0:
+        os.write(2, f"agentv-reaper: signalfd: {os.strerror(ctypes.get_errno())}\n".encode())
+        return EXEC_FAILED
     status = EXEC_FAILED << 8
     try:
         if os.getppid() != parent:  # pytest died before the death signal was armed
             raise _Terminate
-        # Block our signals across the fork, so that the child never runs our handler.
-        signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
         child = os.fork()
         if child == 0:
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            for sig in HANDLED:
-                signal.signal(sig, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
+            libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+            # As a child started by pytest directly would be (Python ignores these two).
+            libc.signal(SIGPIPE, None)  # SIG_DFL
+            libc.signal(SIGXFSZ, None)
+            libc.pthread_sigmask(SIG_SETMASK, ctypes.byref(inherited), None)
             try:
                 os.execvp(argv[0], argv)
             except OSError as exc:
                 os.write(2, f"cannot run {argv[0]!r}: {exc.strerror}\n".encode())
             os._exit(EXEC_FAILED)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
         # The child holds the pipes now; they close when it and what it started are done.
         report = os.dup(2)  # not inherited: the child is already running
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
-        while True:
-            pid, found = os.waitpid(-1, 0)
-            if pid == child:
-                status = found
-                break
-        for sig in HANDLED:
-            signal.signal(sig, signal.SIG_IGN)
+        status = _wait_for(child, signals)
         left = len(_children()) if _reap() else 0
-        _kill_all(signal.SIGKILL)
+        _kill_all(SIGKILL)
         if left:
             os.write(report, f"\n{LEFT_BEHIND}{left}\n".encode())
     except _Terminate:
-        for sig in HANDLED:
-            signal.signal(sig, signal.SIG_IGN)
-        _signal_all(signal.SIGTERM)
+        _signal_all(SIGTERM)
         deadline = time.monotonic() + GRACE_SECONDS
         while time.monotonic() < deadline and _reap() and _children():
             time.sleep(0.01)
-        _kill_all(signal.SIGKILL)
-        status = int(signal.SIGTERM)  # as a wait status: killed by SIGTERM
+        _kill_all(SIGKILL)
+        status = SIGTERM  # as a wait status: killed by SIGTERM
     if os.WIFSIGNALED(status):
-        killed_by = os.WTERMSIG(status)
-        try:
-            signal.signal(killed_by, signal.SIG_DFL)
-        except (OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
-            pass
-        os.kill(os.getpid(), killed_by)
+        _die_as(libc, os.WTERMSIG(status))
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else EXEC_FAILED
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The entry point: ``sys.argv`` is ``["-c", *ARGV]``."""
     sys.exit(main(sys.argv[1:]))

@@ -45,6 +45,18 @@ def test_only_a_reaped_child_has_the_reaper_between_it_and_pytest() -> None:
     assert hung.timed_out and hung.returncode == -signal.SIGTERM
 
 
+@pytest.mark.skipif(not USE_REAPER, reason="the reaper runs on Linux only")
+def test_a_child_starts_with_the_signals_a_direct_child_would_have() -> None:
+    """Python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec: under the reaper,
+    ``yes | head -1`` in a judge ended by a write error instead of SIGPIPE. Nothing is blocked
+    either (the reaper blocks the signals it waits for)."""
+    status = "grep -E '^Sig(Blk|Ign)' /proc/self/status"
+    direct = subprocess.run(["/bin/sh", "-c", status], capture_output=True, check=True)
+    assert run(status, timeout=30).stdout == direct.stdout
+    ended = run("yes | head -n 1 >/dev/null; echo $?", timeout=30)
+    assert ended.stdout == b"0\n" and ended.stderr_tail == b""
+
+
 def group_members(pgid: int, within: float = 10.0) -> list[psutil.Process]:
     """Live members of a process group, after waiting up to ``within`` for the group to end."""
     deadline = time.monotonic() + within
