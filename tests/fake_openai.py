@@ -617,12 +617,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests through litellm come first, so that under pytest-xdist one worker runs them all
-    (its first batch holds them) and litellm's import, seconds long, is paid once rather than in
-    every worker. (``--dist loadgroup`` would say this with a mark, but pytest-xdist 3.8 renames
-    items through an attribute that pytest 9.2 no longer reads.)"""
+    """The tests through litellm (or marked ``litellm``) come first, so that under pytest-xdist
+    one worker runs them all (its first batch holds them) and litellm's import, seconds long, is
+    paid once rather than in every worker. (``--dist loadgroup`` would say this with a mark, but
+    pytest-xdist 3.8 renames items through an attribute that pytest 9.2 no longer reads.)"""
 
     def through_litellm(item: pytest.Item) -> bool:
+        if item.get_closest_marker("litellm") is not None:
+            return True
         callspec = getattr(item, "callspec", None)
         return callspec is not None and callspec.params.get("_transport") == "litellm"
 

@@ -271,6 +271,7 @@ def test_azure_needs_a_key_or_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
         on_loop(client.complete([{"role": "user", "content": "x"}], accept=str))
 
 
+@pytest.mark.litellm
 def test_prices_and_capabilities_agree_with_litellm() -> None:
     from pytest_agentv.llm.transports import litellm_module
 
