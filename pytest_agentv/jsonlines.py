@@ -20,7 +20,7 @@ import yaml
 
 from .errors import DuplicateKeyError, EvalFileError
 from .redaction import has_surrogate, valid_data
-from .yamlfile import MAX_DEPTH
+from .yamlguards import MAX_DEPTH
 
 #: The longest line read from a JSON Lines file: more than an eval file may hold (10 MiB), so a
 #: results row that quotes one whole still fits; far less than a results file may hold (1 GiB).
