@@ -126,28 +126,28 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return (os.cpu_count() or 1) + 2
 
 
-#: The sessions a test runs leave out the installed plugins they never use (hypothesis's costs
-#: every new process more than half a second on this kind of machine). They are blocked rather
-#: than the rest named with autoloading off: pytest then looks each name up among every installed
-#: distribution's entry points, one full scan per name instead of one in all.
+#: The sessions a test runs load the plugins they use by module (``PYTEST_PLUGINS``), with
+#: autoloading off: pytest then neither reads every installed distribution's entry points nor
+#: scans their files for plugin modules to rewrite, which cost each new process (an xdist
+#: worker, a subprocess run) about a tenth of a second here; hypothesis's plugin, which they
+#: never use, cost more than half a second.
 #: A session that stops at a collection error has pytest render a long traceback of its own
 #: interruption (a quarter of a second, parsing its own sources), which is never shown: the
 #: sessions go on past collection errors, which they report all the same. And the sessions leave
 #: unraisable exceptions to this one, which turns them into errors (pytest's own hook for them
 #: runs a full garbage collection five times at the end of every session).
-INNER_ADDOPTS = (
-    "-p no:hypothesispytest -p no:anyio -p no:platformdirs"
-    " --continue-on-collection-errors -p no:unraisableexception"
-)
+INNER_PLUGINS = "pytest_agentv.plugin,xdist.plugin,pytest_asyncio.plugin"
+INNER_ADDOPTS = "--continue-on-collection-errors -p no:unraisableexception"
 
 
 @pytest.fixture(autouse=True)
 def _quiet_inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Give every pytester session an ini file, so plugins do not warn about unset options, and
-    leave out the plugins such sessions never use."""
+    the plugins it uses, no others."""
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester").makeini(INI)
-        monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+        monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        monkeypatch.setenv("PYTEST_PLUGINS", INNER_PLUGINS)
         monkeypatch.setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
 
 

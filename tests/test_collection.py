@@ -130,7 +130,10 @@ def test_fixtures_apply_to_eval_items(project: pytest.Pytester) -> None:
     )
 
 
-def test_plugin_can_be_disabled(project: pytest.Pytester) -> None:
+def test_plugin_can_be_disabled(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By its entry point's name, as installed."""
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    monkeypatch.delenv("PYTEST_PLUGINS")
     write(project, "support.eval.yaml", CASES)
     assert collected(project) == [
         "support.eval.yaml::refund-window",
