@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import hypothesis.internal.observability  # noqa: F401
 import pytest
@@ -127,10 +127,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 #: The sessions a test runs load the plugins they use by module (``PYTEST_PLUGINS``), with
-#: autoloading off: pytest then neither reads every installed distribution's entry points nor
-#: scans their files for plugin modules to rewrite, which cost each new process (an xdist
-#: worker, a subprocess run) about a tenth of a second here; hypothesis's plugin, which they
-#: never use, cost more than half a second.
+#: autoloading off: pytest then does not scan every installed distribution's files for plugin
+#: modules to rewrite, which cost each new process (an xdist worker, a subprocess run) about a
+#: tenth of a second here; hypothesis's plugin, which they never use, cost more than half a
+#: second. An in-process session is handed the modules themselves, already registered under
+#: those names, because pytest reads every distribution's entry points for each name it loads.
 #: A session that stops at a collection error has pytest render a long traceback of its own
 #: interruption (a quarter of a second, parsing its own sources), which is never shown: the
 #: sessions go on past collection errors, which they report all the same. And the sessions leave
@@ -145,10 +146,24 @@ def _quiet_inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
     """Give every pytester session an ini file, so plugins do not warn about unset options, and
     the plugins it uses, no others."""
     if "pytester" in request.fixturenames:
-        request.getfixturevalue("pytester").makeini(INI)
+        pytester: pytest.Pytester = request.getfixturevalue("pytester")
+        pytester.makeini(INI)
         monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
         monkeypatch.setenv("PYTEST_PLUGINS", INNER_PLUGINS)
         monkeypatch.setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
+        monkeypatch.setattr(pytester, "inline_run", _with_inner_plugins(pytester.inline_run))
+
+
+def _with_inner_plugins(inline_run: Callable[..., pytest.HookRecorder]) -> Callable[..., Any]:
+    """``inline_run`` handing the session the modules ``PYTEST_PLUGINS`` names, as it is when the
+    run starts (a test may unset it)."""
+
+    def run(*args: Any, plugins: Sequence[Any] = (), **kwargs: Any) -> pytest.HookRecorder:
+        names = [name for name in os.environ.get("PYTEST_PLUGINS", "").split(",") if name]
+        modules = [importlib.import_module(name) for name in names]
+        return inline_run(*args, plugins=[*modules, *plugins], **kwargs)
+
+    return run
 
 
 @pytest.fixture
