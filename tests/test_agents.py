@@ -1,12 +1,14 @@
 """Coding agents as targets, run for real: the agents' own CLIs from npm (``tests.agent_clis``)
 against a loopback fake of their vendor's API that scripts the model's turns
 (``tests.fake_vendors``), in the case's workspace. What the agent did (files it changed, the
-tools it called) reaches the graders, and one eval file holds under every agent.
+tools it called) reaches the graders, one eval file holds under every agent, and the session the
+Copilot CLI recorded is graded again by ``copilot-log``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.fake_vendors import FakeVendor, Say, Use
-from tests.helpers import write
+from tests.helpers import outcomes, write
 
 Vendors = Callable[..., FakeVendor]
 
@@ -103,10 +105,18 @@ def test_one_eval_file_holds_under_four_agents_in_workspaces_of_their_own(
     project: pytest.Pytester, agent_bin: Path, vendors: Vendors
 ) -> None:
     """Claude Code, the Gemini CLI, Pi and the Copilot CLI each write the file with their own
-    tool: its name is ``Write`` to the trajectory, the diff shows the file, under xdist."""
+    tool: its name is ``Write`` to the trajectory, the diff shows the file, under xdist. The
+    session the Copilot CLI recorded (in a home of its own) is then found by ``copilot-log``
+    (the latest of its working folder) and graded on what it did, without running anything:
+    one Copilot run serves both."""
     agents = ["claude-cli", "gemini-cli", "pi-cli", "copilot-cli"]
     fakes = {a: vendors((WRITES[a],), (Say("I wrote hello.txt."),)) for a in agents}
-    targets = "".join(agent_target(a, agent_bin, fakes[a]) for a in agents)
+    copilot_home = project.path / "copilot-home"
+    env = {"IS_SANDBOX": "1", "COPILOT_HOME": str(copilot_home)}
+    targets = "".join(
+        agent_target(a, agent_bin, fakes[a], **({"env": env} if a == "copilot-cli" else {}))
+        for a in agents
+    )
     write_project(project, targets, WRITE_EVAL.format(targets=", ".join(agents), tool="Write"))
     reprec = project.inline_run("-n", "2", "--agentv-results=results.jsonl")
     reprec.assertoutcome(passed=4)
@@ -118,6 +128,31 @@ def test_one_eval_file_holds_under_four_agents_in_workspaces_of_their_own(
         assert len(fakes[agent].turns) == 2, agent
         assert "hello.txt" in fakes[agent].turns[1].said(), agent  # its result went back
     assert not (project.path / "tpl" / "hello.txt").exists()
+
+    state = copilot_home / "session-state"
+    [workspace] = state.glob("*/workspace.yaml")
+    [worked_in] = re.findall(r"^cwd: (.*)$", workspace.read_text(), re.MULTILINE)
+    assert Path(worked_in).name.startswith("write-hello-")
+    log = {"provider": "copilot-log", "discover": "latest", "session_state_dir": str(state)}
+    logs = [{**log, "name": "log", "cwd": worked_in}]
+    logs.append({**log, "name": "elsewhere", "cwd": str(project.path)})
+    (project.path / ".agentv" / "targets.yaml").write_text(
+        "targets:\n" + "".join(f"  - {json.dumps(target)}\n" for target in logs)
+    )
+    write(
+        project,
+        "write.eval.yaml",
+        "execution: {targets: [log, elsewhere]}\n"
+        "tests:\n  - {id: a, input: ignored, assertions: [{type: contains, value: wrote}, "
+        "{type: tool-trajectory, mode: exact, expected: [{tool: Write}]}]}\n",
+    )
+    result = project.runpytest()
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        "write.eval.yaml::a[log]": "passed",
+        "write.eval.yaml::a[elsewhere]": "error",
+    }
+    result.stdout.fnmatch_lines([f"*no Copilot CLI session of cwd {project.path} in {state}*"])
+    assert len(fakes["copilot-cli"].turns) == 2
 
 
 def test_codex_runs_a_command_that_is_a_bash_call_with_its_output_and_usage(

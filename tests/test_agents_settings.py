@@ -1,13 +1,11 @@
 """The coding agents' settings as AgentV v4.42.4's targets files write them: read (or refused
 with the reason), never dropped in silence; providers out of scope say why; tool names
-normalised onto Claude Code's; a session Copilot CLI recorded read by ``copilot-log``.
+normalised onto Claude Code's. (A session the Copilot CLI recorded, read by ``copilot-log``:
+``tests.test_agents``, which shares that run.)
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -183,46 +181,3 @@ def test_tool_names_are_claude_code_s(
     provider: str, name: str, args: object, expected: tuple[str, object]
 ) -> None:
     assert canonical_tool(provider, name, args) == expected
-
-
-def test_copilot_log_grades_a_session_the_copilot_cli_recorded(
-    project: pytest.Pytester, agent_bin: Path, vendors: Vendors
-) -> None:
-    """The real Copilot CLI records a session (in a home of its own); ``copilot-log`` finds
-    the latest one there and grades what it did."""
-    fake = vendors(
-        (Use("create", {"path": "notes.txt", "file_text": "x"}),), (Say("Created notes."),)
-    )
-    home = project.path / "home"
-    home.mkdir()
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "COPILOT_OFFLINE": "true",
-        "COPILOT_PROVIDER_BASE_URL": fake.url,
-        "COPILOT_PROVIDER_TYPE": "anthropic",
-        "COPILOT_PROVIDER_API_KEY": "unused",
-    }
-    work = project.path / "work"
-    work.mkdir()
-    subprocess.run(
-        [agent_bin / "copilot", "--model", "claude-sonnet-4.5", "--allow-all-tools", "--yolo"],
-        input="Create notes.txt",
-        cwd=work,
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    state = home / ".copilot" / "session-state"
-    target = {"name": "default", "provider": "copilot-log", "discover": "latest"}
-    target.update(session_state_dir=str(state), cwd=str(work))
-    write(project, ".agentv/targets.yaml", "targets:\n  - " + json.dumps(target) + "\n")
-    write(
-        project,
-        "a.eval.yaml",
-        "tests:\n  - {id: a, input: ignored, assertions: [{type: contains, value: Created}, "
-        "{type: tool-trajectory, mode: exact, expected: [{tool: Write}]}]}\n",
-    )
-    project.runpytest().assert_outcomes(passed=1)
