@@ -13,7 +13,7 @@ import pytest
 
 from pytest_agentv.targets.events import canonical_tool
 from tests.fake_vendors import FakeVendor, Say, Use
-from tests.helpers import write
+from tests.helpers import outcomes, write
 from tests.test_agents import agent_target
 
 Vendors = Callable[..., FakeVendor]
@@ -63,10 +63,10 @@ targets:
 """
 
 
-def one_case(pytester: pytest.Pytester, expected: str) -> None:
+def one_case(pytester: pytest.Pytester, expected: str, folder: str = "") -> None:
     """An eval file of one case whose answer must contain ``expected``."""
     case = f"{{id: a, input: q, assertions: [{{type: contains, value: {expected}}}]}}"
-    write(pytester, "a.eval.yaml", f"tests:\n  - {case}\n")
+    write(pytester, f"{folder}a.eval.yaml", f"tests:\n  - {case}\n")
 
 
 @pytest.mark.parametrize(
@@ -82,51 +82,45 @@ def test_agentv_s_own_agent_targets_collect_clean(project: pytest.Pytester, targ
     result.stdout.fnmatch_lines(["a.eval.yaml::a", "1 test collected*"])
 
 
-@pytest.mark.parametrize(
-    ("setting", "problem"),
-    [
-        ("stream_log: yes", "stream_log must be false, 'raw' or 'summary'"),
-        ("home: elsewhere", "home must be 'fresh' or 'inherit'"),
-        ("args: --yolo", "args must be a list of strings"),
-        ("model_reasoning_effort: extreme", "model_reasoning_effort must be one of minimal"),
-        ("env: {A: 1}", "env must map names to strings"),
-    ],
-)
-def test_a_setting_that_is_not_what_it_must_be_names_its_line(
-    project: pytest.Pytester, setting: str, problem: str
-) -> None:
-    write(
-        project,
-        ".agentv/targets.yaml",
-        f"targets:\n  - name: default\n    provider: codex\n    {setting}\n",
-    )
-    one_case(project, "x")
-    result = project.runpytest()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*codex target 'default' (*targets.yaml:4:*): {problem}*"])
+#: Settings that are not what they must be, and what is said of each.
+BAD_SETTINGS = {
+    "stream_log: yes": "stream_log must be false, 'raw' or 'summary'",
+    "home: elsewhere": "home must be 'fresh' or 'inherit'",
+    "args: --yolo": "args must be a list of strings",
+    "model_reasoning_effort: extreme": "model_reasoning_effort must be one of minimal",
+    "env: {A: 1}": "env must map names to strings",
+}
+#: AgentV's providers out of scope, and why each is.
+OUT_OF_SCOPE = {
+    "claude-sdk": "its TypeScript SDK inside AgentV's own Node process*use provider: claude-cli",
+    "vscode": "drives a VS Code window*use provider: copilot-cli",
+    "pi-coding-agent": "TypeScript SDK*use provider: pi-cli",
+}
 
 
-@pytest.mark.parametrize(
-    ("provider", "reason"),
-    [
-        (
-            "claude-sdk",
-            "its TypeScript SDK inside AgentV's own Node process*use provider: claude-cli",
-        ),
-        ("vscode", "drives a VS Code window*use provider: copilot-cli"),
-        ("pi-coding-agent", "TypeScript SDK*use provider: pi-cli"),
-    ],
-)
-def test_agentv_providers_out_of_scope_say_why(
-    project: pytest.Pytester, provider: str, reason: str
+def test_bad_settings_and_providers_out_of_scope_each_name_their_target(
+    project: pytest.Pytester,
 ) -> None:
-    write(
-        project, ".agentv/targets.yaml", f"targets:\n  - {{name: default, provider: {provider}}}\n"
-    )
-    one_case(project, "x")
+    """One session, a folder (its own targets file, its own eval file) for each bad setting
+    and each provider out of scope: each case errors, saying why, with the file and line."""
+    for n, setting in enumerate(BAD_SETTINGS):
+        target = f"targets:\n  - name: default\n    provider: codex\n    {setting}\n"
+        write(project, f"setting{n}/.agentv/targets.yaml", target)
+        one_case(project, "x", f"setting{n}/")
+    for provider in OUT_OF_SCOPE:
+        target = f"targets:\n  - {{name: default, provider: {provider}}}\n"
+        write(project, f"{provider}/.agentv/targets.yaml", target)
+        one_case(project, "x", f"{provider}/")
     result = project.runpytest()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*AgentV's provider '{provider}' *{reason}*"])
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"{folder}/a.eval.yaml::a": "error"
+        for folder in [*(f"setting{n}" for n in range(len(BAD_SETTINGS))), *OUT_OF_SCOPE]
+    }
+    for n, problem in enumerate(BAD_SETTINGS.values()):
+        where = f"setting{n}/.agentv/targets.yaml:4:"
+        result.stdout.fnmatch_lines([f"*codex target 'default' (*{where}*): {problem}*"])
+    for provider, reason in OUT_OF_SCOPE.items():
+        result.stdout.fnmatch_lines([f"*AgentV's provider '{provider}' *{reason}*"])
 
 
 def test_a_model_target_s_api_format_is_read(project: pytest.Pytester) -> None:
