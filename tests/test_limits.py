@@ -37,15 +37,21 @@ def most_in_window(requests: list[Request], window: float) -> int:
     )
 
 
-def test_concurrency_holds_across_xdist_workers(
+def test_concurrency_and_requests_per_minute_hold_across_xdist_workers(
     judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
-    """``-n 2 --agentv-concurrency 2`` used to allow 2 x 2 judge calls at once."""
+    """``-n 2 --agentv-concurrency 2`` used to allow 2 x 2 judge calls at once. One run holds
+    both limits, each of which binds: without the concurrency's, a window's four requests go at
+    once; without the rate's, two at a time finish the twelve calls in under two windows."""
     slow_judge(fake_llm, 0.3)
-    write(judged, "c.eval.yaml", cases(16))
-    judged.runpytest("-n", "2", "--agentv-concurrency=2").assert_outcomes(passed=16)
-    assert len(fake_llm.requests) == 16
+    write(judged, "c.eval.yaml", cases(12))
+    judged.runpytest(
+        "-n", "2", "--agentv-concurrency=2", "--agentv-rpm=4", "--agentv-rate-window=1"
+    ).assert_outcomes(passed=12)
+    assert len(fake_llm.requests) == 12
     assert fake_llm.peak_in_flight <= 2
+    assert most_in_window(fake_llm.requests, 1.0) <= 4
+    assert span(fake_llm.requests) >= 2.0
 
 
 def test_limits_are_served_from_a_tmpdir_too_deep_for_a_socket(
@@ -100,18 +106,6 @@ def test_limits_that_cannot_be_shared_stay_per_worker(
         ]
     )
     assert len(fake_llm.requests) == 4
-
-
-def test_requests_per_minute_hold_across_workers(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI
-) -> None:
-    write(judged, "c.eval.yaml", cases(12))
-    judged.runpytest(
-        "-n", "2", "--agentv-rpm=4", "--agentv-rate-window=1", "--agentv-concurrency=8"
-    ).assert_outcomes(passed=12)
-    assert len(fake_llm.requests) == 12
-    assert most_in_window(fake_llm.requests, 1.0) <= 4
-    assert span(fake_llm.requests) >= 2.0
 
 
 def test_requests_per_minute_in_one_process(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:

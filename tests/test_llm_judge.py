@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -17,6 +18,7 @@ from pytest_agentv.llm.limits import CallLimits, Grant
 from pytest_agentv.llm.retry import RetryPolicy, with_retries
 from pytest_agentv.schema.rubrics import RubricItem
 from tests.fake_openai import (
+    Action,
     CutOff,
     Delay,
     FakeOpenAI,
@@ -33,7 +35,7 @@ from tests.fake_openai import (
 )
 from tests.fake_openai import freeform as freeform_reply
 from tests.fake_openai import ranges as ranges_reply
-from tests.helpers import judge_ini, write
+from tests.helpers import judge_ini, outcomes, write
 
 # The judge's contract is the same whichever transport carries its calls: these tests run on the
 # default one; tests/test_transports.py and tests/test_faults.py run every transport.
@@ -52,6 +54,29 @@ evalcases:
 def results(pytester: pytest.Pytester, name: str = "out.jsonl") -> dict[str, dict]:  # type: ignore[type-arg]
     lines = (pytester.path / name).read_text().splitlines()
     return {row["eval_id"]: row for row in map(json.loads, lines)}
+
+
+def numbered(count: int) -> str:
+    """FREEFORM's case ``count`` times, ids ``refund-<i>``, each asking "question <i>": the
+    variants of one behaviour share one session, the fake server telling them apart."""
+    return "evalcases:\n" + "".join(
+        f"  - {{id: refund-{i}, expected_outcome: States the 30-day refund window, "
+        f"input: question {i}, expected_output: Within 30 days of delivery.}}\n"
+        for i in range(count)
+    )
+
+
+def case_of(request: Request) -> int:
+    """The number of the ``numbered`` case a request grades."""
+    return int(re.search(r"question (\d+)", request.user).group(1))  # type: ignore[union-attr]
+
+
+def by_case(requests: list[Request]) -> dict[int, list[Request]]:
+    """The requests of each ``numbered`` case, in the order they came."""
+    found: dict[int, list[Request]] = {}
+    for request in requests:
+        found.setdefault(case_of(request), []).append(request)
+    return found
 
 
 def test_freeform_prompt_contract_and_request_record(
@@ -94,47 +119,47 @@ def test_freeform_prompt_contract_and_request_record(
     assert record["system_prompt"].startswith("You grade answers.")
 
 
-@pytest.mark.parametrize(
-    ("score", "outcome", "verdict"),
-    [
-        (0.8, {"passed": 1}, "pass"),
-        (0.7999, {"xfailed": 1}, "borderline"),
-        (0.6, {"xfailed": 1}, "borderline"),
-        (0.5999, {"failed": 1}, "fail"),
-    ],
-)
+THRESHOLDS = [(0.8, "passed", "pass"), (0.7999, "xfailed", "borderline")]
+THRESHOLDS += [(0.6, "xfailed", "borderline"), (0.5999, "failed", "fail")]
+
+
 def test_verdict_thresholds_through_the_judge(
-    judged: pytest.Pytester,
-    fake_llm: FakeOpenAI,
-    score: float,
-    outcome: dict[str, int],
-    verdict: str,
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
-    fake_llm.responder = lambda r: freeform_reply(score)
-    write(judged, "f.eval.yaml", FREEFORM)
-    judged.runpytest("--agentv-results=out.jsonl").assert_outcomes(**outcome)
-    row = results(judged)["refund"]
-    assert row["verdict"] == verdict
-    assert row["score"] == score
+    fake_llm.responder = lambda r: freeform_reply(THRESHOLDS[case_of(r)][0])
+    write(judged, "f.eval.yaml", numbered(len(THRESHOLDS)))
+    reprec = judged.inline_run("--agentv-results=out.jsonl")
+    found, rows = outcomes(reprec), results(judged)
+    for i, (score, outcome, verdict) in enumerate(THRESHOLDS):
+        assert found[f"f.eval.yaml::refund-{i}"] == outcome, score
+        assert (rows[f"refund-{i}"]["verdict"], rows[f"refund-{i}"]["score"]) == (verdict, score)
 
 
-@pytest.mark.parametrize("score", ["7", "11", "1.5", "-3", "NaN", "Infinity", "-Infinity"])
+OUT_OF_RANGE = ["7", "11", "1.5", "-3", "NaN", "Infinity", "-Infinity"]
+
+
 def test_scores_outside_the_contract_are_corrected_then_not_graded(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI, score: str
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
-    fake_llm.responder = lambda r: f'{{"score": {score}, "nonce": "{nonce_of(r)}"}}'
-    write(judged, "f.eval.yaml", FREEFORM)
+    fake_llm.responder = lambda r: (
+        f'{{"score": {OUT_OF_RANGE[case_of(r)]}, "nonce": "{nonce_of(r)}"}}'
+    )
+    write(judged, "f.eval.yaml", numbered(len(OUT_OF_RANGE)))
     result = judged.runpytest("--agentv-results=out.jsonl")
-    result.assert_outcomes(errors=1)
-    assert len(fake_llm.requests) == 3
-    # The judge is asked again with its reply and a short correction, with this call's nonce.
-    retry = fake_llm.requests[1].body["messages"]
-    assert [m["role"] for m in retry] == ["system", "user", "assistant", "user"]
-    assert f'"nonce": "{nonce_of(fake_llm.requests[1])}"' in retry[2]["content"]
-    assert "'score' must be a number from 0 to 1" in retry[3]["content"]
-    row = results(judged)["refund"]
-    assert (row["status"], row["verdict"]) == ("error", None)
-    assert "'score' must be a number from 0 to 1" in row["error"]
+    result.assert_outcomes(errors=len(OUT_OF_RANGE))
+    rows = results(judged)
+    for i, requests in sorted(by_case(fake_llm.requests).items()):
+        score = OUT_OF_RANGE[i]
+        assert len(requests) == 3, score
+        # The judge is asked again with its reply and a short correction, with this call's nonce.
+        retry = requests[1].body["messages"]
+        assert [m["role"] for m in retry] == ["system", "user", "assistant", "user"], score
+        assert f'"nonce": "{nonce_of(requests[1])}"' in retry[2]["content"], score
+        assert "'score' must be a number from 0 to 1" in retry[3]["content"], score
+        row = rows[f"refund-{i}"]
+        assert (row["status"], row["verdict"]) == ("error", None), score
+        assert "'score' must be a number from 0 to 1" in row["error"], score
+    assert sorted(by_case(fake_llm.requests)) == list(range(len(OUT_OF_RANGE)))
 
 
 def test_a_corrected_reply_grades_and_replays_without_calls(
@@ -282,44 +307,50 @@ def test_a_garbage_reply_is_retried_until_one_parses(
     assert len(fake_llm.requests) == 3
 
 
-@pytest.mark.parametrize(
-    "fault",
-    [
-        Status(429, {"retry-after": "0"}),
-        Status(429),
-        Status(500),
-        Status(502),
-        Status(503),
-        Status(504),
-        Status(408),
-        Status(409),
-        Reset(),
-        Truncated(),
-    ],
-    ids=["429-retry-after", "429", "500", "502", "503", "504", "408", "409", "reset", "truncated"],
-)
-def test_transient_faults_are_retried(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI, fault: object
-) -> None:
-    fake_llm.push(fault)  # type: ignore[arg-type]
-    fake_llm.responder = lambda r: freeform_reply(0.95)
-    write(judged, "f.eval.yaml", FREEFORM)
-    judged.runpytest().assert_outcomes(passed=1)
-    assert len(fake_llm.requests) == 2
+TRANSIENT: list[Action] = [Status(429, {"retry-after": "0"}), Status(429), Status(500), Status(502)]
+TRANSIENT += [Status(503), Status(504), Status(408), Status(409), Reset(), Truncated()]
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_transient_faults_are_retried(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    """Each case's first request meets one of the faults, its second a clean reply."""
+    answered: set[int] = set()
+    lock = threading.Lock()
+
+    def respond(request: Request) -> object:
+        case = case_of(request)
+        with lock:
+            first = case not in answered
+            answered.add(case)
+        return TRANSIENT[case] if first else freeform_reply(0.95)
+
+    fake_llm.responder = respond  # type: ignore[assignment]
+    write(judged, "f.eval.yaml", numbered(len(TRANSIENT)))
+    judged.runpytest().assert_outcomes(passed=len(TRANSIENT))
+    counts = {i: len(requests) for i, requests in by_case(fake_llm.requests).items()}
+    assert counts == {i: 2 for i in range(len(TRANSIENT))}
+
+
+CLIENT_ERRORS = [400, 401, 403, 404, 422]
+
+
 def test_client_errors_get_exactly_one_attempt(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI, status: int
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
-    fake_llm.responder = lambda r: Status(status, body='{"error": {"message": "denied"}}')
-    write(judged, "f.eval.yaml", FREEFORM)
-    result = judged.runpytest()
-    result.assert_outcomes(errors=1)
-    assert len(fake_llm.requests) == 1
-    result.stdout.fnmatch_lines(
-        ["*was not graded: judge openai/fake-judge failed after 1 attempt (not retryable)*"]
+    fake_llm.responder = lambda r: Status(
+        CLIENT_ERRORS[case_of(r)], body='{"error": {"message": "denied"}}'
     )
+    write(judged, "f.eval.yaml", numbered(len(CLIENT_ERRORS)))
+    result = judged.runpytest()
+    result.assert_outcomes(errors=len(CLIENT_ERRORS))
+    counts = {i: len(requests) for i, requests in by_case(fake_llm.requests).items()}
+    assert counts == {i: 1 for i in range(len(CLIENT_ERRORS))}
+    for i in range(len(CLIENT_ERRORS)):
+        result.stdout.fnmatch_lines(
+            [
+                f"*eval 'refund-{i}' was not graded: judge openai/fake-judge failed after 1 "
+                "attempt (not retryable)*"
+            ]
+        )
 
 
 def test_exhausted_quota_is_not_retried(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:

@@ -231,11 +231,27 @@ def test_without_headers_the_option_keeps_the_run_below_the_limit(
 def test_xdist_workers_share_what_the_headers_taught(
     judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
+    """...and the summary and the page give the controller's limits: one line for both
+    workers (the serial run's is the next test's)."""
     fake_llm.rate_limit = RateLimit(rpm=120, window=4.0)
     write(judged, "c.eval.yaml", cases(24))
-    judged.runpytest("-n", "2", *PACED).assert_outcomes(passed=24)
-    assert fake_llm.refused <= 1
-    assert len(fake_llm.requests) == 24 + fake_llm.refused
+    result = judged.runpytest("-n", "2", *PACED, "--agentv-html=report.html")
+    result.assert_outcomes(passed=24)
+    refused = fake_llm.refused
+    assert refused <= 1
+    assert len(fake_llm.requests) == 24 + refused
+    retried = f" ({refused} retry)" if refused else ""
+    model = f"openai/fake-judge: {24 + refused} requests{retried}, {refused} answered 429;"
+    result.stdout.fnmatch_lines(
+        [
+            "agentv pacing (a minute is 4 s here): the rate limits held calls back for * s",
+            f"  {model} * a minute against the provider's 120 (learned from its headers)",
+        ]
+    )
+    assert result.stdout.str().count("agentv pacing") == 1
+    page = (judged.path / "report.html").read_text()
+    assert "<dt>rate limits</dt>" in page
+    assert model in page
 
 
 def test_a_retry_after_past_the_deadline_leaves_the_case_not_graded_at_once(
@@ -274,9 +290,9 @@ def test_a_429_that_says_when_the_limit_is_whole_waits_for_it_not_a_guess(
 
 
 def test_the_summary_and_the_page_say_how_the_run_met_the_limits(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI, run_args: list[str]
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
-    """Under pytest-xdist they are the controller's limits: one line for both workers."""
+    """Under pytest-xdist, see the test above."""
     fake_llm.push(
         Status(
             429,
@@ -289,7 +305,7 @@ def test_the_summary_and_the_page_say_how_the_run_met_the_limits(
         )
     )
     write(judged, "c.eval.yaml", cases(6))
-    result = judged.runpytest(*run_args, *PACED, "--agentv-html=report.html")
+    result = judged.runpytest(*PACED, "--agentv-html=report.html")
     result.assert_outcomes(passed=6)
     lines = [
         "agentv pacing (a minute is 4 s here): the rate limits held calls back for * s",
