@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from tests.helpers import junit_cases_in, outcome_counts, rows_in, write
+from tests.test_baseline import assert_only_compared, write_suite
 from tests.test_integrity import assert_odd_outputs_kept, write_odd_outputs
 from tests.test_outcomes import RESULTS_CASES, SCORE_JUDGE, assert_results_rows
 from tests.test_v4_matrix import MATRIX, assert_each_case_ran_once_per_target
@@ -157,10 +158,17 @@ def test_runs_under_xdist(project: pytest.Pytester) -> None:
     write(project, "rows/score.py", SCORE_JUDGE)  # tests/test_outcomes.py::test_results_file
     write(project, "rows/r.eval.yaml", RESULTS_CASES)
     write_odd_outputs(project, "odd/")  # tests/test_integrity.py
+    write_suite(project, "baseline/")  # tests/test_baseline.py
     result = project.runpytest(
-        "-n", "2", "--junitxml=out.xml", "--agentv-results=out/results.jsonl"
+        "-n",
+        "2",
+        "--junitxml=out.xml",
+        "--agentv-results=out/results.jsonl",
+        "--agentv-baseline=base.jsonl",
     )
     junit, results = project.path / "out.xml", project.path / "out/results.jsonl"
+    ran = result.reprec.getreports("pytest_runtest_logreport")  # type: ignore[attr-defined]
+    assert {report.worker_id for report in ran} == {"gw0", "gw1"}
     plain = [outcome_counts(result, name) for name in ("a.eval.yaml", "b.eval.yaml")]
     assert plain == [{"passed": 2}, {"passed": 1, "failed": 1}]
     scored = [
@@ -170,9 +178,11 @@ def test_runs_under_xdist(project: pytest.Pytester) -> None:
     assert_each_case_ran_once_per_target(result, results, junit, "matrix/")
     assert_results_rows(rows_in(results, "rows/"))
     assert_odd_outputs_kept(result, results, "odd/")
+    assert_only_compared(result, "baseline/", new=16)  # and the 15 cases of the other folders
     # The summary counts every worker's cases: those of a and b (3 pass, 1 fail), the matrix's
-    # (2 pass, 1 fail), rows/ (1 pass, 2 fail, 1 not graded) and odd/ (3 pass, 1 fail).
-    result.stdout.fnmatch_lines(["*15 evaluations: 9 pass, 0 borderline, 5 fail, 1 not graded*"])
+    # (2 pass, 1 fail), rows/ (1 pass, 2 fail, 1 not graded), odd/ (3 pass, 1 fail) and
+    # baseline/ (5 pass, 1 borderline).
+    result.stdout.fnmatch_lines(["*21 evaluations: 14 pass, 1 borderline, 5 fail, 1 not graded*"])
 
 
 def test_collection_is_cheap_and_does_not_run_cases(project: pytest.Pytester) -> None:
