@@ -196,3 +196,33 @@ def run_report(capsys: pytest.CaptureFixture[str], *args: str) -> pytest.RunResu
     ret = main(["report", *args])
     out, err = capsys.readouterr()
     return pytest.RunResult(ret, out.splitlines(), err.splitlines(), time.monotonic() - started)
+
+
+# --- Several features checked in one session (tests/test_collection.py::test_runs_under_xdist) ---
+# Each feature's files sit in a folder of their own; these read one folder's share of the run.
+
+
+def outcome_counts(result: pytest.RunResult, folder: str = "") -> dict[str, int]:
+    """How many of the tests under ``folder`` (a node id prefix such as ``"matrix/"``) had each
+    outcome (as ``outcomes`` names them) in an in-process run."""
+    from collections import Counter
+
+    found = outcomes(result.reprec)  # type: ignore[attr-defined]
+    return dict(Counter(outcome for node, outcome in found.items() if node.startswith(folder)))
+
+
+def rows_in(results: Path, folder: str = "") -> list[dict[str, Any]]:
+    """The rows of a results file for the eval files under ``folder``."""
+    import json
+
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    return [row for row in rows if str(row["file"]).startswith(folder)]
+
+
+def junit_cases_in(junit: Path, folder: str = "") -> list[Any]:
+    """The ``testcase`` elements of a JUnit XML file for the tests under ``folder``."""
+    from xml.etree import ElementTree
+
+    classes = folder.replace("/", ".")
+    cases = ElementTree.parse(junit).getroot().iter("testcase")
+    return [case for case in cases if str(case.get("classname")).startswith(classes)]

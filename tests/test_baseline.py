@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_agentv.baseline import PreviousResults, comparison_lines
-from tests.helpers import write
+from tests.helpers import outcome_counts, write
 
 #: The cases' evaluator: the score it is given (in the run's process: the comparison is what
 #: these tests are about, not how a score is made).
@@ -76,9 +76,7 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 @pytest.fixture
 def suite(project: pytest.Pytester) -> pytest.Pytester:
-    write(project, "conftest.py", FIXED)
-    write(project, "support.eval.yaml", SUITE)
-    write_rows(project.path / "base.jsonl", BASELINE)
+    write_suite(project)
     return project
 
 
@@ -151,14 +149,26 @@ def test_a_regression_that_still_passes_fails_beyond_max_regression(
     )
 
 
-def test_without_max_regression_the_comparison_only_reports(
-    suite: pytest.Pytester, run_args: list[str]
-) -> None:
-    result = suite.runpytest(*run_args, "--agentv-baseline=base.jsonl")
-    result.assert_outcomes(passed=5, xfailed=1)
+def test_without_max_regression_the_comparison_only_reports(suite: pytest.Pytester) -> None:
+    """Under pytest-xdist too: tests/test_collection.py::test_runs_under_xdist."""
+    assert_only_compared(suite.runpytest("--agentv-baseline=base.jsonl"))
+
+
+def write_suite(project: pytest.Pytester, folder: str = "") -> None:
+    """``SUITE`` (its evaluator kind from the folder's ``conftest.py``) in ``folder``, and its
+    baseline ``base.jsonl``."""
+    write(project, f"{folder}conftest.py", FIXED)
+    write(project, f"{folder}support.eval.yaml", SUITE)
+    write_rows(project.path / "base.jsonl", BASELINE)
+
+
+def assert_only_compared(result: pytest.RunResult, folder: str = "", new: int = 1) -> None:
+    """``SUITE`` in ``folder`` was compared with ``BASELINE`` without a gate (``result`` may
+    have run ``new`` - 1 other cases, which the baseline does not have)."""
+    assert outcome_counts(result, folder) == {"passed": 5, "xfailed": 1}
     # Every case was collected (by each xdist worker too): nothing is gone but "retired".
     result.stdout.fnmatch_lines(
-        ["agentv baseline base.jsonl: 1 improved, 2 regressed, 2 unchanged *, 1 new, 1 gone"]
+        [f"agentv baseline base.jsonl: 1 improved, 2 regressed, 2 unchanged *, {new} new, 1 gone"]
     )
 
 

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+
 import pytest
 
-from tests.helpers import write
+from tests.helpers import junit_cases_in, outcome_counts, rows_in, write
+from tests.test_baseline import assert_only_compared, write_suite
+from tests.test_hostile_yaml import assert_deep_nesting_refused, write_deep_nesting
+from tests.test_integrity import assert_odd_outputs_kept, write_odd_outputs
+from tests.test_outcomes import RESULTS_CASES, SCORE_JUDGE, assert_results_rows
+from tests.test_v4_matrix import MATRIX, assert_each_case_ran_once_per_target
 
 CASES = """
 evalcases:
@@ -143,12 +150,50 @@ def test_plugin_can_be_disabled(project: pytest.Pytester, monkeypatch: pytest.Mo
 
 
 def test_runs_under_xdist(project: pytest.Pytester) -> None:
+    """What pytest-xdist's workers report reaches the controller whole. One session (an inner
+    ``-n 2`` costs two worker processes) runs, each in a folder of its own, the files of the
+    features whose results cross from the workers, checked as their own modules' serial tests
+    check them: a v4 target matrix, the results file's fields, text JSON or UTF-8 cannot hold,
+    a baseline comparison, and files nested too deep for YAML beside tests that must still
+    run (tests/test_hostile_yaml.py's test_deep_nesting_is_refused_before_anything_recursive
+    was such a session of its own)."""
     write(project, "a.eval.yaml", CASES)
     write(project, "b.eval.yaml", CASES.replace("[30 days]", "[ninety days]"))
-    result = project.runpytest("-n", "2", "--junitxml=out.xml")
-    result.assert_outcomes(passed=3, failed=1)
-    result.stdout.fnmatch_lines(["*4 evaluations: 3 pass, 0 borderline, 1 fail*"])
-    assert (project.path / "out.xml").read_text().count('name="agentv.score"') == 4
+    write(project, "matrix/m.eval.yaml", MATRIX)  # tests/test_v4_matrix.py
+    write(project, "rows/score.py", SCORE_JUDGE)  # tests/test_outcomes.py::test_results_file
+    write(project, "rows/r.eval.yaml", RESULTS_CASES)
+    write_odd_outputs(project, "odd/")  # tests/test_integrity.py
+    write_suite(project, "baseline/")  # tests/test_baseline.py
+    write_deep_nesting(project, "deep/")  # tests/test_hostile_yaml.py
+    result = project.runpytest(
+        "-n",
+        "2",
+        "--junitxml=out.xml",
+        "--agentv-results=out/results.jsonl",
+        "--agentv-baseline=base.jsonl",
+        "-rE",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    junit, results = project.path / "out.xml", project.path / "out/results.jsonl"
+    ran = result.reprec.getreports("pytest_runtest_logreport")  # type: ignore[attr-defined]
+    assert {report.worker_id for report in ran} == {"gw0", "gw1"}
+    plain = [outcome_counts(result, name) for name in ("a.eval.yaml", "b.eval.yaml")]
+    assert plain == [{"passed": 2}, {"passed": 1, "failed": 1}]
+    scored = [
+        case for name in ("a.eval.yaml", "b.eval.yaml") for case in junit_cases_in(junit, name)
+    ]
+    assert sum(ET.tostring(case).count(b'name="agentv.score"') for case in scored) == 4
+    assert_each_case_ran_once_per_target(result, results, junit, "matrix/")
+    assert_results_rows(rows_in(results, "rows/"))
+    assert_odd_outputs_kept(result, results, "odd/")
+    assert_only_compared(result, "baseline/", new=18)  # and the 17 cases of the other folders
+    assert_deep_nesting_refused(result, "deep/")
+    # The summary counts every worker's cases: those of a and b (3 pass, 1 fail), the matrix's
+    # (2 pass, 1 fail), rows/ (1 pass, 2 fail, 1 not graded), odd/ (3 pass, 1 fail), baseline/
+    # (5 pass, 1 borderline) and deep/ (1 not graded, 1 skipped).
+    result.stdout.fnmatch_lines(
+        ["*23 evaluations: 14 pass, 1 borderline, 5 fail, 2 not graded, 1 skipped*"]
+    )
 
 
 def test_collection_is_cheap_and_does_not_run_cases(project: pytest.Pytester) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_agentv import EvaluationScore
 from tests.fake_openai import FakeOpenAI, checklist, freeform
-from tests.helpers import judge_ini, write
+from tests.helpers import judge_ini, outcome_counts, rows_in, write
 
 DETAILS_JUDGE = """\
 import json, sys
@@ -577,25 +577,33 @@ def test_prompt_scripts_get_the_environment_code_judges_get(
     assert "for team-value-42" in fake_llm.requests[0].user
 
 
-@pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_what_json_or_utf_8_cannot_hold_loses_no_results(
-    project: pytest.Pytester, args: list[str]
-) -> None:
+def test_what_json_or_utf_8_cannot_hold_loses_no_results(project: pytest.Pytester) -> None:
     """A JSON ``"\\ud800"`` escape decodes to text that UTF-8 cannot hold: written as it came, it
     crashed the results file (INTERNALERROR) and pytest-xdist's reports, losing cases. An
     evaluator's details of any type (paths, decimals, NaN, tuples, keys that are no string)
-    reach the results file as JSON."""
-    write(project, "answer.json", '{"text": "Refunds within 30 days \\ud800 ok"}\n')
+    reach the results file as JSON. Under pytest-xdist: tests/test_collection.py's
+    test_runs_under_xdist."""
+    write_odd_outputs(project)
+    result = project.runpytest("--agentv-results=out.jsonl", "--junitxml=junit.xml")
+    assert_odd_outputs_kept(result, project.path / "out.jsonl")
+
+
+def write_odd_outputs(project: pytest.Pytester, folder: str = "") -> None:
+    """Eval files (in ``folder``) whose target, code judge and custom evaluator give what JSON
+    or UTF-8 cannot hold; the custom kind is the project's (its ``conftest.py``)."""
+    if folder:
+        write(project, f"{folder}keywords.py", (project.path / "keywords.py").read_text())
+    write(project, f"{folder}answer.json", '{"text": "Refunds within 30 days \\ud800 ok"}\n')
     verdict = r'{"score": 0.1, "misses": ["odd \udc00 text"], "details": {"k\ud800": 1}}'
-    write(project, "judge.py", f"print({verdict!r})\n")
+    write(project, f"{folder}judge.py", f"print({verdict!r})\n")
     write(
         project,
-        ".agentv/targets.yaml",
+        f"{folder}.agentv/targets.yaml",
         "targets:\n  - {name: default, provider: cli, command_template: cat answer.json}\n",
     )
     write(
         project,
-        "s.eval.yaml",
+        f"{folder}s.eval.yaml",
         """
         evalcases:
           - id: target-wrote-it
@@ -614,13 +622,17 @@ def test_what_json_or_utf_8_cannot_hold_loses_no_results(
     write(project, "conftest.py", ODD_DETAILS)
     write(
         project,
-        "t.eval.yaml",
+        f"{folder}t.eval.yaml",
         "evalcases: [{id: odd, input: q, evaluators: [{name: o, type: odd}]}]\n",
     )
-    result = project.runpytest("--agentv-results=out.jsonl", "--junitxml=junit.xml", *args)
-    result.assert_outcomes(passed=3, failed=1)
+
+
+def assert_odd_outputs_kept(result: pytest.RunResult, results: Path, folder: str = "") -> None:
+    """Every case of ``write_odd_outputs`` has its outcome and its row, the odd text replaced
+    (``result`` may have run other files too)."""
+    assert outcome_counts(result, folder) == {"passed": 3, "failed": 1}
     assert "INTERNALERROR" not in result.stdout.str()
-    found = rows(project)
+    found = {row["eval_id"]: row for row in rows_in(results, folder)}
     assert found["target-wrote-it"]["candidate_answer"] == "Refunds within 30 days \ufffd ok"
     assert found["judge-wrote-it"]["misses"] == ["odd \ufffd text"]
     [entry] = found["odd"]["evaluator_results"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,9 @@ from pytest_agentv.casefiles import prepare_case
 from pytest_agentv.cases import CaseSpec, effective_evaluators
 from pytest_agentv.errors import ConfigError, EvalFileError
 from pytest_agentv.evaluators import EvaluatorRegistry, build_evaluator_registry
-from pytest_agentv.loader import load_eval_file
+from pytest_agentv.loader import LoadedFile, load_eval_file
 from pytest_agentv.paths import resolve_reference
-from tests.helpers import write
+from tests.helpers import load_error, write
 
 BUILTINS = EvaluatorRegistry(build_evaluator_registry())
 KINDS = BUILTINS.scoped(BUILTINS.builtin)
@@ -31,14 +32,16 @@ def spec(loaded, index: int = 0) -> CaseSpec:
     return CaseSpec(loaded, index, effective_evaluators(case, loaded.suite))
 
 
-def collect_error(pytester: pytest.Pytester, content: str) -> str:
-    """Collect one eval file that must fail; return the error text (and check its shape)."""
-    write(pytester, "bad.eval.yaml", content)
-    result = pytester.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    text = result.stdout.str()
-    assert "Traceback" not in text and "INTERNALERROR" not in text
-    return text
+def collect_error(tmp_path: Path, content: str) -> str:
+    """The collection error of one eval file that must fail (``load_error``: what collection
+    shows, without a session; test_invalid_yaml_names_file_line_and_column runs one)."""
+    return load_error(tmp_path, "bad.eval.yaml", content)
+
+
+def warned(loaded: LoadedFile) -> list[str]:
+    """The warnings a loaded file gives, as collection shows them: ``CATEGORY: MESSAGE``
+    (test_unknown_keys_warn_with_a_suggestion runs a session)."""
+    return [f"{warning.category.__name__}: {warning.message}" for warning in loaded.warnings]
 
 
 # -- aliases and derived values -------------------------------------------------------------
@@ -276,7 +279,12 @@ def test_missing_file_is_an_error_on_its_case_only(project: pytest.Pytester) -> 
 
 
 def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> None:
-    text = collect_error(pytester, "evalcases:\n  - id: a\n    input: [1, 2\n")
+    """The one session of these errors: how a load error reaches the terminal."""
+    write(pytester, "bad.eval.yaml", "evalcases:\n  - id: a\n    input: [1, 2\n")
+    result = pytester.runpytest("--co", "-q")
+    result.assert_outcomes(errors=1)
+    text = result.stdout.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text
     assert "bad.eval.yaml:4:1: invalid YAML" in text
 
 
@@ -407,10 +415,10 @@ def test_invalid_yaml_names_file_line_and_column(pytester: pytest.Pytester) -> N
     ],
 )
 def test_invalid_files_are_one_clear_collection_error(
-    pytester: pytest.Pytester, content: str, expected: str
+    tmp_path: Path, content: str, expected: str
 ) -> None:
-    text = collect_error(pytester, content)
-    assert any(__import__("fnmatch").fnmatch(line, expected) for line in text.splitlines()), text
+    text = collect_error(tmp_path, content)
+    assert any(fnmatch(line, expected) for line in text.splitlines()), text
 
 
 def _rubric_file(rubric: str) -> str:
@@ -540,16 +548,16 @@ def _rubric_file(rubric: str) -> str:
         "not-a-pair",
     ],
 )
-def test_score_range_rules(pytester: pytest.Pytester, rubric: str, expected: str) -> None:
-    text = collect_error(pytester, _rubric_file(rubric))
+def test_score_range_rules(tmp_path: Path, rubric: str, expected: str) -> None:
+    text = collect_error(tmp_path, _rubric_file(rubric))
     assert f"evalcases.0.rubrics.0.score_ranges: {expected}" in text or (
         f"evalcases.0.rubrics.0.required_min_score: {expected}" in text
     ), text
 
 
-def test_score_range_rules_apply_to_evaluator_rubrics(pytester: pytest.Pytester) -> None:
+def test_score_range_rules_apply_to_evaluator_rubrics(tmp_path: Path) -> None:
     text = collect_error(
-        pytester,
+        tmp_path,
         """
         evalcases:
           - id: a
@@ -592,12 +600,11 @@ def test_unknown_keys_warn_with_a_suggestion(pytester: pytest.Pytester) -> None:
     result.assert_outcomes()
 
 
-def test_lists_whose_weights_are_all_zero_warn(pytester: pytest.Pytester) -> None:
+def test_lists_whose_weights_are_all_zero_warn(tmp_path: Path) -> None:
     """A total weight of 0 scores 0 (as in AgentV, whose scores we keep): such a list fails
     whatever its items earn, so the file says so when it loads."""
-    write(
-        pytester,
-        "z.eval.yaml",
+    loaded = load(
+        tmp_path,
         """
         execution:
           evaluators:
@@ -626,43 +633,40 @@ def test_lists_whose_weights_are_all_zero_warn(pytester: pytest.Pytester) -> Non
               - {type: latency, threshold: 1000, weight: 0}
               - {type: cost, budget: 1}
         """,
+        "z.eval.yaml",
     )
-    result = pytester.runpytest("--co", "-q", "-W", "always")
     tail = "has weight 0, so the score is always 0 (as in AgentV); give at least one"
-    result.stdout.fnmatch_lines_random(
-        [
-            f"*z.eval.yaml:3: execution.evaluators: every evaluator {tail} evaluator a weight > 0",
-            f"*z.eval.yaml:8: evalcases.0.rubrics: every item {tail} item a weight > 0",
-            f"*z.eval.yaml:18: evalcases.2.evaluators.0.fields: every field {tail} field a*",
-            f"*z.eval.yaml:22: evalcases.2.evaluators.1.aggregator.weights: every member {tail}*",
-        ]
-    )
-    assert result.stdout.str().count("has weight 0") == 4
-    result.assert_outcomes()
+    said = warned(loaded)
+    assert len(said) == 4, said
+    for pattern in [
+        f"*z.eval.yaml:3: execution.evaluators: every evaluator {tail} evaluator a weight > 0",
+        f"*z.eval.yaml:8: evalcases.0.rubrics: every item {tail} item a weight > 0",
+        f"*z.eval.yaml:18: evalcases.2.evaluators.0.fields: every field {tail} field a*",
+        f"*z.eval.yaml:22: evalcases.2.evaluators.1.aggregator.weights: every member {tail}*",
+    ]:
+        assert [line for line in said if fnmatch(line, pattern)], (pattern, said)
 
 
-def test_grader_is_deprecated_and_evaluator_wins(tmp_path: Path, pytester: pytest.Pytester) -> None:
-    write(
-        pytester,
-        "g.eval.yaml",
+def test_grader_is_deprecated_and_evaluator_wins(tmp_path: Path) -> None:
+    loaded = load(
+        tmp_path,
         """
         grader: code_judge
         evaluator: llm_judge
         evalcases: [{id: a, input: q}]
         """,
     )
-    result = pytester.runpytest("--co", "-q", "-W", "always")
-    result.stdout.fnmatch_lines(
-        ["*AgentvDeprecationWarning: *'grader' is deprecated; use 'evaluator' ('evaluator' wins*"]
+    [said] = warned(loaded)
+    assert fnmatch(said, "AgentvDeprecationWarning: *'grader' is deprecated; use 'evaluator'*"), (
+        said
     )
-    loaded = load(tmp_path, (pytester.path / "g.eval.yaml").read_text())
+    assert "use 'evaluator' ('evaluator' wins" in said
     assert effective_evaluators(loaded.suite.evalcases[0], loaded.suite)[0].kind == "llm_judge"
 
 
-def test_rubric_type_is_deprecated(pytester: pytest.Pytester) -> None:
-    write(
-        pytester,
-        "r.eval.yaml",
+def test_rubric_type_is_deprecated(tmp_path: Path) -> None:
+    loaded = load(
+        tmp_path,
         """
         evalcases:
           - id: a
@@ -670,8 +674,12 @@ def test_rubric_type_is_deprecated(pytester: pytest.Pytester) -> None:
             evaluators: [{name: r, type: rubric, rubrics: [Polite]}]
         """,
     )
-    result = pytester.runpytest("--co", "-q", "-W", "always")
-    result.stdout.fnmatch_lines(["*evaluator type 'rubric' is deprecated; use 'llm_judge'*"])
+    said = warned(loaded)
+    assert [
+        line
+        for line in said
+        if fnmatch(line, "*evaluator type 'rubric' is deprecated; use 'llm_judge'*")
+    ], said
 
 
 def test_eval_file_error_carries_position() -> None:

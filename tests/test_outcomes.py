@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lxml import etree
 
 from pytest_agentv.verdicts import outcome_for, score_to_verdict
-from tests.helpers import outcomes, write
+from tests.helpers import outcomes, rows_in, write
 
 SCORE_JUDGE = """\
 import json, sys
@@ -307,27 +308,31 @@ def test_junit_xml_matches_the_xunit2_schema(scores: pytest.Pytester) -> None:
 OUTCOME_TAGS = {"skipped", "failure", "error"}
 
 
-def test_results_file(scores: pytest.Pytester, run_args: list[str]) -> None:
-    write(
-        scores,
-        "r.eval.yaml",
-        "dataset: support\nevalcases:"
-        + scored("one", 1.0).replace("input: q", "input: q\n    conversation_id: c1")
-        + scored("two", 0.3)
-        + scored("three", 1.0).replace("input: q", "input: q\n    execution: {target: nowhere}")
-        + """
+RESULTS_CASES = (
+    "dataset: support\nevalcases:"
+    + scored("one", 1.0).replace("input: q", "input: q\n    conversation_id: c1")
+    + scored("two", 0.3)
+    + scored("three", 1.0).replace("input: q", "input: q\n    execution: {target: nowhere}")
+    + """
   - id: several
     input: q
     evaluators:
       - {name: a, type: code_judge, script: [python, score.py], config: {score: 1}}
       - {name: b, type: code_judge, script: [python, score.py], config: {score: 0}}
-""",
-    )
-    scores.runpytest("--agentv-results=out/results.jsonl", *run_args)
-    rows = {
-        row["eval_id"]: row
-        for row in map(json.loads, (scores.path / "out/results.jsonl").read_text().splitlines())
-    }
+"""
+)
+
+
+def test_results_file(scores: pytest.Pytester) -> None:
+    """Under pytest-xdist too: tests/test_collection.py::test_runs_under_xdist."""
+    write(scores, "r.eval.yaml", RESULTS_CASES)
+    scores.runpytest("--agentv-results=out/results.jsonl")
+    assert_results_rows(rows_in(scores.path / "out/results.jsonl"))
+
+
+def assert_results_rows(found: list[dict[str, Any]]) -> None:
+    """The rows ``RESULTS_CASES`` wrote: AgentV's fields, evaluator results, errors."""
+    rows = {row["eval_id"]: row for row in found}
     assert set(rows) == {"one", "two", "three", "several"}
     one = rows["one"]
     for field in (

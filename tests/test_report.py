@@ -186,10 +186,10 @@ def agentv_target():
 # Serially only: results crossing pytest-xdist workers are tests/test_integrity.py's.
 @pytest.mark.parametrize("run_args", [[]], ids=["serial"])
 def test_hostile_answers_are_text(project: pytest.Pytester, run_args: list[str]) -> None:
-    keywords = json.dumps(["| a | b | <img src=x> # [link](http://example.com) `code`"])
+    # A miss that says it too (a built-in check: a code judge's process per case costs more).
+    value = json.dumps("| a | b | <img src=x> # [link](http://example.com) `code`")
     cases = "".join(
-        f"  - {{id: {name}, input: Hi, evaluators: [{{name: kw, type: code_judge, "
-        f"script: [python, keywords.py], config: {{keywords: {keywords}}}}}]}}\n"
+        f"  - {{id: {name}, input: Hi, evaluators: [{{type: contains, value: {value}}}]}}\n"
         for name in ("script", "end", "huge", "surrogate", "rtl", "markdown")
     )
     write(project, "h.eval.yaml", "evalcases:\n" + cases)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -151,9 +152,37 @@ def run_v4(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     )
 
 
-def test_v4_rows_hold_what_agentv_v4_requires(suite: pytest.Pytester) -> None:
-    result = run_v4(suite)
-    result.assert_outcomes(passed=2, failed=1, xfailed=1, skipped=1, errors=1)
+#: The outcomes of a run of ``SUITE``.
+SUITE_OUTCOMES = {"passed": 2, "failed": 1, "xfailed": 1, "skipped": 1, "errors": 1}
+
+
+@pytest.fixture(scope="module")
+def first_v4_run() -> dict[str, Any]:
+    """The outcomes and a copy of the run folder of the module's one run of ``SUITE`` (in each
+    pytest-xdist worker that runs a test needing it)."""
+    return {}
+
+
+@pytest.fixture
+def v4_run(
+    suite: pytest.Pytester, first_v4_run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, int]:
+    """``suite`` with the run folder ``run/`` of ``run_v4`` (its paths are relative to it), and
+    the run's outcomes: the first test that needs it runs it, the others read a copy."""
+    if not first_v4_run:
+        first_v4_run["outcomes"] = run_v4(suite).parseoutcomes()
+        first_v4_run["folder"] = tmp_path_factory.mktemp("v4-run") / "run"
+        shutil.copytree(suite.path / "run", first_v4_run["folder"])
+    else:
+        shutil.copytree(first_v4_run["folder"], suite.path / "run")
+    outcomes: dict[str, int] = first_v4_run["outcomes"]
+    return outcomes
+
+
+def test_v4_rows_hold_what_agentv_v4_requires(
+    suite: pytest.Pytester, v4_run: dict[str, int]
+) -> None:
+    assert v4_run == SUITE_OUTCOMES
     rows = v4_rows(suite, "run/index.jsonl")
     assert list(rows) == ["passes", "borderline", "fails", "tools", "down", "no-judge"]
     for row in rows.values():
@@ -244,10 +273,10 @@ def test_an_unknown_format_is_a_usage_error(suite: pytest.Pytester) -> None:
     )
 
 
+@pytest.mark.usefixtures("v4_run")
 def test_v4_rows_are_recorded_answers_and_a_baseline(suite: pytest.Pytester) -> None:
     """The answers a v4 file keeps (``output``, the tool calls in ``trace``, the usage and cost
     beside them) grade as they did; its not-graded rows are no answer and no baseline."""
-    run_v4(suite)
     # No target can answer now: every answer comes from the file.
     (suite.path / ".agentv" / "targets.yaml").write_text(
         TARGETS.replace("provider: mock", "provider: cli\n    command: python -c 'exit(5)'")
@@ -373,10 +402,10 @@ def test_a_recorded_answer_to_another_question_is_not_graded(
     )
 
 
+@pytest.mark.usefixtures("v4_run")
 def test_the_report_reads_our_v4_file(
     suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_v4(suite)
     result = run_report(capsys, "run/index.jsonl", "--markdown", "-")
     assert result.ret == 1  # as the run ended
     result.stdout.fnmatch_lines(
@@ -459,11 +488,13 @@ def test_a_v4_file_s_name_is_its_suite(project: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["a.eval.yaml::same PASSED*", "b.eval.yaml::same FAILED*"])
 
 
-def test_a_v4_run_folder_gets_v4_s_side_files(suite: pytest.Pytester) -> None:
+def test_a_v4_run_folder_gets_v4_s_side_files(
+    suite: pytest.Pytester, v4_run: dict[str, int]
+) -> None:
     """Beside ``index.jsonl``: each test's ``grading.json``, ``timing.json``, ``input.md`` and
     answer, named in its row (what ``agentv results validate`` looks for), and the run's
     ``timing.json`` and ``benchmark.json``, as v4's ``run-artifacts.ts`` makes them."""
-    run_v4(suite).assert_outcomes(passed=2, failed=1, xfailed=1, errors=1, skipped=1)
+    assert v4_run == SUITE_OUTCOMES
     folder = suite.path / "run"
     rows = v4_rows(suite, "run/index.jsonl")
     for test_id, row in rows.items():
@@ -568,12 +599,14 @@ def operation(span: dict[str, Any]) -> Any:
     return span["attributes"]["gen_ai.operation.name"]
 
 
-def test_each_v4_test_gets_its_trace_envelope(suite: pytest.Pytester) -> None:
+def test_each_v4_test_gets_its_trace_envelope(
+    suite: pytest.Pytester, v4_run: dict[str, int]
+) -> None:
     """``outputs/trace.json``, as v4's run writer makes it: the run's span carries the row's
     messages, a chat span each answer and a tool span each tool call; its ids are v4's hashes
     of the same values, its artifacts name files that are there, its scores are the row's, and
     it says that the content is full with secrets masked (every row is redacted)."""
-    run_v4(suite).assert_outcomes(passed=2, failed=1, xfailed=1, errors=1, skipped=1)
+    assert v4_run == SUITE_OUTCOMES
     folder = suite.path / "run"
     rows = v4_rows(suite, "run/index.jsonl")
     found = envelopes(folder, rows)
@@ -637,11 +670,11 @@ def test_each_v4_test_gets_its_trace_envelope(suite: pytest.Pytester) -> None:
     assert "answer_path" not in down["artifacts"]
 
 
+@pytest.mark.usefixtures("v4_run")
 def test_a_v4_transcript_is_projected_from_the_trace_envelope(suite: pytest.Pytester) -> None:
     """``outputs/transcript.jsonl``: a line per message, its tool calls completed from their
     spans, each line pointing at its span in the envelope; the row names it. v4's ``inspect``
     and dashboard read it to show the tool calls a row's answer came with."""
-    run_v4(suite)
     folder = suite.path / "run"
     rows = v4_rows(suite, "run/index.jsonl")
     for row in rows.values():

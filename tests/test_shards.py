@@ -11,6 +11,8 @@ from xml.etree import ElementTree
 import pytest
 
 from pytest_agentv.__main__ import main
+from pytest_agentv.collect import spec_of
+from pytest_agentv.shards import deal
 from tests.helpers import write
 
 CASES = "tests:\n" + "".join(
@@ -25,6 +27,18 @@ def selected(pytester: pytest.Pytester, *args: str) -> list[str]:
     reprec = pytester.inline_run("--co", "-p", "no:cacheprovider", *args)
     [call] = reprec.getcalls("pytest_collection_finish")
     return [item.nodeid for item in call.session.items]
+
+
+def dealt(pytester: pytest.Pytester, count: int) -> list[list[str]]:
+    """Each of ``count`` shards' node ids as ``deal`` makes them from one collect-only run: the
+    deal as a function, where the other tests run the option once per shard."""
+    reprec = pytester.inline_run("--co", "-p", "no:cacheprovider")
+    [call] = reprec.getcalls("pytest_collection_finish")
+    items = call.session.items
+    shards = deal(items, count, spec_of)
+    return [
+        [i.nodeid for i, to in zip(items, shards, strict=True) if to == k] for k in range(count)
+    ]
 
 
 @pytest.fixture
@@ -57,14 +71,14 @@ def test_the_deal_composes_with_k_and_the_twins_of_the_option(
 
 
 def test_a_case_added_elsewhere_moves_no_other(suite: pytest.Pytester) -> None:
-    before = {k: selected(suite, f"--agentv-shard={k}/3") for k in (1, 2, 3)}
+    before = dealt(suite, 3)
     write(
         suite,
         "later.eval.yaml",
         "tests:\n  - {id: new, input: q, assertions: [{type: contains, value: x}]}\n",
     )
-    after = {k: selected(suite, f"--agentv-shard={k}/3") for k in (1, 2, 3)}
-    for k in (1, 2, 3):
+    after = dealt(suite, 3)
+    for k in range(3):
         assert [n for n in after[k] if "later.eval.yaml" not in n] == before[k]
 
 
@@ -78,7 +92,7 @@ def test_a_case_runs_in_the_shard_of_the_cases_it_depends_on(project: pytest.Pyt
     )
     write(project, "chain.eval.yaml", chained)
     write(project, "s.eval.yaml", CASES)
-    shards = [selected(project, f"--agentv-shard={k}/4") for k in range(1, 5)]
+    shards = dealt(project, 4)
     [holding] = [shard for shard in shards if any("chain.eval.yaml" in n for n in shard)]
     assert [n for n in holding if "chain.eval.yaml" in n] == [
         f"chain.eval.yaml::c{n}" for n in range(6)

@@ -5,11 +5,19 @@ case of its own."""
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
+import re
+from pathlib import Path
 
 import pytest
 
-from tests.helpers import LOGGING_HOOK, hook_calls, write
+from tests.helpers import (
+    LOGGING_HOOK,
+    hook_calls,
+    junit_cases_in,
+    outcome_counts,
+    rows_in,
+    write,
+)
 
 MATRIX = """
 execution:
@@ -25,16 +33,26 @@ tests:
 """
 
 
-def test_each_case_runs_once_per_target(project: pytest.Pytester, run_args: list[str]) -> None:
+def test_each_case_runs_once_per_target(project: pytest.Pytester) -> None:
+    """Under pytest-xdist too: tests/test_collection.py::test_runs_under_xdist."""
     write(project, "m.eval.yaml", MATRIX)
-    result = project.runpytest(*run_args, "--agentv-results", "out.jsonl", "--junitxml", "j.xml")
-    result.assert_outcomes(passed=2, failed=1)
-    result.stdout.re_match_lines([r"m\.eval\.yaml:5: eval 'both\[wrong\]' failed: score 0\.00"])
-    lines = (project.path / "out.jsonl").read_text().splitlines()
-    found = sorted((row["eval_id"], row["target"], row["score"]) for row in map(json.loads, lines))
+    result = project.runpytest("--agentv-results", "out.jsonl", "--junitxml", "j.xml")
+    assert_each_case_ran_once_per_target(result, project.path / "out.jsonl", project.path / "j.xml")
+
+
+def assert_each_case_ran_once_per_target(
+    result: pytest.RunResult, results: Path, junit: Path, folder: str = ""
+) -> None:
+    """``MATRIX`` in ``folder`` ran: an outcome, a result row and a JUnit test case per pair
+    (``result`` may have run other files too)."""
+    assert outcome_counts(result, folder) == {"passed": 2, "failed": 1}
+    where = re.escape(f"{folder}m.eval.yaml")
+    result.stdout.re_match_lines([rf"{where}:5: eval 'both\[wrong\]' failed: score 0\.00"])
+    found = sorted(
+        (row["eval_id"], row["target"], row["score"]) for row in rows_in(results, folder)
+    )
     assert found == [("both", "default", 1.0), ("both", "wrong", 0.0), ("only-wrong", "wrong", 1.0)]
-    cases = ET.parse(project.path / "j.xml").getroot().iter("testcase")
-    assert sorted(case.get("name") for case in cases) == [
+    assert sorted(case.get("name") for case in junit_cases_in(junit, folder)) == [
         "both[default]",
         "both[wrong]",
         "only-wrong[wrong]",
