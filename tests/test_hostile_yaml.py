@@ -351,6 +351,33 @@ def test_flow_nesting_is_measured_before_libyaml_reads(tmp_path: Path, text: str
     assert message == f"deep.eval.yaml:{at}: YAML is nested deeper than 100 levels"
 
 
+def test_the_exact_scan_reads_up_to_the_first_bracket_too_deep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PyYAML's scanner looks ahead for keys at every open level: given the whole of 25,000
+    nested brackets it took a sixth of a second to refuse them. A bracket in a block scalar
+    still counts for nothing: then the whole text is read, and a deep collection after it is
+    found all the same."""
+    scanned: list[int] = []
+    scan = yaml.scan
+
+    def counting(text: str, **kwargs: Any) -> Iterator[yaml.Token]:
+        scanned.append(len(text))
+        return scan(text, **kwargs)
+
+    monkeypatch.setattr(yaml, "scan", counting)
+    path = tmp_path / "deep.eval.yaml"
+    path.write_text("evalcases: " + "[" * 25_000 + "]" * 25_000 + "\n")
+    assert check(path, tmp_path) == "deep.eval.yaml:1:112: YAML is nested deeper than 100 levels"
+    assert scanned == [len("evalcases: ") + 101]
+
+    scanned.clear()
+    scalar = "evalcases:\n  - id: a\n    input: |\n      "
+    path.write_text(scalar + "[" * 150 + "\n    tags: " + "[" * 150 + "]" * 150 + "\n")
+    assert check(path, tmp_path) == "deep.eval.yaml:5:111: YAML is nested deeper than 100 levels"
+    assert scanned == [len(scalar) + 101, path.stat().st_size]
+
+
 def test_brackets_in_text_are_not_nesting(tmp_path: Path) -> None:
     """Brackets inside block scalars, quoted strings and comments are text: a prompt full of
     them loads (the lexical scan only picks which files the exact scan reads)."""
