@@ -46,6 +46,31 @@ def test_only_a_reaped_child_has_the_reaper_between_it_and_pytest() -> None:
 
 
 @pytest.mark.skipif(not USE_REAPER, reason="the reaper runs on Linux only")
+def test_reapers_come_from_one_server_which_is_started_again_when_it_dies(tmp_path: Path) -> None:
+    """Each reaper is forked by this process's reaper server (a fork, where starting Python for
+    each child cost some 15 ms of CPU). When the server dies, the children running under it are
+    stopped with everything they started, and the next child gets a new server."""
+    server_of = "cut -d' ' -f4 /proc/$PPID/stat"  # the parent of the child's reaper
+    first, second = (int(run(server_of, timeout=30).stdout) for _ in range(2))
+    assert first == second != os.getpid()
+    assert psutil.Process(first).ppid() == os.getpid()
+    sleeper = tmp_path / "sleeper"
+    hung = asyncio.run_coroutine_threadsafe(
+        run_process(f"sleep 30 & echo $! > {sleeper}; wait", timeout=60), shared_loop()
+    )
+    deadline = time.monotonic() + 30
+    while not sleeper.exists() or not sleeper.read_text().endswith("\n"):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.kill(first, signal.SIGKILL)
+    stopped = hung.result(60)
+    assert stopped.returncode == -signal.SIGTERM and not stopped.timed_out
+    assert still_running(recorded(sleeper)) == []
+    assert int(run(server_of, timeout=30).stdout) not in (first, 0)
+    assert zombie_children() == []
+
+
+@pytest.mark.skipif(not USE_REAPER, reason="the reaper runs on Linux only")
 def test_a_child_starts_with_the_signals_a_direct_child_would_have() -> None:
     """Python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec: under the reaper,
     ``yes | head -1`` in a judge ended by a write error instead of SIGPIPE. Nothing is blocked

@@ -5,7 +5,7 @@ An agent target runs the agent's own program once per case, non-interactively, i
 workspace (else the target's ``cwd``, else an empty folder of its own: an agent left in the
 eval's folder would edit the project), and reads its JSON event stream (``events.py``) into the
 answer: the messages with every tool call, usage, cost, duration, model calls. The program runs
-under the rules of every child process (``processes.py``): a deadline, its whole process tree
+under the rules of every child process (``processes``): a deadline, its whole process tree
 killed, its output bounded, and an environment of the allowlist plus the agent's own variables
 (its vendor's prefixes, the target's ``env``), with a fresh ``HOME`` (``home: inherit`` keeps
 the user's: no settings, sessions or memories of other runs reach the agent otherwise) and its

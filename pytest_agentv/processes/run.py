@@ -1,33 +1,23 @@
-"""Child processes for code judges and CLI targets: bounded in time, output and environment.
-
-No process a child starts outlives its call. On Linux each child runs under ``reaper.py``, a
-child subreaper that every escaped descendant (``setsid``, a double fork) is re-parented to:
-when the child exits, or the call ends early (timeout, cancellation, an output flood, Ctrl-C,
-SIGTERM), the reaper stops every descendant — SIGTERM, then SIGKILL after a short grace — and it
-is told of pytest's death, even by SIGKILL, through ``PR_SET_PDEATHSIG``. Elsewhere the child's
-process group is killed the same way (a grandchild that leaves the group is then out of reach).
-Pipes are drained as data arrives, so a chatty child cannot deadlock, and only the last bytes
-of stderr are kept.
-"""
+"""Running one child: its output collected as it arrives and capped, its time bounded, and
+everything it started stopped at the end."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import reaped as reaper_server
+from .env import check_runnable, child_env, python_argv
 from .reaper import LEFT_BEHIND
-from .settings import environment
 
 MAX_STDOUT_BYTES = 1024 * 1024
 #: What a child may write to stderr (only its tail is kept): past it, a flood is stopped as one
@@ -36,46 +26,6 @@ MAX_STDOUT_BYTES = 1024 * 1024
 MAX_STDERR_BYTES = 16 * 1024 * 1024
 STDERR_TAIL_BYTES = 8 * 1024
 KILL_GRACE_SECONDS = 0.25
-
-#: Environment variables a code judge always receives; everything else must be listed.
-ENV_ALLOWLIST = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LANGUAGE",
-    "TMPDIR",
-    "TEMP",
-    "TMP",
-    "TZ",
-    "TERM",
-    "VIRTUAL_ENV",
-    "CONDA_PREFIX",
-    "CONDA_DEFAULT_ENV",
-    "SYSTEMROOT",
-    "COMSPEC",
-    "PATHEXT",
-    # Where TLS trust is: a script that installs or fetches (uv, pip, npm, curl) behind a
-    # company's certificate authority needs it, and a path to certificates is no secret.
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-    "NODE_EXTRA_CA_CERTS",
-)
-_ENV_PREFIXES = ("LC_", "PYTHON")
-
-
-def scrubbed_env(
-    extra_names: Iterable[str] = (), base: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """The allowlisted part of the environment plus the names a user asked to pass on."""
-    source = environment() if base is None else base
-    allowed = set(ENV_ALLOWLIST) | set(extra_names)
-    return {
-        name: value
-        for name, value in source.items()
-        if name in allowed or name.startswith(_ENV_PREFIXES)
-    }
 
 
 @dataclass(frozen=True)
@@ -139,43 +89,10 @@ def _left_behind(stderr: bytes) -> tuple[bytes, int]:
     return stderr, 0
 
 
-def python_argv(argv: Sequence[str]) -> list[str]:
-    """Run ``python``/``python3`` scripts with the interpreter that runs pytest."""
-    args = list(argv)
-    if args and args[0] in ("python", "python3"):
-        args[0] = sys.executable
-    return args
-
-
 #: Where the reaper can run: it needs Linux's child subreapers and parent-death signals.
 USE_REAPER = sys.platform.startswith("linux")
-REAPER = Path(__file__).with_name("reaper.py")
-#: Starts the reaper from its cached bytecode: as a script it would be compiled at every start.
-REAPER_RUN = f"import sys; sys.path.append({str(REAPER.parent)!r}); import reaper; reaper.run()"
 #: How long a reaper may take to stop what its child started before it is killed itself.
 REAPER_GRACE_SECONDS = 5.0
-
-
-def child_env(env: Mapping[str, str] | None) -> dict[str, str]:
-    """A child's environment (``env``, else this process's): ``python`` in a command means the
-    interpreter running pytest, as in an active venv, so its folder comes first on ``PATH``."""
-    child = environment() if env is None else dict(env)
-    bindir = os.path.dirname(sys.executable)
-    child["PATH"] = os.pathsep.join(p for p in (bindir, child.get("PATH")) if p)
-    return child
-
-
-def check_runnable(args: Sequence[str], path: str | None, cwd: Path | None) -> None:
-    """Fail as starting the program directly would (the reaper reports it only as exit 127):
-    a name is looked up on ``path``, a relative path from the child's ``cwd``. Raises
-    ``FileNotFoundError`` or ``PermissionError`` (not executable)."""
-    program = args[0]
-    where = os.path.join(cwd, program) if cwd is not None and os.sep in program else program
-    if shutil.which(where, path=path) is not None:
-        return
-    if os.sep in program and os.path.exists(where):
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
-    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
 
 
 def _kill_group(pid: int, sig: int) -> None:
@@ -306,23 +223,27 @@ async def _run_process(
 ) -> ProcessResult:
     args = ["/bin/sh", "-c", argv] if isinstance(argv, str) else python_argv(argv)
     environ = child_env(env)
-    if USE_REAPER and reaped:
-        check_runnable(args, environ["PATH"], cwd)
-        args = [sys.executable, "-I", "-S", "-c", REAPER_RUN, *args]
     started = time.monotonic()
     loop = asyncio.get_running_loop()
-    spawn = asyncio.ensure_future(
-        loop.subprocess_exec(
-            lambda: _Collector(max_stdout, reader),
-            *args,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(cwd) if cwd else None,
-            env=environ,
-            start_new_session=True,
+    spawn: asyncio.Future[tuple[asyncio.SubprocessTransport, _Collector]]
+    if USE_REAPER and reaped:
+        check_runnable(args, environ["PATH"], cwd)
+        spawn = asyncio.ensure_future(
+            reaper_server.start(lambda: _Collector(max_stdout, reader), args, environ, cwd)
         )
-    )
+    else:
+        spawn = asyncio.ensure_future(
+            loop.subprocess_exec(
+                lambda: _Collector(max_stdout, reader),
+                *args,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=str(cwd) if cwd else None,
+                env=environ,
+                start_new_session=True,
+            )
+        )
     try:
         transport, collector = await asyncio.shield(spawn)
     except asyncio.CancelledError:
