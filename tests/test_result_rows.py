@@ -196,20 +196,29 @@ def test_a_bad_row_is_the_same_error_in_a_baseline(mixed: pytest.Pytester) -> No
     )
 
 
+#: Logs which process opens the baseline, for as long as the session of each process lasts:
+#: ``open`` and ``io.open`` (which ``Path.open`` and its readers call) count the baseline's
+#: opens, and are given back at the end, so that the session can run inside the test's process.
 COUNT_OPENS = """
-import os, sys
+import builtins, io, os
 
 LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opened.log")
+_open = io.open
 
 
-def _opened(event, args):
-    if event == "open" and str(args[0]).endswith("base.jsonl"):
-        fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        os.write(fd, (os.environ.get("PYTEST_XDIST_WORKER", "controller") + "\\n").encode())
-        os.close(fd)
+def _counted(file, *args, **kwargs):
+    if str(file).endswith("base.jsonl"):
+        with _open(LOG, "a") as log:
+            log.write(os.environ.get("PYTEST_XDIST_WORKER", "controller") + "\\n")
+    return _open(file, *args, **kwargs)
 
 
-sys.addaudithook(_opened)
+def pytest_configure(config):
+    io.open = builtins.open = _counted
+
+
+def pytest_unconfigure(config):
+    io.open = builtins.open = _open
 """
 
 
@@ -220,10 +229,8 @@ def test_the_baseline_is_read_once_per_run(
     compare with every kind of row as a serial run does."""
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this test's own worker's
     write_rows(mixed.path / "base.jsonl", MIXED)
-    write(mixed, "conftest.py", COUNT_OPENS)  # an audit hook: only in a process of its own
-    result = mixed.runpytest_subprocess(
-        *run_args, "--agentv-baseline=base.jsonl", "--agentv-results=now"
-    )
+    write(mixed, "conftest.py", COUNT_OPENS)
+    result = mixed.runpytest(*run_args, "--agentv-baseline=base.jsonl", "--agentv-results=now")
     result.assert_outcomes(passed=len(MIXED))
     assert (mixed.path / "opened.log").read_text().splitlines() == ["controller"]
     assert_compared_with_mixed(by_id(mixed.path / "now"))
