@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from tests.fake_openai import FakeOpenAI, Request, checklist, freeform
-from tests.helpers import judge_ini, write
+from tests.helpers import judge_ini, outcome_counts, write
 
 CANARIES = """
 canaries:
@@ -75,13 +75,21 @@ def calibrated(judged: pytest.Pytester) -> pytest.Pytester:
     return judged
 
 
+# Under pytest-xdist, in one session with another feature's run: tests/test_result_rows.py.
 def test_a_judge_that_passes_a_known_bad_canary_stops_the_judged_cases(
-    calibrated: pytest.Pytester, fake_llm: FakeOpenAI, run_args: list[str]
+    calibrated: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
     fake_llm.responder = lenient
-    result = calibrated.runpytest(*run_args)
+    assert_failed_calibration(calibrated.runpytest(), fake_llm)
+
+
+def assert_failed_calibration(
+    result: pytest.RunResult, fake_llm: FakeOpenAI, suite: str = ""
+) -> None:
+    """The run of ``SUITE`` (the tests under ``suite``, a node id prefix) with a ``lenient``
+    judge, which fails calibration."""
     # The code judge's case is graded; both judged cases are not.
-    result.assert_outcomes(passed=1, errors=2)
+    assert outcome_counts(result, suite) == {"passed": 1, "error": 2}
     message = (
         "judge failed calibration: wrong-window: expected fail, got pass (score 0.95); "
         "no-payment-method: expected fail, got pass (score 1.00)"

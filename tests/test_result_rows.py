@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 from lxml import html
 
 from pytest_agentv.__main__ import main
-from tests.helpers import examples, outcomes, run_report, write
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import examples, outcome_counts, outcomes, rows_in, run_report, write
+from tests.test_calibration import CANARIES, SUITE, assert_failed_calibration, lenient
 
 ANSWER = "Refunds within 30 days."
 #: One file of every kind of row: ours, AgentV v2.5.8's, v4's in snake_case and in camelCase;
@@ -196,37 +198,73 @@ def test_a_bad_row_is_the_same_error_in_a_baseline(mixed: pytest.Pytester) -> No
     )
 
 
+#: Logs which process opens the baseline, for as long as the session of each process lasts:
+#: ``open`` and ``io.open`` (which ``Path.open`` and its readers call) count the baseline's
+#: opens, and are given back at the end, so that the session can run inside the test's process.
 COUNT_OPENS = """
-import os, sys
+import builtins, io, os
 
 LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opened.log")
+_open = io.open
 
 
-def _opened(event, args):
-    if event == "open" and str(args[0]).endswith("base.jsonl"):
-        fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        os.write(fd, (os.environ.get("PYTEST_XDIST_WORKER", "controller") + "\\n").encode())
-        os.close(fd)
+def _counted(file, *args, **kwargs):
+    if str(file).endswith("base.jsonl"):
+        with _open(LOG, "a") as log:
+            log.write(os.environ.get("PYTEST_XDIST_WORKER", "controller") + "\\n")
+    return _open(file, *args, **kwargs)
 
 
-sys.addaudithook(_opened)
+def pytest_configure(config):
+    io.open = builtins.open = _counted
+
+
+def pytest_unconfigure(config):
+    io.open = builtins.open = _open
 """
 
 
-def test_the_baseline_is_read_once_per_run(
-    mixed: pytest.Pytester, run_args: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """pytest-xdist workers get the controller's reading of it (every process read it), and
-    compare with every kind of row as a serial run does."""
+def compared_with_base(
+    mixed: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str
+) -> pytest.RunResult:
+    """A run with the mixed rows as its baseline (``base.jsonl``) and its results in ``now``;
+    the processes that opened the baseline are logged."""
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this test's own worker's
     write_rows(mixed.path / "base.jsonl", MIXED)
-    write(mixed, "conftest.py", COUNT_OPENS)  # an audit hook: only in a process of its own
-    result = mixed.runpytest_subprocess(
-        *run_args, "--agentv-baseline=base.jsonl", "--agentv-results=now"
-    )
-    result.assert_outcomes(passed=len(MIXED))
+    write(mixed, "conftest.py", COUNT_OPENS)
+    return mixed.runpytest(*args, "--agentv-baseline=base.jsonl", "--agentv-results=now")
+
+
+def assert_read_once(mixed: pytest.Pytester, result: pytest.RunResult) -> None:
+    """Only the controller read the baseline, and each case compared with its row."""
+    assert outcome_counts(result, "mixed.eval.yaml") == {"passed": len(MIXED)}
     assert (mixed.path / "opened.log").read_text().splitlines() == ["controller"]
-    assert_compared_with_mixed(by_id(mixed.path / "now"))
+    now = {row["eval_id"]: row for row in rows_in(mixed.path / "now", "mixed.eval.yaml")}
+    assert_compared_with_mixed(now)
+
+
+def test_the_baseline_is_read_once_per_run(
+    mixed: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert_read_once(mixed, compared_with_base(mixed, monkeypatch))
+
+
+def test_under_xdist_the_baseline_is_read_once_and_calibration_holds(
+    mixed: pytest.Pytester,
+    judged: pytest.Pytester,
+    fake_llm: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One pytest-xdist session for two features, in files of their own. The workers get the
+    controller's reading of the baseline (every process read it) and compare with every kind of
+    row as a serial run does. A judge that fails calibration stops the judged cases of every
+    worker (serially: tests/test_calibration.py)."""
+    fake_llm.responder = lenient
+    write(judged, ".agentv/calibration.yaml", CANARIES)
+    write(judged, "s.eval.yaml", SUITE)
+    result = compared_with_base(mixed, monkeypatch, "-n", "2")
+    assert_read_once(mixed, result)
+    assert_failed_calibration(result, fake_llm, "s.eval.yaml")
 
 
 def test_rows_read_by_one_rule() -> None:

@@ -1,8 +1,10 @@
 """Case work starts ahead of pytest, bounded and in order; reports stay those of a serial run.
 
-Scheduling does not depend on the kind of judge, so most tests here grade with a code judge
-(``relay.py``) that asks the loopback server for its verdict: the server sees how many cases are
-judged at once, and neither the pytester runs nor their xdist workers import litellm.
+Scheduling does not depend on the kind of judge, so most tests here grade with the LLM judge on
+the loopback server (``judged``), which sees how many cases are judged at once; the lean
+transport keeps litellm out of the runs and their xdist workers, and no case starts a process.
+The tests about child processes grade with a code judge (``relay.py``) that asks the same server
+for its verdict.
 """
 
 from __future__ import annotations
@@ -71,41 +73,41 @@ def call_reports(reprec: pytest.HookRecorder) -> list[pytest.TestReport]:
 
 
 def test_judge_calls_overlap_and_reports_keep_item_order(
-    relayed: pytest.Pytester, fake_server: FakeOpenAI
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
     # Held until four cases are judged at once, then slow enough that a ninth would show.
-    fake_server.responder = gated(4, Delay(0.3, freeform_reply(0.9)))  # type: ignore[assignment]
-    write(relayed, "c.eval.yaml", cases(16, relay=fake_server))
-    reprec = relayed.inline_run("--agentv-concurrency=8")
+    fake_llm.responder = gated(4, Delay(0.3, freeform_reply(0.9)))  # type: ignore[assignment]
+    write(judged, "c.eval.yaml", cases(16))
+    reprec = judged.inline_run("--agentv-concurrency=8")
     reprec.assertoutcome(passed=16)
     reports = call_reports(reprec)
     assert [r.nodeid for r in reports] == [f"c.eval.yaml::case-{i:02d}" for i in range(16)]
     assert all(r.passed for r in reports)
-    assert 4 <= fake_server.peak_in_flight <= 8
+    assert 4 <= fake_llm.peak_in_flight <= 8
 
 
 def test_concurrency_one_runs_one_case_at_a_time(
-    relayed: pytest.Pytester, fake_server: FakeOpenAI
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
-    fake_server.responder = slow(0.05)  # type: ignore[assignment]
-    write(relayed, "c.eval.yaml", cases(6, relay=fake_server))
-    relayed.inline_run("--agentv-concurrency=1").assertoutcome(passed=6)
-    assert fake_server.peak_in_flight == 1
+    fake_llm.responder = slow(0.05)  # type: ignore[assignment]
+    write(judged, "c.eval.yaml", cases(6))
+    judged.inline_run("--agentv-concurrency=1").assertoutcome(passed=6)
+    assert fake_llm.peak_in_flight == 1
 
 
 def test_a_files_workers_cap_its_cases_in_flight(
-    relayed: pytest.Pytester, fake_server: FakeOpenAI
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
     """AgentV v4's ``execution.workers``: at most that many of the file's cases at once, under
     the run's own limit (8 here), and the reports in item order."""
-    fake_server.responder = gated(2, Delay(0.2, freeform_reply(0.9)))  # type: ignore[assignment]
-    write(relayed, "c.eval.yaml", "execution: {workers: 2}\n" + cases(8, relay=fake_server))
-    reprec = relayed.inline_run("--agentv-concurrency=8")
+    fake_llm.responder = gated(2, Delay(0.2, freeform_reply(0.9)))  # type: ignore[assignment]
+    write(judged, "c.eval.yaml", "execution: {workers: 2}\n" + cases(8))
+    reprec = judged.inline_run("--agentv-concurrency=8")
     reprec.assertoutcome(passed=8)
     assert [r.nodeid for r in call_reports(reprec)] == [
         f"c.eval.yaml::case-{i:02d}" for i in range(8)
     ]
-    assert fake_server.peak_in_flight == 2
+    assert fake_llm.peak_in_flight == 2
 
 
 def quiet_after(server: FakeOpenAI, seconds: float = 1.0) -> None:
@@ -116,17 +118,16 @@ def quiet_after(server: FakeOpenAI, seconds: float = 1.0) -> None:
     assert server.in_flight == 0
 
 
-def test_exit_first_stops_early_work(relayed: pytest.Pytester, fake_server: FakeOpenAI) -> None:
+def test_exit_first_stops_early_work(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
     def respond(request: Request) -> object:
-        return (
-            freeform_reply(0.1) if request.user == "question 1" else Delay(0.5, freeform_reply(0.9))
-        )
+        first_fails = "## question ## ]]\nquestion 1\n" in request.user
+        return freeform_reply(0.1) if first_fails else Delay(0.5, freeform_reply(0.9))
 
-    fake_server.responder = respond  # type: ignore[assignment]
-    write(relayed, "c.eval.yaml", cases(40, relay=fake_server))
-    relayed.inline_run("-x", "--agentv-concurrency=4").assertoutcome(passed=1, failed=1)
-    assert len(fake_server.requests) <= 2 + 4 * 2
-    quiet_after(fake_server)
+    fake_llm.responder = respond  # type: ignore[assignment]
+    write(judged, "c.eval.yaml", cases(40))
+    judged.inline_run("-x", "--agentv-concurrency=4").assertoutcome(passed=1, failed=1)
+    assert len(fake_llm.requests) <= 2 + 4 * 2
+    quiet_after(fake_llm)
 
 
 def test_keyboard_interrupt_cancels_work_and_kills_judges(project: pytest.Pytester) -> None:
@@ -170,15 +171,12 @@ def test_keyboard_interrupt_cancels_work_and_kills_judges(project: pytest.Pytest
     assert still_running(pids) == []
 
 
-def test_fixture_targets_run_at_item_time(
-    relayed: pytest.Pytester, fake_server: FakeOpenAI
-) -> None:
-    fake_server.responder = slow(0.05)  # type: ignore[assignment]
+def test_fixture_targets_run_at_item_time(judged: pytest.Pytester, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = slow(0.05)  # type: ignore[assignment]
     for folder, prefix in (("early", "a"), ("fixture", "b")):
-        write(relayed, f"{folder}/{prefix}.eval.yaml", cases(4, folder, relay=fake_server))
-        write(relayed, f"{folder}/relay.py", RELAY_JUDGE)  # code judges run in the eval's folder
+        write(judged, f"{folder}/{prefix}.eval.yaml", cases(4, folder))
     write(
-        relayed,
+        judged,
         "fixture/conftest.py",
         """
         import json
@@ -199,8 +197,8 @@ def test_fixture_targets_run_at_item_time(
                 json.dump(SEEN, f)
         """,
     )
-    relayed.inline_run().assertoutcome(passed=8)
-    seen = json.loads((relayed.path / "seen.json").read_text())
+    judged.inline_run().assertoutcome(passed=8)
+    seen = json.loads((judged.path / "seen.json").read_text())
     assert sorted(case for case, _ in seen) == [f"fixture-{i:02d}" for i in range(4)]
     assert [pair for pair in seen if pair[0] != pair[1]] == []
 
@@ -225,14 +223,15 @@ def test_rate_limits_slow_the_run_down_instead_of_failing(
 
 
 def test_each_xdist_worker_prefetches_its_share(
-    relayed: pytest.Pytester, fake_server: FakeOpenAI
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
-    # Held until three cases are judged at once, then slow enough that a ninth would show.
-    fake_server.responder = gated(3, Delay(0.15, freeform_reply(0.9)), timeout=10)  # type: ignore[assignment]
-    write(relayed, "c.eval.yaml", cases(24, relay=fake_server))
-    relayed.runpytest("-n", "2", "--agentv-concurrency=4").assert_outcomes(passed=24)
-    # Two workers, at most 4 cases each in flight; without early work it would be 2.
-    assert 2 < fake_server.peak_in_flight <= 8
+    # Held until three cases are judged at once, then slow enough that a fifth would show.
+    fake_llm.responder = gated(3, Delay(0.15, freeform_reply(0.9)), timeout=10)  # type: ignore[assignment]
+    write(judged, "c.eval.yaml", cases(24))
+    judged.runpytest("-n", "2", "--agentv-concurrency=4").assert_outcomes(passed=24)
+    # Two workers; without early work it would be 2 calls at once. The controller holds the
+    # model calls of both to the run's 4.
+    assert 2 < fake_llm.peak_in_flight <= 4
 
 
 ANSWER_AND_LOG = """\
@@ -324,7 +323,8 @@ def pytest_agentv_make_target(config, target):
 
 @pytest.mark.parametrize(
     "args",
-    [["--setup-only"], ["--setup-plan"], ["-n", "2", "--setup-plan"], ["collection-error"]],
+    # One xdist worker shows what each one does (plans nothing), at half the processes.
+    [["--setup-only"], ["--setup-plan"], ["-n", "1", "--setup-plan"], ["collection-error"]],
     ids=["setup-only", "setup-plan", "xdist-setup-plan", "collection-error"],
 )
 def test_nothing_starts_when_pytest_runs_no_test(

@@ -14,19 +14,31 @@ from tests.fake_openai import FakeOpenAI, Request
 from tests.fake_openai import freeform as freeform_reply
 from tests.helpers import judge_ini, load_error, write
 
-#: Answers attempt k of case "<pattern>-<name>" by pattern[k]: p passes the keyword judge, f
-#: fails it, x crashes. Each call is logged, and reports a cost of $0.01. (No json module:
-#: importing it cost each of these processes about a sixth of its CPU.)
+#: Answers attempt k of case "<pattern>-<name>" by pattern[k % len(pattern)]: p passes the
+#: keyword judge, f fails it, x crashes. Each call is logged, and reports a cost of $0.01. A
+#: shell script, as is the judge: the tests here run them by the dozen, and a Python process
+#: costs ten times a shell's CPU.
 AGENT = """\
-import sys
-attempt, case = int(sys.argv[1]), sys.argv[2]
-with open("attempts.log", "a") as log:
-    log.write(f"{case} {attempt}\\n")
-step = case.split("-")[0][attempt % len(case.split("-")[0])]
-if step == "x":
-    sys.exit("agent crashed")
-text = "Refunds within 30 days." if step == "p" else "No."
-print('{"text": "%s", "cost_usd": 0.01}' % text)
+echo "$2 $1" >> attempts.log
+pattern=${2%%-*}
+skip=$(printf "%.$(($1 % ${#pattern}))s" "$pattern")
+rest=${pattern#"$skip"}
+case $rest in
+  x*) echo "agent crashed" >&2; exit 1 ;;
+  p*) text="Refunds within 30 days." ;;
+  *) text="No." ;;
+esac
+printf '{"text": "%s", "cost_usd": 0.01}\\n' "$text"
+"""
+
+#: The keyword judge (``keywords.sh``) for the agent's two answers: whether the answer (in the
+#: payload, one line of JSON) mentions "30 days".
+KEYWORD_JUDGE = """\
+IFS= read -r payload
+case $payload in
+  *'"candidate_answer": "Refunds within 30 days.'*) echo '{"score": 1, "hits": ["30 days"]}' ;;
+  *) echo '{"score": 0, "misses": ["30 days"]}' ;;
+esac
 """
 
 TARGETS = """\
@@ -36,14 +48,14 @@ targets:
     response: "Refunds are accepted within 30 days of purchase."
   - name: flaky
     provider: cli
-    command_template: python agent.py {ATTEMPT} {EVAL_ID}
+    command_template: sh agent.sh {ATTEMPT} {EVAL_ID}
 """
 
 HEADER = """\
 execution:
   target: flaky
   evaluators:
-    - {name: kw, type: code_judge, script: [python, keywords.py], keywords: ["30 days"]}
+    - {name: kw, type: code_judge, script: [sh, keywords.sh]}
 evalcases:
 """
 
@@ -65,7 +77,8 @@ STRATEGIES = (
 @pytest.fixture
 def flaky(project: pytest.Pytester) -> pytest.Pytester:
     write(project, ".agentv/targets.yaml", TARGETS)
-    write(project, "agent.py", AGENT)
+    write(project, "agent.sh", AGENT)
+    write(project, "keywords.sh", KEYWORD_JUDGE)
     return project
 
 
@@ -546,7 +559,7 @@ def test_file_and_jsonl_sidecar_blocks(flaky: pytest.Pytester) -> None:
         execution:
           target: flaky
           evaluators:
-            - {name: kw, type: code_judge, script: [python, keywords.py], keywords: ["30 days"]}
+            - {name: kw, type: code_judge, script: [sh, keywords.sh]}
           trials: {count: 4}
         """,
     )
@@ -634,8 +647,7 @@ import pytest
 from pytest_agentv import assert_judged, assert_judged_async
 from pytest_agentv.assertions import JudgedAssertionError
 
-KW = [{"name": "kw", "type": "code_judge", "script": ["python", "keywords.py"],
-       "keywords": ["30 days"]}]
+KW = [{"name": "kw", "type": "code_judge", "script": ["sh", "keywords.sh"]}]
 ANSWERS = ["Refunds within 30 days.", "No.", "Refunds within 30 days."]
 
 def agent(calls):
@@ -712,6 +724,7 @@ def test_no_judge_skips():
 
 def test_assert_judged_with_trials(project: pytest.Pytester) -> None:
     project.makepyfile(test_unit=UNIT)
+    write(project, "keywords.sh", KEYWORD_JUDGE)
     result = project.runpytest("-rxs", "--junitxml=j.xml")
     result.assert_outcomes(passed=6, xfailed=1, failed=2, skipped=1)
     result.stdout.fnmatch_lines(
