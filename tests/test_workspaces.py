@@ -59,10 +59,10 @@ def _files(pytester: pytest.Pytester) -> None:
 
 
 def _agent(pytester: pytest.Pytester, agent: str, args: str = "") -> None:
-    """The ``default`` target: a CLI agent (a Python script's text, ``agent.py``), run in the
+    """The ``default`` target: a CLI agent (a shell script's text, ``agent.sh``), run in the
     workspace."""
-    script = write(pytester, "agent.py", agent)
-    _agents(pytester, default=f"python {script} {args}")
+    script = write(pytester, "agent.sh", agent)
+    _agents(pytester, default=f"sh {script} {args}")
 
 
 def _agents(pytester: pytest.Pytester, folder: str = ".", **commands: str) -> None:
@@ -755,16 +755,17 @@ def test_a_batch_cli_target_runs_in_the_workspace(
 #: An agent that leaves a repository of its own in the workspace on case "one" (with a commit,
 #: or none with ``bare``), then lists what it sees.
 NESTING_AGENT = """\
-import os, subprocess, sys
-if sys.argv[1] == "one":
-    os.makedirs("nested")
-    open("nested/work.txt", "w").write("one's work")
-    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
-    subprocess.run(git + ["init", "-q"], cwd="nested", check=True)
-    if sys.argv[2] != "bare":
-        subprocess.run(git + ["add", "-A"], cwd="nested", check=True)
-        subprocess.run(git + ["commit", "-qm", "w"], cwd="nested", check=True)
-print(" ".join(sorted(n for n in os.listdir(".") if n != ".git")))
+set -e
+if [ "$1" = one ]; then
+  mkdir nested
+  printf "one's work" > nested/work.txt
+  git -C nested init -q
+  if [ "$2" != bare ]; then
+    git -C nested add -A
+    git -C nested -c user.email=t@t -c user.name=t commit -qm w
+  fi
+fi
+echo $(ls -A | grep -vx .git)
 """
 
 #: A v4 grader that passes when the diff it is given names ``nested`` exactly when ``expect``.
