@@ -214,27 +214,37 @@ def test_a_case_a_target_fixture_passes_on_is_batched(project: pytest.Pytester) 
     one_batch_without_c(project, project.runpytest())
 
 
-@pytest.mark.parametrize(
-    ("output", "problem"),
-    [
-        ('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', "*line 2: id 'a' is given twice*"),
-        ('{"text": "no id"}\n', "*line 1: each line must be a JSON object with a string 'id'*"),
-        ('{"id": "a", "text": \n', "*batch output of cli target 'default':1:*invalid JSON*"),
-        (
-            '{"id": "a", "text": "x", "text": "y"}\n',
-            "*batch output of cli target 'default':1:*duplicate key 'text'*",
-        ),
-    ],
-    ids=["duplicate", "no-id", "bad-json", "key-twice"],
-)
-def test_bad_batch_output_leaves_every_case_ungraded(
-    project: pytest.Pytester, output: str, problem: str
-) -> None:
-    agent = f"import sys\nopen(sys.argv[1], 'w').write({output!r})\n"
-    batch_project(project, agent)
+#: Batch outputs that cannot be used, by name, and what is said of each.
+BAD_BATCH_OUTPUTS = {
+    "duplicate": (
+        '{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n',
+        "*line 2: id 'a' is given twice*",
+    ),
+    "no-id": (
+        '{"text": "no id"}\n',
+        "*line 1: each line must be a JSON object with a string 'id'*",
+    ),
+    "bad-json": (
+        '{"id": "a", "text": \n',
+        "*batch output of cli target 'default':1:*invalid JSON*",
+    ),
+    "key-twice": (
+        '{"id": "a", "text": "x", "text": "y"}\n',
+        "*batch output of cli target 'default':1:*duplicate key 'text'*",
+    ),
+}
+
+
+def test_bad_batch_output_leaves_every_case_ungraded(project: pytest.Pytester) -> None:
+    """Each output's batch project in a folder of its own: one session."""
+    for name, (output, _) in BAD_BATCH_OUTPUTS.items():
+        batch_project(project, f"import sys\nopen(sys.argv[1], 'w').write({output!r})\n", name)
     result = project.runpytest()
-    result.assert_outcomes(errors=3)
-    result.stdout.fnmatch_lines([problem])
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"{name}/b.eval.yaml::{case}": "error" for name in BAD_BATCH_OUTPUTS for case in "abc"
+    }
+    for _, problem in BAD_BATCH_OUTPUTS.values():
+        result.stdout.fnmatch_lines([problem])
 
 
 @pytest.fixture
