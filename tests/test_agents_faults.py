@@ -34,7 +34,7 @@ WRITE = Use("Write", {"file_path": "hello.txt", "content": "hi there\n"})
 DONE = Say("I wrote hello.txt.")
 
 
-def wrapper(pytester: pytest.Pytester, program: Path, pipe: str, name: str = "agent") -> Path:
+def wrapper(pytester: pytest.Pytester, program: Path, pipe: str, name: str) -> Path:
     """An executable script (``name``.sh, which writes its pid to ``name``.pid) that runs
     ``program`` with its arguments, its output through ``pipe`` (a shell pipeline's tail;
     empty: as it is)."""
@@ -45,33 +45,6 @@ def wrapper(pytester: pytest.Pytester, program: Path, pipe: str, name: str = "ag
     return script
 
 
-def run(pytester: pytest.Pytester, targets: str, *args: str) -> tuple[pytest.RunResult, str]:
-    (pytester.path / ".agentv" / "targets.yaml").write_text("targets:\n" + targets)
-    write(pytester, "task.eval.yaml", EVAL)
-    result = pytester.runpytest(*args)
-    return result, result.stdout.str()
-
-
-def test_a_program_that_is_not_installed_names_its_npm_package(
-    project: pytest.Pytester, vendors: Vendors
-) -> None:
-    target = agent_target("claude-cli", project.path / "nowhere", vendors(), name="default")
-    result, out = run(project, target)
-    result.assert_outcomes(errors=1)
-    assert "the program '" in out and "nowhere/claude' was not found" in out
-    assert "npm install -g @anthropic-ai/claude-code" in out
-
-
-def test_an_agent_that_exits_non_zero_says_what_it_said(
-    project: pytest.Pytester, agent_bin: Path, vendors: Vendors
-) -> None:
-    fake = vendors((WRITE,), (DONE,))
-    target = agent_target("claude-cli", agent_bin, fake, name="default", max_turns=1)
-    result, out = run(project, target)
-    result.assert_outcomes(errors=1)
-    assert "exited with code 1: Reached maximum number of turns (1)" in out
-
-
 #: How a stream is spoiled, by the name of the target that spoils it, and what is said of it.
 BROKEN = {
     "malformed": ("| sed '2i not an event'", "has a line (2) that is not a JSON event"),
@@ -79,62 +52,79 @@ BROKEN = {
     "cut-mid-line": ("| head -c 900", "ends in a line cut short"),
 }
 
+#: What is said of each other fault, by the name of its target.
+SAID = {
+    "not-installed": "the program '*nowhere/claude' was not found*"
+    "npm install -g @anthropic-ai/claude-code",
+    "exits-1": "exited with code 1: Reached maximum number of turns (1)",
+    "flood": "printed more than 64 MiB and was stopped",
+    "hung": "timed out after 3s and was killed",
+    "refused": "was refused Write (a test run has nobody to grant permissions",
+    **{name: problem for name, (_, problem) in BROKEN.items()},
+}
 
-def test_a_broken_stream_is_not_graded(
+
+def test_an_agent_that_goes_wrong_is_not_graded_saying_why(
     project: pytest.Pytester, agent_bin: Path, vendors: Vendors
 ) -> None:
-    """Each way of breaking the stream is a target of the file's matrix: one session."""
-    targets = ""
-    for name, (pipe, _) in BROKEN.items():
-        program = wrapper(project, agent_bin / "claude", pipe, name)
-        fake = vendors((WRITE,), (DONE,))
-        targets += agent_target("claude-cli", agent_bin, fake, name=name, executable=str(program))
-    (project.path / ".agentv" / "targets.yaml").write_text("targets:\n" + targets)
-    write(project, "task.eval.yaml", f"execution: {{targets: [{', '.join(BROKEN)}]}}\n{EVAL}")
+    """Each fault is a target of the file's matrix: one session, with one run of Claude Code
+    for each but the program that is not installed. The flooding and the hung agent leave
+    nothing running."""
+    claude = agent_bin / "claude"
+    hung = vendors(Hang())
+    targets = [
+        agent_target("claude-cli", project.path / "nowhere", vendors(), name="not-installed"),
+        agent_target(
+            "claude-cli", agent_bin, vendors((WRITE,), (DONE,)), name="exits-1", max_turns=1
+        ),
+        agent_target(
+            "claude-cli",
+            agent_bin,
+            vendors((WRITE,), (DONE,)),
+            name="refused",
+            bypass_permissions=False,
+        ),
+        # Through ``cat``: Claude Code makes its stdout non-blocking, which ``yes`` would inherit.
+        agent_target(
+            "claude-cli",
+            agent_bin,
+            vendors((DONE,)),
+            name="flood",
+            executable=str(wrapper(project, claude, '| cat; yes \'{"type": "flood"}\'', "flood")),
+        ),
+        agent_target(
+            "claude-cli",
+            agent_bin,
+            hung,
+            name="hung",
+            executable=str(wrapper(project, claude, "", "hung")),
+            timeout_seconds=3,
+        ),
+        *(
+            agent_target(
+                "claude-cli",
+                agent_bin,
+                vendors((WRITE,), (DONE,)),
+                name=name,
+                executable=str(wrapper(project, claude, pipe, name)),
+            )
+            for name, (pipe, _) in BROKEN.items()
+        ),
+    ]
+    (project.path / ".agentv" / "targets.yaml").write_text("targets:\n" + "".join(targets))
+    # One case at a time, as in a session of its own: the hung agent's deadline is no race
+    # with seven other agents starting.
+    matrix = f"execution: {{workers: 1, targets: [{', '.join(SAID)}]}}\n"
+    write(project, "task.eval.yaml", matrix + EVAL)
     result = project.runpytest()
     assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
-        f"task.eval.yaml::task[{name}]": "error" for name in BROKEN
+        f"task.eval.yaml::task[{name}]": "error" for name in SAID
     }
-    for name, (_, problem) in BROKEN.items():
+    for name, problem in SAID.items():
         result.stdout.fnmatch_lines([f"*eval 'task[[]{name}[]]' was not graded: *{problem}*"])
-
-
-def test_an_agent_that_floods_its_output_is_stopped(
-    project: pytest.Pytester, agent_bin: Path, vendors: Vendors
-) -> None:
-    fake = vendors((DONE,))
-    # Through ``cat``: Claude Code makes its stdout non-blocking, which ``yes`` would inherit.
-    program = wrapper(project, agent_bin / "claude", '| cat; yes \'{"type": "flood"}\'')
-    target = agent_target("claude-cli", agent_bin, fake, name="default", executable=str(program))
-    result, out = run(project, target)
-    result.assert_outcomes(errors=1)
-    assert "printed more than 64 MiB and was stopped" in out
-    assert still_running(recorded(project.path / "agent.pid")) == []
-
-
-def test_a_hung_agent_is_killed_at_its_deadline_with_nothing_left_running(
-    project: pytest.Pytester, agent_bin: Path, vendors: Vendors
-) -> None:
-    fake = vendors(Hang())
-    program = wrapper(project, agent_bin / "claude", "")
-    target = agent_target(
-        "claude-cli", agent_bin, fake, name="default", executable=str(program), timeout_seconds=3
-    )
-    result, out = run(project, target)
-    result.assert_outcomes(errors=1)
-    assert "timed out after 3s and was killed" in out
-    assert len(fake.turns) == 1
-    assert still_running(recorded(project.path / "agent.pid")) == []
-
-
-def test_an_agent_refused_a_permission_is_not_graded(
-    project: pytest.Pytester, agent_bin: Path, vendors: Vendors
-) -> None:
-    fake = vendors((WRITE,), (DONE,))
-    target = agent_target("claude-cli", agent_bin, fake, name="default", bypass_permissions=False)
-    result, out = run(project, target)
-    result.assert_outcomes(errors=1)
-    assert "was refused Write (a test run has nobody to grant permissions" in out
+    assert len(hung.turns) == 1
+    pids = recorded(project.path / "flood.pid", project.path / "hung.pid")
+    assert still_running(pids) == []
 
 
 def test_secrets_the_agent_is_given_or_repeats_reach_no_report(
@@ -151,8 +141,10 @@ def test_secrets_the_agent_is_given_or_repeats_reach_no_report(
         env={"IS_SANDBOX": "1", "SERVICE_TOKEN": "${{ AGENT_SERVICE_TOKEN }}"},
         stream_log="raw",
     )
-    result, _ = run(
-        project, target, "--agentv-results=r.jsonl", "--junitxml=j.xml", "--agentv-html=r.html"
+    (project.path / ".agentv" / "targets.yaml").write_text("targets:\n" + target)
+    write(project, "task.eval.yaml", EVAL)
+    result = project.runpytest(
+        "--agentv-results=r.jsonl", "--junitxml=j.xml", "--agentv-html=r.html"
     )
     result.assert_outcomes(passed=1)
     [log] = (project.path / ".agentv" / "logs" / "claude-cli").iterdir()

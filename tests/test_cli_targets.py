@@ -214,27 +214,37 @@ def test_a_case_a_target_fixture_passes_on_is_batched(project: pytest.Pytester) 
     one_batch_without_c(project, project.runpytest())
 
 
-@pytest.mark.parametrize(
-    ("output", "problem"),
-    [
-        ('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', "*line 2: id 'a' is given twice*"),
-        ('{"text": "no id"}\n', "*line 1: each line must be a JSON object with a string 'id'*"),
-        ('{"id": "a", "text": \n', "*batch output of cli target 'default':1:*invalid JSON*"),
-        (
-            '{"id": "a", "text": "x", "text": "y"}\n',
-            "*batch output of cli target 'default':1:*duplicate key 'text'*",
-        ),
-    ],
-    ids=["duplicate", "no-id", "bad-json", "key-twice"],
-)
-def test_bad_batch_output_leaves_every_case_ungraded(
-    project: pytest.Pytester, output: str, problem: str
-) -> None:
-    agent = f"import sys\nopen(sys.argv[1], 'w').write({output!r})\n"
-    batch_project(project, agent)
+#: Batch outputs that cannot be used, by name, and what is said of each.
+BAD_BATCH_OUTPUTS = {
+    "duplicate": (
+        '{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n',
+        "*line 2: id 'a' is given twice*",
+    ),
+    "no-id": (
+        '{"text": "no id"}\n',
+        "*line 1: each line must be a JSON object with a string 'id'*",
+    ),
+    "bad-json": (
+        '{"id": "a", "text": \n',
+        "*batch output of cli target 'default':1:*invalid JSON*",
+    ),
+    "key-twice": (
+        '{"id": "a", "text": "x", "text": "y"}\n',
+        "*batch output of cli target 'default':1:*duplicate key 'text'*",
+    ),
+}
+
+
+def test_bad_batch_output_leaves_every_case_ungraded(project: pytest.Pytester) -> None:
+    """Each output's batch project in a folder of its own: one session."""
+    for name, (output, _) in BAD_BATCH_OUTPUTS.items():
+        batch_project(project, f"import sys\nopen(sys.argv[1], 'w').write({output!r})\n", name)
     result = project.runpytest()
-    result.assert_outcomes(errors=3)
-    result.stdout.fnmatch_lines([problem])
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"{name}/b.eval.yaml::{case}": "error" for name in BAD_BATCH_OUTPUTS for case in "abc"
+    }
+    for _, problem in BAD_BATCH_OUTPUTS.values():
+        result.stdout.fnmatch_lines([problem])
 
 
 @pytest.fixture
@@ -457,62 +467,54 @@ def test_a_healthcheck_still_running_when_the_run_stops_is_killed(
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize(
-    ("settings", "message"),
-    [
-        (
-            "",
-            "cli target 'default' (.agentv/targets.yaml:2:5) needs a 'command' (or "
-            "'command_template') string",
-        ),
-        (
-            "command_template: python agent.py\n    timeout_seconds: soon",
-            "cli target 'default' (.agentv/targets.yaml:5:22): timeout_seconds must be a "
-            "number > 0",
-        ),
-        (
-            "command_template: python agent.py\n    files_format: 5",
-            "cli target 'default' (.agentv/targets.yaml:5:19): files_format must be a string "
-            "like '--file {path}'",
-        ),
-        (
-            "command_template: python agent.py\n    healthcheck:\n      type: http\n"
-            "      url: localhost:8080",
-            "healthcheck of cli target 'default' (.agentv/targets.yaml:7:12): 'url' must be an "
-            "http(s) URL",
-        ),
-        (
-            "command_template: python agent.py\n    healthcheck: {command_template: ok, "
-            "timeout_seconds: -1}",
-            "healthcheck of cli target 'default' (.agentv/targets.yaml:5:*): timeout_seconds "
-            "must be a number > 0",
-        ),
-        (
-            "command_template: python agent.py\n    cwd: no-such-folder",
-            "cli target 'default' (.agentv/targets.yaml:5:10): cwd 'no-such-folder' not found",
-        ),
-    ],
-    ids=[
-        "command_template",
-        "timeout_seconds",
-        "files_format",
-        "url",
-        "healthcheck_timeout",
-        "cwd",
-    ],
-)
-def test_setting_errors_name_the_targets_file_and_line(
-    project: pytest.Pytester, settings: str, message: str
-) -> None:
-    write(
-        project,
-        ".agentv/targets.yaml",
-        f"targets:\n  - name: default\n    provider: cli\n    {settings}\n",
-    )
-    write(project, "c.eval.yaml", "evalcases:\n  - {id: a, input: q}\n")
+#: Settings of a cli target ``default`` that cannot be used, by name, and what is said of each
+#: (``{file}``: the targets file).
+SETTING_ERRORS = {
+    "command_template": (
+        "",
+        "cli target 'default' ({file}:2:5) needs a 'command' (or 'command_template') string",
+    ),
+    "timeout_seconds": (
+        "command_template: python agent.py\n    timeout_seconds: soon",
+        "cli target 'default' ({file}:5:22): timeout_seconds must be a number > 0",
+    ),
+    "files_format": (
+        "command_template: python agent.py\n    files_format: 5",
+        "cli target 'default' ({file}:5:19): files_format must be a string like '--file {path}'",
+    ),
+    "url": (
+        "command_template: python agent.py\n    healthcheck:\n      type: http\n"
+        "      url: localhost:8080",
+        "healthcheck of cli target 'default' ({file}:7:12): 'url' must be an http(s) URL",
+    ),
+    "healthcheck_timeout": (
+        "command_template: python agent.py\n    healthcheck: {command_template: ok, "
+        "timeout_seconds: -1}",
+        "healthcheck of cli target 'default' ({file}:5:*): timeout_seconds must be a number > 0",
+    ),
+    "cwd": (
+        "command_template: python agent.py\n    cwd: no-such-folder",
+        "cli target 'default' ({file}:5:10): cwd 'no-such-folder' not found",
+    ),
+}
+
+
+def test_setting_errors_name_the_targets_file_and_line(project: pytest.Pytester) -> None:
+    """Each setting's project in a folder of its own: one session."""
+    for name, (settings, _) in SETTING_ERRORS.items():
+        write(
+            project,
+            f"{name}/.agentv/targets.yaml",
+            f"targets:\n  - name: default\n    provider: cli\n    {settings}\n",
+        )
+        write(project, f"{name}/c.eval.yaml", "evalcases:\n  - {id: a, input: q}\n")
     result = project.runpytest()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*{message}*"])
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        f"{name}/c.eval.yaml::a": "error" for name in SETTING_ERRORS
+    }
+    for name, (_, message) in SETTING_ERRORS.items():
+        where = f"{name}/.agentv/targets.yaml"
+        result.stdout.fnmatch_lines(["*" + message.replace("{file}", where) + "*"])
 
 
 def test_a_prompt_too_long_for_a_command_says_to_use_the_prompt_file(

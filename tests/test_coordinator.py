@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
@@ -253,20 +254,23 @@ def test_a_run_outlives_its_redis_going_away_and_coming_back(
     write(judged, "c.eval.yaml", cases(12))
     coordinated = [f"--agentv-coordinator={redis_server.url()}", "--agentv-run-id=r"]
     limited = ["--agentv-concurrency=2", "--agentv-judge-attempt-timeout=2"]
-    shard = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *coordinated, *limited],
-        cwd=judged.path,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    with shard:
-        while len(fake_llm.requests) < 3 and shard.poll() is None:
+
+    def outage() -> None:
+        while len(fake_llm.requests) < 3 and not finished.is_set():
             time.sleep(0.01)
         redis_server.stop()
         time.sleep(0.3)
         redis_server.start()
-        output, _ = shard.communicate(timeout=120)
-    assert shard.returncode == 0, output
-    assert "12 passed" in output
+
+    finished = threading.Event()
+    stopper = threading.Thread(target=outage)
+    stopper.start()
+    try:
+        result = judged.runpytest("-p", "no:cacheprovider", *coordinated, *limited)
+    finally:
+        finished.set()
+        stopper.join()
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=12)
     assert len(fake_llm.requests) == 12
     assert fake_llm.peak_in_flight <= 2

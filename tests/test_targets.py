@@ -8,6 +8,7 @@ import pytest
 
 from tests.helpers import outcomes, still_running, write
 from tests.test_conversation import aggregation_cases, assert_aggregations
+from tests.test_workspaces import assert_workspaces_graded, shared_and_own_workspaces
 
 
 def expect_case(case_id: str, expect: str, extra: str = "", judge: str = "expect.py") -> str:
@@ -508,20 +509,23 @@ def test_agentv_target_fixture_sync_and_async(project: pytest.Pytester) -> None:
         """,
     )
     project.runpytest().assert_outcomes(passed=3)
-    # Under pytest-xdist, with the conversation aggregations of tests/test_conversation.py in
-    # the same session (one xdist session for both).
+    # Under pytest-xdist, with the conversation aggregations of tests/test_conversation.py and
+    # the workspaces of tests/test_workspaces.py (a file's cases dealt to both workers, each
+    # starting its own shared workspace) in the same session (one xdist session for all three).
     aggregation_cases(project, "conversation")
+    shared_and_own_workspaces(project, "workspaces")
     result = project.runpytest("-n", "2", "--agentv-results=r.jsonl")
     assert {
         nodeid: outcome
         for nodeid, outcome in outcomes(result.reprec).items()  # type: ignore[attr-defined]
-        if not nodeid.startswith("conversation/")
+        if not nodeid.startswith(("conversation/", "workspaces/"))
     } == {
         "sync/s.eval.yaml::a": "passed",
         "async/a.eval.yaml::b": "passed",
         "file/f.eval.yaml::c": "passed",
     }
     assert_aggregations(project, result, "conversation")
+    assert_workspaces_graded(project, result, "workspaces")
 
 
 def test_crashing_target_is_an_error_and_isolated(project: pytest.Pytester) -> None:

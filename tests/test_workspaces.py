@@ -59,18 +59,19 @@ def _files(pytester: pytest.Pytester) -> None:
 
 
 def _agent(pytester: pytest.Pytester, agent: str, args: str = "") -> None:
-    """The ``default`` target: a CLI agent (a Python script's text, ``agent.py``), run in the
+    """The ``default`` target: a CLI agent (a shell script's text, ``agent.sh``), run in the
     workspace."""
-    script = write(pytester, "agent.py", agent)
-    _agents(pytester, default=f"python {script} {args}")
+    script = write(pytester, "agent.sh", agent)
+    _agents(pytester, default=f"sh {script} {args}")
 
 
-def _agents(pytester: pytest.Pytester, **commands: str) -> None:
-    """CLI targets named after the keywords, each running its shell command in the workspace."""
+def _agents(pytester: pytest.Pytester, folder: str = ".", **commands: str) -> None:
+    """CLI targets (of the project, or of ``folder``) named after the keywords, each running its
+    shell command in the workspace."""
     targets = [
         {"name": name, "provider": "cli", "command": command} for name, command in commands.items()
     ]
-    (pytester.path / ".agentv" / "targets.yaml").write_text(json.dumps({"targets": targets}))
+    write(pytester, f"{folder}/.agentv/targets.yaml", json.dumps({"targets": targets}))
 
 
 #: Cases of their own that set their own template, and cases of the file's: the shared
@@ -90,27 +91,21 @@ SHARED_CASE = """
       - {type: contains, value: from_b.txt, negate: true}"""
 
 
-def test_graders_get_the_diff_and_a_shared_workspace_is_whatever_case_starts_it(
-    project: pytest.Pytester, run_args: list[str]
-) -> None:
-    """Graders get the diff and ``workspace_path`` of a shared workspace and of each case's own,
-    and the template is untouched. The file's template made the shared workspace only when a
-    case of its own ran first; a case that set its own template gave every case its template
-    when it ran first. (Each file's workspace is its own: one session runs them all.)"""
-    write(project, "tpl/hello.txt", "hello\n")
-    write(project, "grader.py", DIFF_GRADER)
-    write(project, "tA/from_a.txt", "a\n")
-    write(project, "tB/from_b.txt", "b\n")
-    _agents(
-        project,
-        editing=EDITING_AGENT,
-        listing=LISTING_AGENT,
-    )
+def shared_and_own_workspaces(pytester: pytest.Pytester, folder: str = ".") -> None:
+    """Files in ``folder`` (with their own targets) whose graders check the diff and
+    ``workspace_path`` of a shared workspace and of each case's own, and whose cases see the
+    template of whichever case started the shared workspace. (Each file's workspace is its own:
+    one session runs them all.)"""
+    write(pytester, f"{folder}/tpl/hello.txt", "hello\n")
+    write(pytester, f"{folder}/grader.py", DIFF_GRADER)
+    write(pytester, f"{folder}/tA/from_a.txt", "a\n")
+    write(pytester, f"{folder}/tB/from_b.txt", "b\n")
+    _agents(pytester, folder, editing=EDITING_AGENT, listing=LISTING_AGENT)
     grader = "[{type: code-grader, command: [python, grader.py]}]"
     for isolation in ("shared", "per_test"):
         write(
-            project,
-            f"{isolation}.eval.yaml",
+            pytester,
+            f"{folder}/{isolation}.eval.yaml",
             f"""
             execution: {{target: editing}}
             workspace:
@@ -125,13 +120,23 @@ def test_graders_get_the_diff_and_a_shared_workspace_is_whatever_case_starts_it(
         )
     for first, cases in (("own", OWN_CASE + SHARED_CASE), ("shared", SHARED_CASE + OWN_CASE)):
         write(
-            project,
-            f"{first}-first.eval.yaml",
+            pytester,
+            f"{folder}/{first}-first.eval.yaml",
             "execution: {target: listing}\nworkspace: {template: ./tA}\ntests:" + cases,
         )
-    result = project.runpytest(*run_args)
-    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
-        f"{name}.eval.yaml::{case}": "passed"
+
+
+def assert_workspaces_graded(
+    pytester: pytest.Pytester, result: pytest.RunResult, folder: str = "."
+) -> None:
+    """``shared_and_own_workspaces`` in ``folder``: every case passed, the template untouched."""
+    prefix = "" if folder == "." else f"{folder}/"
+    assert {
+        nodeid: outcome
+        for nodeid, outcome in outcomes(result.reprec).items()  # type: ignore[attr-defined]
+        if nodeid.startswith(prefix)
+    } == {
+        f"{prefix}{name}.eval.yaml::{case}": "passed"
         for name, cases in (
             ("shared", ("one", "two")),
             ("per_test", ("one", "two")),
@@ -140,8 +145,20 @@ def test_graders_get_the_diff_and_a_shared_workspace_is_whatever_case_starts_it(
         )
         for case in cases
     }
-    assert (project.path / "tpl" / "hello.txt").read_text() == "hello\n"
-    assert not (project.path / "tpl" / "new.txt").exists()
+    template = pytester.path / folder / "tpl"
+    assert (template / "hello.txt").read_text() == "hello\n"
+    assert not (template / "new.txt").exists()
+
+
+def test_graders_get_the_diff_and_a_shared_workspace_is_whatever_case_starts_it(
+    project: pytest.Pytester,
+) -> None:
+    """The file's template made the shared workspace only when a case of its own ran first; a
+    case that set its own template gave every case its template when it ran first. (Under
+    pytest-xdist, where one file's cases are dealt to both workers: in the session of
+    tests/test_targets.py's test_agentv_target_fixture_sync_and_async.)"""
+    shared_and_own_workspaces(project)
+    assert_workspaces_graded(project, project.runpytest())
 
 
 def test_hooks_run_in_v4_order_with_its_context_and_reset_undoes_each_case(
@@ -738,16 +755,17 @@ def test_a_batch_cli_target_runs_in_the_workspace(
 #: An agent that leaves a repository of its own in the workspace on case "one" (with a commit,
 #: or none with ``bare``), then lists what it sees.
 NESTING_AGENT = """\
-import os, subprocess, sys
-if sys.argv[1] == "one":
-    os.makedirs("nested")
-    open("nested/work.txt", "w").write("one's work")
-    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
-    subprocess.run(git + ["init", "-q"], cwd="nested", check=True)
-    if sys.argv[2] != "bare":
-        subprocess.run(git + ["add", "-A"], cwd="nested", check=True)
-        subprocess.run(git + ["commit", "-qm", "w"], cwd="nested", check=True)
-print(" ".join(sorted(n for n in os.listdir(".") if n != ".git")))
+set -e
+if [ "$1" = one ]; then
+  mkdir nested
+  printf "one's work" > nested/work.txt
+  git -C nested init -q
+  if [ "$2" != bare ]; then
+    git -C nested add -A
+    git -C nested -c user.email=t@t -c user.name=t commit -qm w
+  fi
+fi
+echo $(ls -A | grep -vx .git)
 """
 
 #: A v4 grader that passes when the diff it is given names ``nested`` exactly when ``expect``.
