@@ -19,14 +19,6 @@ from hypothesis import settings
 import pytest_agentv
 from tests.helpers import DEEP_EXAMPLES, freeze_what_is_loaded, judge_ini
 
-# pytester restores sys.modules after every in-process run, so anything first imported inside a
-# run is imported again by the next one (and the copies it dropped stay referenced from caches,
-# for every later garbage collection to walk). Importing the plugin whole here, once per process,
-# keeps each inner run from importing evaluators, targets and reports anew.
-for _module in pkgutil.walk_packages(pytest_agentv.__path__, "pytest_agentv."):
-    if not _module.name.endswith("__main__"):
-        importlib.import_module(_module.name)
-
 if TYPE_CHECKING:
     from tests.fake_openai import FakeOpenAI
 
@@ -114,7 +106,16 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _loaded_objects_frozen() -> None:
-    """Once the tests are collected, what is loaded stays for the whole session."""
+    """The plugin imported whole, and what is loaded then kept for the whole session.
+
+    pytester restores sys.modules after every in-process run, so anything first imported inside
+    a run is imported again by the next one (and the copies it dropped stay referenced from
+    caches, for every later garbage collection to walk). Importing the plugin whole, once per
+    process that runs tests (not in an xdist controller, which runs none), keeps each inner run
+    from importing evaluators, targets and reports anew."""
+    for module in pkgutil.walk_packages(pytest_agentv.__path__, "pytest_agentv."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
     freeze_what_is_loaded()
 
 
