@@ -70,6 +70,17 @@ def test_reapers_come_from_one_server_which_is_started_again_when_it_dies(tmp_pa
     assert zombie_children() == []
 
 
+def test_a_child_given_no_folder_runs_in_the_current_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not in the folder that was current when the reaper server started."""
+    run("true", timeout=30)
+    monkeypatch.chdir(tmp_path)
+    coro = run_process(["pwd"], timeout=30)
+    result = asyncio.run_coroutine_threadsafe(coro, shared_loop()).result(60)
+    assert result.stdout.decode().strip() == str(tmp_path)
+
+
 @pytest.mark.skipif(not USE_REAPER, reason="the reaper runs on Linux only")
 def test_a_child_starts_with_the_signals_a_direct_child_would_have() -> None:
     """Python ignores SIGPIPE and SIGXFSZ, and ignored signals survive exec: under the reaper,

@@ -220,7 +220,9 @@ async def start(
     reaped = Reaped(request, protocol)
     try:
         request.setblocking(False)
-        command = json.dumps({"argv": list(args), "env": dict(env), "cwd": cwd and str(cwd)})
+        # In this process's folder by default, not in the server's (where the first child ran).
+        folder = str(cwd) if cwd is not None else os.getcwd()
+        command = json.dumps({"argv": list(args), "env": dict(env), "cwd": folder})
         try:
             await reaped.started(loop, command.encode())
         except EOFError:

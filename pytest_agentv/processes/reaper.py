@@ -188,8 +188,7 @@ def _reaper(libc: ctypes.CDLL, request: int, inherited: _SigSet) -> int:
             libc.signal(SIGXFSZ, None)
             libc.pthread_sigmask(SIG_SETMASK, ctypes.byref(inherited), None)
             try:
-                if cwd is not None:
-                    os.chdir(cwd)
+                os.chdir(cwd)
                 os.execvpe(argv[0], argv, env)
             except OSError as exc:
                 os.write(failing, (exc.errno or 0).to_bytes(WORD, sys.byteorder))
