@@ -70,6 +70,22 @@ def test_reapers_come_from_one_server_which_is_started_again_when_it_dies(tmp_pa
     assert zombie_children() == []
 
 
+@pytest.mark.parametrize("reaped", [True, False], ids=["reaped", "direct"])
+def test_a_child_that_cannot_start_raises_as_subprocess_does(tmp_path: Path, reaped: bool) -> None:
+    """The reaper sends back why its child could not start: the folder, else the program."""
+    (tmp_path / "plain.txt").write_text("not a program")
+    cases = [
+        (["no-such-program-here"], tmp_path, FileNotFoundError, "no-such-program-here"),
+        (["./plain.txt"], tmp_path, PermissionError, "./plain.txt"),
+        (["true"], tmp_path / "missing", FileNotFoundError, str(tmp_path / "missing")),
+    ]
+    for argv, cwd, error, named in cases:
+        coro = run_process(argv, cwd=cwd, timeout=30, reaped=reaped)
+        with pytest.raises(error) as raised:
+            asyncio.run_coroutine_threadsafe(coro, shared_loop()).result(60)
+        assert raised.value.filename == named
+
+
 def test_a_child_given_no_folder_runs_in_the_current_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -70,11 +70,9 @@ def child_env(env: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def check_runnable(args: Sequence[str], path: str | None, cwd: Path | None) -> None:
-    """Fail as starting the program directly would (the reaper reports it only as exit 127):
-    a name is looked up on ``path``, a relative path from the child's ``cwd``. Raises
-    ``FileNotFoundError`` or ``PermissionError`` (not executable)."""
-    if cwd is not None and not os.path.isdir(cwd):
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(cwd))
+    """Fail before a run as starting the program would: a name is looked up on ``path``, a
+    relative path from the child's ``cwd``. Raises ``FileNotFoundError`` or ``PermissionError``
+    (not executable)."""
     program = args[0]
     where = os.path.join(cwd, program) if cwd is not None and os.sep in program else program
     if shutil.which(where, path=path) is not None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .reaper import MESSAGE_SIZE, PID, STARTED, STATUS, WORD
+from .reaper import MESSAGE_SIZE, NO_FOLDER, PID, STARTED, STATUS, WORD
 
 #: Starts the server from its cached bytecode: as a script it would be compiled at every start.
 SERVE_RUN = (
@@ -150,15 +150,19 @@ class Reaped(asyncio.SubprocessTransport):
             self.waiting.cancel()
         self.request.close()
 
-    async def started(self, loop: asyncio.AbstractEventLoop, command: bytes) -> None:
-        """Send the command; raises OSError as ``subprocess`` does when it cannot be run."""
+    async def started(
+        self, loop: asyncio.AbstractEventLoop, argv: list[str], env: Mapping[str, str], folder: str
+    ) -> None:
+        """Send the command; raises OSError as ``subprocess`` does when it cannot be run, naming
+        the folder or the program."""
         _, self.pid = await _receive(loop, self.request, PID)
+        command = json.dumps({"argv": argv, "env": dict(env), "cwd": folder}).encode()
         await loop.sock_sendall(self.request, len(command).to_bytes(WORD, sys.byteorder) + command)
-        kind, value = await _receive(loop, self.request, STARTED, STATUS)
+        kind, value = await _receive(loop, self.request, STARTED, NO_FOLDER, STATUS)
         if kind == STATUS:  # stopped before its child started
             self._exited(value)
         elif value:
-            raise OSError(value, os.strerror(value))
+            raise OSError(value, os.strerror(value), folder if kind == NO_FOLDER else argv[0])
 
     async def wait_for_exit(self) -> None:
         loop = asyncio.get_running_loop()
@@ -222,13 +226,10 @@ async def start(
         request.setblocking(False)
         # In this process's folder by default, not in the server's (where the first child ran).
         folder = str(cwd) if cwd is not None else os.getcwd()
-        command = json.dumps({"argv": list(args), "env": dict(env), "cwd": folder})
         try:
-            await reaped.started(loop, command.encode())
+            await reaped.started(loop, list(args), env, folder)
         except EOFError:
             raise ChildProcessError("the reaper server stopped before the child started") from None
-        except OSError as exc:
-            raise OSError(exc.errno, exc.strerror, args[0]) from None
         modes = ("wb", "rb", "rb")
         files = [open(fd, mode, buffering=0) for fd, mode in zip(ours, modes, strict=True)]
         ours = []

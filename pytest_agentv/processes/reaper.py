@@ -44,11 +44,11 @@ LEFT_BEHIND = "agentv-reaper: descendants left running: "
 STOPPING = (SIGTERM, SIGINT, SIGHUP)
 #: A request is four descriptors (its socket, then the child's stdin, stdout and stderr) with
 #: one byte; its command follows on its socket (its size in a word, then JSON), and messages go
-#: back: the reaper's pid, then whether the child started (0, else the errno of its exec), then
-#: the reaper's wait status.
+#: back: the reaper's pid, then whether the child started (0, else the errno of its exec) or the
+#: errno of entering its folder, then the reaper's wait status.
 REQUEST_FDS = 4
 WORD = 4
-PID, STARTED, STATUS = b"p", b"x", b"s"
+PID, STARTED, NO_FOLDER, STATUS = b"p", b"x", b"c", b"s"
 MESSAGE_SIZE = 1 + WORD
 
 
@@ -179,7 +179,7 @@ def _reaper(libc: ctypes.CDLL, request: int, inherited: _SigSet) -> int:
         size = int.from_bytes(_read_exactly(request, WORD), sys.byteorder)
         command = json.loads(_read_exactly(request, size))
         argv, env, cwd = command["argv"], command["env"], command["cwd"]
-        failed, failing = os.pipe()  # closed by the child's exec, else it sends the errno
+        failed, failing = os.pipe()  # closed by the child's exec, else it says why not
         child = os.fork()
         if child == 0:
             libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
@@ -187,16 +187,18 @@ def _reaper(libc: ctypes.CDLL, request: int, inherited: _SigSet) -> int:
             libc.signal(SIGPIPE, None)  # SIG_DFL
             libc.signal(SIGXFSZ, None)
             libc.pthread_sigmask(SIG_SETMASK, ctypes.byref(inherited), None)
+            step = NO_FOLDER
             try:
                 os.chdir(cwd)
+                step = STARTED
                 os.execvpe(argv[0], argv, env)
             except OSError as exc:
-                os.write(failing, (exc.errno or 0).to_bytes(WORD, sys.byteorder))
+                os.write(failing, message(step, exc.errno or 0))
             os._exit(EXEC_FAILED)
         os.close(failing)
-        error = os.read(failed, WORD)  # nothing once the exec closed it
+        failure = os.read(failed, MESSAGE_SIZE)  # nothing once the exec closed it
         os.close(failed)
-        os.write(request, message(STARTED, int.from_bytes(error, sys.byteorder) if error else 0))
+        os.write(request, failure or message(STARTED, 0))
         os.close(request)
         # The child holds the pipes now; they close when it and what it started are done.
         report = os.dup(2)

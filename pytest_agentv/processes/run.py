@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import reaped as reaper_server
-from .env import check_runnable, child_env, python_argv
+from .env import child_env, python_argv
 from .reaper import LEFT_BEHIND
 
 MAX_STDOUT_BYTES = 1024 * 1024
@@ -227,7 +227,6 @@ async def _run_process(
     loop = asyncio.get_running_loop()
     spawn: asyncio.Future[tuple[asyncio.SubprocessTransport, _Collector]]
     if USE_REAPER and reaped:
-        check_runnable(args, environ["PATH"], cwd)
         spawn = asyncio.ensure_future(
             reaper_server.start(lambda: _Collector(max_stdout, reader), args, environ, cwd)
         )
