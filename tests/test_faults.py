@@ -253,25 +253,34 @@ def test_retry_after_beyond_the_cap_fails_fast(server: FakeOpenAI, judge_transpo
     assert time.monotonic() - started < 30
 
 
-CASES = "evalcases:\n" + "".join(
-    f"  - {{id: case-{i}, input: question {i}, expected_outcome: outcome {i}}}\n" for i in range(8)
-)
+def cases(label: str = "") -> str:
+    """Eight cases, ``case-<i>`` asking "question <i><label>" and expecting "outcome <i>"."""
+    return "evalcases:\n" + "".join(
+        f"  - {{id: case-{i}, input: question {i}{label}, expected_outcome: outcome {i}}}\n"
+        for i in range(8)
+    )
+
+
+CASES = cases()
 
 
 def test_one_ungradable_case_changes_no_other_outcome(
     project: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
+    """A run of eight cases; then one run of three copies of them (``broken-<i>/``), in each of
+    which the judge of case ``i`` is down: every other case of each copy ends as in the first."""
     project.makeini(judge_ini(fake_llm))
     write(project, "c.eval.yaml", CASES)
     scores = [0.95, 0.3, 0.7, 0.95, 0.3, 0.7, 0.95, 0.95]
+    broken = (1, 2, 6)
 
-    def respond(request: object, broken: int | None) -> Action:
+    def respond(request: object) -> Action:
         user = request.user  # type: ignore[attr-defined]
         index = next(i for i in range(8) if f"outcome {i}\n" in user)
-        return Status(500) if index == broken else freeform_reply(scores[index])
+        down = f"question {index} of broken-{index}\n" in user  # the copy's broken case
+        return Status(500) if down else freeform_reply(scores[index])
 
-    def run(broken: int | None) -> tuple[dict[str, str], dict[str, tuple[str, float]]]:
-        fake_llm.responder = lambda request: respond(request, broken)
+    def run() -> tuple[dict[str, str], dict[str, tuple[str, float]]]:
         reprec = project.inline_run("--agentv-judge-retries=1")
         assert reprec.ret not in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR)
         graded = {
@@ -279,17 +288,28 @@ def test_one_ungradable_case_changes_no_other_outcome(
         }
         return outcomes(reprec), graded
 
-    def others(found: dict[str, object], broken: int) -> dict[str, object]:
-        return {k: v for k, v in found.items() if k != f"c.eval.yaml::case-{broken}"}
+    def others(found: dict[str, object], folder: str, broken: int) -> dict[str, object]:
+        """The results of the cases under ``folder`` by case id, but case ``broken``'s."""
+        return {
+            node.rpartition("::")[2]: value
+            for node, value in found.items()
+            if node.startswith(folder) and not node.endswith(f"::case-{broken}")
+        }
 
-    baseline, baseline_graded = run(None)
+    fake_llm.responder = respond
+    baseline, baseline_graded = run()
     assert len(baseline) == len(baseline_graded) == 8
     assert list(baseline.values()).count("passed") == 4
-    for broken in (1, 2, 6):
-        changed, graded = run(broken)
-        assert changed[f"c.eval.yaml::case-{broken}"] == "error"
-        assert others(changed, broken) == others(baseline, broken)
-        assert others(graded, broken) == others(baseline_graded, broken)
+    (project.path / "c.eval.yaml").unlink()
+    for copy in broken:
+        write(project, f"broken-{copy}/c.eval.yaml", cases(f" of broken-{copy}"))
+    changed, graded = run()
+    assert len(changed) == 3 * 8
+    for copy in broken:
+        folder = f"broken-{copy}/"
+        assert changed[f"{folder}c.eval.yaml::case-{copy}"] == "error"
+        assert others(changed, folder, copy) == others(baseline, "", copy)
+        assert others(graded, folder, copy) == others(baseline_graded, "", copy)
 
 
 def test_fail_on_error_decides_whether_ungraded_cases_fail_the_run(

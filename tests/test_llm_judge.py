@@ -9,6 +9,7 @@ import threading
 import xml.etree.ElementTree as ET
 
 import pytest
+import yaml
 
 from pytest_agentv.errors import NotGradedError
 from pytest_agentv.evaluators.contract import contract_object, parse_freeform
@@ -63,6 +64,19 @@ def numbered(count: int) -> str:
         f"  - {{id: refund-{i}, expected_outcome: States the 30-day refund window, "
         f"input: question {i}, expected_output: Within 30 days of delivery.}}\n"
         for i in range(count)
+    )
+
+
+def several(eval_file: str, count: int) -> str:
+    """The one case of ``eval_file`` ``count`` times, ids ``<id>-<i>``, each asking "question
+    <i>" (as ``numbered``): the variants of one behaviour share one session."""
+    [case] = yaml.safe_load(eval_file)["evalcases"]
+    return json.dumps(
+        {
+            "evalcases": [
+                {**case, "id": f"{case['id']}-{i}", "input": f"question {i}"} for i in range(count)
+            ]
+        }
     )
 
 
@@ -458,27 +472,33 @@ def test_required_rubric_gates(judged: pytest.Pytester, fake_llm: FakeOpenAI) ->
     )
 
 
-@pytest.mark.parametrize(
-    ("reply", "problem"),
-    [
-        (checklist(tone=True, channel=True), "no check for rubric item(s) ['rubric-1']"),
-        ('{"checks": [], "overall_reasoning": "fine"}', "no check for rubric item(s)"),
-        (
-            checklist(rubric_1=True, tone=True, channel=True, extra=True),
-            "a check names unknown rubric id 'extra'",
-        ),
-    ],
-    ids=["skipped-item", "no-checks", "unknown-id"],
-)
+#: Checklist replies outside the contract, each with the problem the case is not graded for.
+CHECKLIST_REPLIES_OUTSIDE = [
+    (checklist(tone=True, channel=True), "no check for rubric item(s) ['rubric-1']"),
+    ('{"checks": [], "overall_reasoning": "fine"}', "no check for rubric item(s)"),
+    (
+        checklist(rubric_1=True, tone=True, channel=True, extra=True),
+        "a check names unknown rubric id 'extra'",
+    ),
+]
+
+
 def test_checklist_replies_that_skip_or_invent_items_are_not_graded(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI, reply: str, problem: str
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
-    fake_llm.responder = lambda r: reply
-    write(judged, "c.eval.yaml", CHECKLIST)
-    judged.runpytest("--agentv-results=out.jsonl").assert_outcomes(errors=1)
-    assert len(fake_llm.requests) == 3
-    row = results(judged)["refund"]
-    assert row["status"] == "error" and problem in row["error"]
+    """A skipped item, no checks, an unknown id: one case each, in one run."""
+    fake_llm.responder = lambda r: CHECKLIST_REPLIES_OUTSIDE[case_of(r)][0]
+    write(judged, "c.eval.yaml", several(CHECKLIST, len(CHECKLIST_REPLIES_OUTSIDE)))
+    judged.runpytest("--agentv-results=out.jsonl").assert_outcomes(errors=3)
+    assert {case: len(sent) for case, sent in by_case(fake_llm.requests).items()} == {
+        0: 3,
+        1: 3,
+        2: 3,
+    }
+    rows = results(judged)
+    for case, (_, problem) in enumerate(CHECKLIST_REPLIES_OUTSIDE):
+        row = rows[f"refund-{case}"]
+        assert row["status"] == "error" and problem in row["error"], (case, row)
 
 
 SCORE_RANGES = """
@@ -535,26 +555,39 @@ def test_required_min_score_gates(judged: pytest.Pytester, fake_llm: FakeOpenAI)
     result.stdout.fnmatch_lines(["*✗ [[]brevity] (6/10, needs 7, weight 1) Under 50 words*"])
 
 
-@pytest.mark.parametrize(
-    "reply",
-    [
-        '{"checks": [{"id": "accuracy", "score": 11}]}',
-        '{"checks": [{"id": "accuracy", "score": 7.5}]}',
-        '{"checks": [{"id": "accuracy", "score": Infinity}]}',
-        '{"checks": "all good"}',
-        '{"checks": [{"id": "accuracy", "score": 9}]}',
-        '{"checks": [{"id": "accuracy", "score": 9}, {"id": "brevity", "score": 9}, '
-        '{"id": "tone", "score": 9}]}',
-    ],
-)
+#: First replies outside the score-range contract: each is asked again.
+SCORE_RANGE_REPLIES_OUTSIDE = [
+    '{"checks": [{"id": "accuracy", "score": 11}]}',
+    '{"checks": [{"id": "accuracy", "score": 7.5}]}',
+    '{"checks": [{"id": "accuracy", "score": Infinity}]}',
+    '{"checks": "all good"}',
+    '{"checks": [{"id": "accuracy", "score": 9}]}',
+    '{"checks": [{"id": "accuracy", "score": 9}, {"id": "brevity", "score": 9}, '
+    '{"id": "tone", "score": 9}]}',
+]
+
+
 def test_invalid_score_range_replies_are_retried(
-    judged: pytest.Pytester, fake_llm: FakeOpenAI, reply: str
+    judged: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
-    fake_llm.push(reply)
-    fake_llm.responder = lambda r: ranges_reply(accuracy=9, brevity=9)
-    write(judged, "s.eval.yaml", SCORE_RANGES)
-    judged.runpytest().assert_outcomes(passed=1)
-    assert len(fake_llm.requests) == 2
+    """Each case's first reply is one of the invalid ones, its second a valid one: one run."""
+    answered: set[int] = set()
+
+    def reply(request: Request) -> str:
+        case = case_of(request)
+        if case in answered:
+            return ranges_reply(accuracy=9, brevity=9)
+        answered.add(case)
+        return SCORE_RANGE_REPLIES_OUTSIDE[case]
+
+    fake_llm.responder = reply
+    count = len(SCORE_RANGE_REPLIES_OUTSIDE)
+    write(judged, "s.eval.yaml", several(SCORE_RANGES, count))
+    judged.runpytest().assert_outcomes(passed=count)
+    sent = by_case(fake_llm.requests)
+    assert {case: len(requests) for case, requests in sent.items()} == dict.fromkeys(
+        range(count), 2
+    )
 
 
 def test_custom_prompt_file_and_inline_prompt(
@@ -595,37 +628,39 @@ def test_custom_prompt_file_and_inline_prompt(
     assert terse["evaluator_provider_request"]["custom_prompt"] == "inline"
 
 
-@pytest.mark.parametrize(
-    ("prompt", "message"),
-    [
-        (
-            "prompts/plain.md",
-            "prompt file 'prompts/plain.md' must use {{candidate_answer}} or "
-            "{{expected_messages}} (AgentV v4: {{output}} or {{expected_output}}); it uses none*",
-        ),
-        ("prompts/missing.md", "prompt file 'prompts/missing.md' not found*"),
-        ("../outside.md", "prompt file reference '../outside.md' resolves outside the rootdir*"),
-    ],
-    ids=["no-variables", "missing", "outside"],
-)
-def test_bad_prompt_files_are_load_errors(
-    judged: pytest.Pytester, prompt: str, message: str
-) -> None:
+#: Prompt files a judge cannot use, with what collection says of each.
+BAD_PROMPTS = [
+    (
+        "prompts/plain.md",
+        "prompt file 'prompts/plain.md' must use {{candidate_answer}} or "
+        "{{expected_messages}} (AgentV v4: {{output}} or {{expected_output}}); it uses none*",
+    ),
+    ("prompts/missing.md", "prompt file 'prompts/missing.md' not found*"),
+    ("../outside.md", "prompt file reference '../outside.md' resolves outside the rootdir*"),
+]
+
+
+def test_bad_prompt_files_are_load_errors(judged: pytest.Pytester) -> None:
+    """No variables, missing, outside the rootdir: one file each, collected in one run."""
     write(judged, "prompts/plain.md", "Grade it: {{question}}\n")
     (judged.path.parent / "outside.md").write_text("{{candidate_answer}}")
-    write(
-        judged,
-        "p.eval.yaml",
-        f"""
-        evalcases:
-          - id: a
-            input: q
-            evaluators: [{{name: j, type: llm_judge, prompt: {prompt}}}]
-        """,
-    )
+    for index, (prompt, _) in enumerate(BAD_PROMPTS):
+        write(
+            judged,
+            f"p{index}.eval.yaml",
+            f"""
+            evalcases:
+              - id: a
+                input: q
+                evaluators: [{{name: j, type: llm_judge, prompt: {prompt}}}]
+            """,
+        )
     result = judged.runpytest("--co")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"p.eval.yaml:5:*: evalcases.0.evaluators.0.prompt: {message}"])
+    result.assert_outcomes(errors=len(BAD_PROMPTS))
+    for index, (_, message) in enumerate(BAD_PROMPTS):
+        result.stdout.fnmatch_lines(
+            [f"p{index}.eval.yaml:5:*: evalcases.0.evaluators.0.prompt: {message}"]
+        )
 
 
 def test_structured_output_and_the_run_s_price(
@@ -839,9 +874,9 @@ def test_litellm_is_imported_by_its_transport_only(
     )
 
 
-def test_a_run_without_model_calls_and_a_replayed_one_import_no_http_stack(
-    project: pytest.Pytester, fake_llm: FakeOpenAI
-) -> None:
+def test_a_run_without_model_calls_imports_no_http_stack(project: pytest.Pytester) -> None:
+    """(A replayed run imports none either: tests/test_transports.py replays a store in a
+    process of its own, with each transport.)"""
     project.makeconftest(IMPORTS_PROBE)
     write(
         project,
@@ -851,19 +886,6 @@ def test_a_run_without_model_calls_and_a_replayed_one_import_no_http_stack(
     )
     result = project.runpytest_subprocess("-s", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*litellm imported: False*", "*aiohttp imported: False*"])
-
-    project.makeini(
-        judge_ini(fake_llm).replace("agentv_cache_mode = off", "agentv_cache_mode = readwrite")
-    )
-    fake_llm.responder = lambda r: freeform_reply(0.9)
-    write(project, "judged.eval.yaml", FREEFORM)
-    project.runpytest().assert_outcomes(passed=2)  # recorded in the store
-    fake_llm.stop()
-    result = project.runpytest_subprocess(
-        "-s", "-p", "no:cacheprovider", "--agentv-cache-mode=replay"
-    )
-    result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*litellm imported: False*", "*aiohttp imported: False*"])
 
 

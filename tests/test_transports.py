@@ -323,7 +323,8 @@ def test_unknown_cost_is_reported_as_unknown(judged: pytest.Pytester, fake_llm: 
 def test_a_store_recorded_with_one_transport_replays_with_the_other(
     project: pytest.Pytester, fake_llm: FakeOpenAI, judge_transport: str
 ) -> None:
-    """...and replaying imports neither litellm nor the HTTP client."""
+    """...and replaying, with either transport, imports neither litellm nor the HTTP client
+    (the one check that a replayed run imports no HTTP stack)."""
     project.makeini(
         judge_ini(fake_llm).replace("agentv_cache_mode = off", "agentv_cache_mode = readwrite")
     )
