@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import load_error, write
+from tests.helpers import load_error, outcome_counts, write
 
 #: v4.42.4's own ``.agentv/config.yaml`` (its repository's root), comments aside.
 V4_CONFIG = """\
@@ -321,23 +321,37 @@ def exports_removed() -> Iterator[None]:
         os.environ.pop(name, None)
 
 
-@pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["serial", "xdist"])
 @pytest.mark.usefixtures("exports_removed")
 def test_before_session_runs_once_and_its_exports_reach_every_test(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str]
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Once per session, in the controller before its workers start; a variable the
-    environment already has keeps its value, as in AgentV v4."""
+    """Once per session; a variable the environment already has keeps its value, as in AgentV
+    v4. Under pytest-xdist (once, in the controller before its workers start): in
+    tests/test_collection.py's test_runs_under_xdist."""
+    write_before_session(pytester, monkeypatch)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert_before_session_ran(result, pytester.path)
+
+
+def write_before_session(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, folder: str = ""
+) -> None:
+    """The project's ``SESSION`` hook, and two test files in ``folder`` that read its exports
+    (``H40_KEPT`` set beforehand: the hook's value must not replace it)."""
     monkeypatch.setenv("H40_KEPT", "mine")
     write(pytester, ".agentv/config.yaml", SESSION)
-    write(pytester, "tests/test_env.py", ENV_TEST)
-    write(pytester, "tests/test_more.py", ENV_TEST.replace("test_env", "test_more"))
-    result = pytester.runpytest("-p", "no:cacheprovider", *args)
-    result.assert_outcomes(passed=2)
+    write(pytester, f"{folder}tests/test_env.py", ENV_TEST)
+    write(pytester, f"{folder}tests/test_more.py", ENV_TEST.replace("test_env", "test_more"))
+
+
+def assert_before_session_ran(result: pytest.RunResult, root: Path, folder: str = "") -> None:
+    """The hook ran once, in ``root``, and both tests of ``folder`` saw its exports (``result``
+    may have run other files too)."""
+    assert outcome_counts(result, folder) == {"passed": 2}
     result.stdout.fnmatch_lines(
         ["agentv: .agentv/config.yaml:3: before_session set H40_TOKEN, H40_REGION"]
     )
-    assert (pytester.path / "session.log").read_text() == "started\n"
+    assert (root / "session.log").read_text() == "started\n"
 
 
 @pytest.mark.usefixtures("exports_removed")
