@@ -14,6 +14,7 @@ from pytest_agentv.__main__ import main
 from pytest_agentv.collect import spec_of
 from pytest_agentv.shards import deal
 from tests.helpers import write
+from tests.test_v4_suite_settings import DEPENDENCIES, assert_dependents_held
 
 CASES = "tests:\n" + "".join(
     f"  - {{id: case-{n}, input: q, assertions: [{{type: contains, value: x}}]}}\n"
@@ -129,10 +130,21 @@ def test_a_bad_durations_file_is_a_usage_error_at_its_line(project: pytest.Pytes
 
 
 def test_xdist_workers_deal_the_same(suite: pytest.Pytester) -> None:
-    alone = selected(suite, "--agentv-shard=2/3")
-    suite.runpytest("-n", "2", "--agentv-shard=2/3", "-p", "no:cacheprovider", "--junitxml=j.xml")
+    """Each worker deals as a run alone does. The session (an inner ``-n 2`` costs two worker
+    processes) runs with ``--dist loadfile`` and also holds, in the shard it is dealt to (whole:
+    a case goes with the cases it depends on), tests/test_v4_suite_settings.py's
+    ``DEPENDENCIES``, checked as its serial test checks it: under loadfile a file's cases stay
+    in one worker, in their order (that test's [xdist] variant was a session of its own)."""
+    write(suite, "deps/d.eval.yaml", DEPENDENCIES)
+    [k] = [k for k, shard in enumerate(dealt(suite, 3), 1) if "deps/d.eval.yaml::parent" in shard]
+    alone = selected(suite, f"--agentv-shard={k}/3")
+    result = suite.runpytest(
+        "-n", "2", "--dist", "loadfile", f"--agentv-shard={k}/3", "-p", "no:cacheprovider",
+        "--junitxml=j.xml", "-rsf",
+    )  # fmt: skip
     ran = ElementTree.parse(suite.path / "j.xml").iter("testcase")
     assert sorted(case.get("name") for case in ran) == sorted(n.rpartition("::")[2] for n in alone)
+    assert_dependents_held(result, "deps/")
 
 
 @pytest.mark.parametrize("value", ["0/4", "5/4", "2", "a/b", "1/0"])
