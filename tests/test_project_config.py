@@ -91,30 +91,34 @@ def test_v4s_own_config_warns_only_about_what_it_asks_for_and_pytest_agentv_does
     ]
 
 
-@pytest.mark.parametrize(
-    ("setting", "said"),
-    [
-        ("execution: {verbose: true}", "execution.verbose: pytest-agentv's output is pytest's"),
-        (
-            "execution: {pool_workspaces: true, pool_slots: 4}",
-            "execution.pool_workspaces, execution.pool_slots: pytest-agentv pools no workspaces",
-        ),
-        (
-            "results: {repo_path: ., branch: results}",
-            "results: pytest-agentv keeps no git-backed results store: each run writes its "
-            "results file with --agentv-results, and python -m pytest_agentv report merges",
-        ),
-    ],
-    ids=["verbose", "pool", "results"],
-)
+#: Settings of v4's config that pytest-agentv does otherwise, and the start of what it says.
+DONE_OTHERWISE = {
+    "pool": (
+        "execution: {pool_workspaces: true, pool_slots: 4}",
+        "execution.pool_workspaces, execution.pool_slots: pytest-agentv pools no workspaces",
+    ),
+    "results": (
+        "results: {repo_path: ., branch: results}",
+        "results: pytest-agentv keeps no git-backed results store: each run writes its "
+        "results file with --agentv-results, and python -m pytest_agentv report merges",
+    ),
+    "verbose": (
+        "execution: {verbose: true}",
+        "execution.verbose: pytest-agentv's output is pytest's",
+    ),
+}
+
+
 def test_each_setting_pytest_agentv_does_otherwise_is_named_with_what_it_does(
-    project: pytest.Pytester, setting: str, said: str
+    project: pytest.Pytester,
 ) -> None:
-    write(project, ".agentv/config.yaml", f"# a comment\n{setting}\n")
-    write(project, "evals/eval.yaml", CASES)
-    (found,) = warned(project)
-    assert found.startswith(f".agentv/config.yaml:2: {said}")
-    assert found.endswith("; ignored")
+    """A project in a folder for each, in one session: one warning each."""
+    for name, (setting, _) in DONE_OTHERWISE.items():
+        write(project, f"{name}/.agentv/config.yaml", f"# a comment\n{setting}\n")
+        write(project, f"{name}/evals/eval.yaml", CASES)
+    for warning, (name, (_, said)) in zip(warned(project), DONE_OTHERWISE.items(), strict=True):
+        assert warning.startswith(f"{name}/.agentv/config.yaml:2: {said}"), warning
+        assert warning.endswith("; ignored")
 
 
 @pytest.mark.parametrize(
@@ -261,31 +265,36 @@ def test_the_range_table_is_node_semvers() -> None:
     assert dict(zip(RANGES, json.loads(answers.stdout), strict=True)) == RANGES
 
 
-@pytest.mark.parametrize(
-    ("written", "said"),
-    [
-        (">=4.2.0", None),
-        ('"^4.0.0 || ^5.0.0"', None),
-        (
-            '">=5.0.0"',
-            "'>=5.0.0' excludes AgentV 4.42.4, the version whose semantics pytest-agentv "
-            "implements: files that rely on another version's behaviour may be read or graded "
-            "differently",
-        ),
-        ("latest", "'latest' is not a semver range (e.g. '>=4.0.0', '^4.2.0'); not checked"),
-    ],
-    ids=["within", "either", "excluded", "malformed"],
-)
-def test_required_version_is_checked_against_agentv_4_42_4_once(
-    project: pytest.Pytester, written: str, said: str | None
-) -> None:
-    write(
-        project, ".agentv/config.yaml", f"$schema: agentv-config-v2\nrequired_version: {written}\n"
-    )
-    write(project, "evals/eval.yaml", CASES)
-    write(project, "evals/more.eval.yaml", CASES)
-    expected = [] if said is None else [f".agentv/config.yaml:2: required_version: {said}"]
-    assert warned(project) == expected
+#: How each ``required_version`` written is said (None: it is not).
+REQUIRED_VERSIONS = {
+    "either": ('"^4.0.0 || ^5.0.0"', None),
+    "excluded": (
+        '">=5.0.0"',
+        "'>=5.0.0' excludes AgentV 4.42.4, the version whose semantics pytest-agentv "
+        "implements: files that rely on another version's behaviour may be read or graded "
+        "differently",
+    ),
+    "malformed": (
+        "latest",
+        "'latest' is not a semver range (e.g. '>=4.0.0', '^4.2.0'); not checked",
+    ),
+    "within": (">=4.2.0", None),
+}
+
+
+def test_required_version_is_checked_against_agentv_4_42_4_once(project: pytest.Pytester) -> None:
+    """A project of two eval files in a folder for each, in one session: each config said once,
+    or not at all."""
+    for name, (written, _) in REQUIRED_VERSIONS.items():
+        config = f"$schema: agentv-config-v2\nrequired_version: {written}\n"
+        write(project, f"{name}/.agentv/config.yaml", config)
+        write(project, f"{name}/evals/eval.yaml", CASES)
+        write(project, f"{name}/evals/more.eval.yaml", CASES)
+    assert warned(project) == [
+        f"{name}/.agentv/config.yaml:2: required_version: {said}"
+        for name, (_, said) in REQUIRED_VERSIONS.items()
+        if said is not None
+    ]
 
 
 #: A before_session hook as v4's docs write one: secrets fetched, printed as exports.
