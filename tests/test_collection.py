@@ -223,21 +223,6 @@ def test_collection_is_cheap_and_does_not_run_cases(project: pytest.Pytester) ->
     assert result.duration < 25  # well short of the judge's 30 s sleep
 
 
-def test_loading_the_plugin_imports_nothing_heavy() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, pytest, pytest_agentv.plugin\n"
-        "heavy = ('pydantic', 'yaml', 'litellm', 'openai', 'aiohttp')\n"
-        "print(sorted(m for m in heavy if m in sys.modules))"
-    )
-    shown = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert shown.strip() == "[]"
-
-
 def test_a_run_imports_only_the_evaluator_kinds_it_uses(project: pytest.Pytester) -> None:
     """Start-up is mostly imports: a suite of deterministic checks on a mock target imports no
     judge, code-judge, composite or calibration machinery, nor the HTTP client a URL

@@ -163,7 +163,8 @@ def test_a_project_without_eval_files_reads_no_yaml_and_looks_once_per_folder(
     pytester: pytest.Pytester,
 ) -> None:
     """YAML files everywhere and no ``.agentv/config.yaml``: each folder is looked at once
-    (two names each), and neither the YAML nor the schema machinery is imported."""
+    (two names each), and nothing heavy is imported, neither the YAML nor the schema machinery
+    nor a model or HTTP client (the session imported the plugin: loading it imports none)."""
     for name in ("a/b/x.yaml", "a/b/y.yml", "a/c/z.jsonl", "d.yaml", "a/b/test_t.py"):
         write(pytester, name, "def test_t(): pass\n" if name.endswith(".py") else "k: v\n")
     pytester.makeconftest(
@@ -176,7 +177,8 @@ def test_a_project_without_eval_files_reads_no_yaml_and_looks_once_per_folder(
         paths.present = lambda path: looked.append(path) or present(path)
 
         def pytest_sessionfinish(session):
-            heavy = ("yaml", "pydantic", "pytest_agentv.projectfiles")
+            heavy = ("yaml", "pydantic", "pytest_agentv.projectfiles", "litellm", "openai")
+            heavy += ("aiohttp",)
             print("IMPORTED", sorted(m for m in heavy if m in sys.modules))
             print("LOOKED", len(looked), len(set(looked)))
         """
