@@ -203,28 +203,25 @@ def assert_merged_is_whole(project: pytest.Pytester, files: list[str]) -> None:
     assert totals[0] == totals[1]
 
 
-def test_the_shards_merged_are_the_run(
+def test_the_shards_merged_are_the_run_and_a_missing_or_doubled_shard_is_refused(
     mixed: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """One run of the whole and of each of its four shards: merged without one of them, or with
+    one twice, ``report`` refuses and writes nothing; merged whole, they are the run."""
     mixed.inline_run("--agentv-results=whole.jsonl")
-    assert_merged_is_whole(mixed, shard_results(mixed, 4))
+    files = shard_results(mixed, 4)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(mixed.path)
+        assert main(["report", files[0], files[2], files[3], "--merge-to", "all.jsonl"]) == 2
+        assert "no rows of shard 2/4: give every shard's results file" in capsys.readouterr().err
+        assert main(["report", *files, files[1]]) == 2
+        assert "a case is in two files: 'm" in capsys.readouterr().err
+    assert not (mixed.path / "all.jsonl").exists()
+    assert_merged_is_whole(mixed, files)
     assert "3 failed: " in capsys.readouterr().out
     assert len(verdicts(mixed.path / "all.jsonl")) == 12
     totals = (mixed.path / "all.md").read_text().splitlines()[2]
     assert totals.startswith("12 evaluations: 9 pass, 0 borderline, 3 fail")
-
-
-def test_a_missing_or_doubled_shard_is_refused(
-    mixed: pytest.Pytester, capsys: pytest.CaptureFixture[str]
-) -> None:
-    files = shard_results(mixed, 3)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(mixed.path)
-        assert main(["report", files[0], files[2], "--merge-to", "all.jsonl"]) == 2
-        assert "no rows of shard 2/3: give every shard's results file" in capsys.readouterr().err
-        assert main(["report", *files, files[1]]) == 2
-        assert "a case is in two files: 'm" in capsys.readouterr().err
-    assert not (mixed.path / "all.jsonl").exists()
 
 
 def test_the_merged_run_has_the_gates_of_a_run(
