@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_agentv.baseline import PreviousResults, comparison_lines
+from pytest_agentv.errors import ConfigError
 from tests.helpers import outcome_counts, write
 
 #: The cases' evaluator: the score it is given (in the run's process: the comparison is what
@@ -285,26 +286,62 @@ def test_bad_baseline_options_are_usage_errors(project: pytest.Pytester) -> None
     result.stderr.fnmatch_lines(["*--agentv-max-regression must be a number >= 0 and <= 1*"])
 
 
-@pytest.mark.parametrize("score", ['"abc"', "7", "null", "-0.5", "1" + "0" * 400, None])
-def test_a_graded_baseline_row_without_a_usable_score_is_a_usage_error(
-    project: pytest.Pytester, score: str | None
-) -> None:
-    # Such a row used to be "not compared": the gate was off for its case, silently.
-    write(project, "conftest.py", FIXED)
-    write(project, "a.eval.yaml", "evalcases:\n" + case("one", 0.9) + case("two", 0.9))
+#: A baseline row of a case that was not graded, twice, then one of a graded case, "one".
+UNGRADED_ROWS = (
+    '{"eval_id": "two", "dataset": "a", "score": 0, "error": "boom"}\n'
+    '{"eval_id": "two", "dataset": "a", "status": "skipped"}\n'
+)
+
+
+def unusable_score(folder: Path, score: str | None) -> tuple[Path, str]:
+    """``base.jsonl`` in ``folder``, whose graded row of case "one" (line 3) has ``score`` (JSON
+    text, None: no score), and how the error shows that score."""
     scored = "" if score is None else f', "score": {score}'
-    write(
-        project,
-        "base.jsonl",
-        '{"eval_id": "two", "dataset": "a", "score": 0, "error": "boom"}\n'
-        '{"eval_id": "two", "dataset": "a", "status": "skipped"}\n'
-        f'{{"eval_id": "one", "dataset": "a", "candidate_answer": "x"{scored}}}\n',
+    path = folder / "base.jsonl"
+    path.write_text(
+        UNGRADED_ROWS + f'{{"eval_id": "one", "dataset": "a", "candidate_answer": "x"{scored}}}\n'
     )
-    result = project.runpytest("--agentv-baseline=base.jsonl")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
     shown = "no 'score'" if score is None else f"score {score}"
     if score is not None and len(score) > 24:  # a number is not shown whole
         shown = f"score {score[:20]}... ({len(score)} characters)"
+    return path, shown
+
+
+@pytest.mark.parametrize("score", ['"abc"', "7", "null", "-0.5", "1" + "0" * 400, None])
+def test_a_graded_baseline_row_without_a_usable_score_is_a_usage_error(
+    tmp_path: Path, score: str | None
+) -> None:
+    """As both options read the file (what a session makes of it: the next test). Such a row
+    used to be "not compared": the gate was off for its case, silently. Recorded answers need
+    no score, but one they carry is a score."""
+    path, shown = unusable_score(tmp_path, score)
+    problem = (
+        f"base.jsonl:3: case 'one' has {shown}; a graded row needs a 'score' from 0 to 1 (a row "
+        "that was not graded carries 'error', or status 'error' or 'skipped')"
+    )
+    baseline = PreviousResults(path, "base.jsonl", "--agentv-baseline", scored=True)
+    with pytest.raises(ConfigError) as raised:
+        baseline.rows()
+    assert str(raised.value) == f"--agentv-baseline: {problem}"
+    answers = PreviousResults(path, "base.jsonl", "--agentv-answers")
+    if score in (None, "null"):
+        assert answers.find("a", "one") is not None
+    else:
+        with pytest.raises(ConfigError) as raised:
+            answers.rows()
+        assert str(raised.value).startswith(
+            f"--agentv-answers: base.jsonl:3: case 'one' has {shown};"
+        )
+
+
+def test_an_unusable_score_stops_the_run_or_its_cases(project: pytest.Pytester) -> None:
+    """What pytest makes of the errors above: the baseline's is a usage error; the recorded
+    answers' is an error of each case, and a row without a score is a recorded answer."""
+    write(project, "conftest.py", FIXED)
+    write(project, "a.eval.yaml", "evalcases:\n" + case("one", 0.9) + case("two", 0.9))
+    _, shown = unusable_score(project.path, '"abc"')
+    result = project.runpytest("--agentv-baseline=base.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
             f"*--agentv-baseline: base.jsonl:3: case 'one' has {shown}; a graded row "
@@ -313,11 +350,10 @@ def test_a_graded_baseline_row_without_a_usable_score_is_a_usage_error(
         ]
     )
     result = project.runpytest("--agentv-answers=base.jsonl")
-    if score in (None, "null"):
-        result.assert_outcomes(passed=1, errors=1)  # recorded answers need no score
-    else:
-        result.assert_outcomes(errors=2)  # but one they carry is a score
-        result.stdout.fnmatch_lines([f"*--agentv-answers: base.jsonl:3: case 'one' has {shown};*"])
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines([f"*--agentv-answers: base.jsonl:3: case 'one' has {shown};*"])
+    unusable_score(project.path, None)
+    project.runpytest("--agentv-answers=base.jsonl").assert_outcomes(passed=1, errors=1)
 
 
 def test_the_comparison_block_lists_every_regression_and_caps_the_rest(tmp_path: Path) -> None:

@@ -11,6 +11,11 @@ from tests.test_baseline import assert_only_compared, write_suite
 from tests.test_hostile_yaml import assert_deep_nesting_refused, write_deep_nesting
 from tests.test_integrity import assert_odd_outputs_kept, write_odd_outputs
 from tests.test_outcomes import RESULTS_CASES, SCORE_JUDGE, assert_results_rows
+from tests.test_project_config import (
+    assert_before_session_ran,
+    exports_removed,  # noqa: F401 (a fixture used here)
+    write_before_session,
+)
 from tests.test_v4_matrix import MATRIX, assert_each_case_ran_once_per_target
 
 CASES = """
@@ -149,14 +154,17 @@ def test_plugin_can_be_disabled(project: pytest.Pytester, monkeypatch: pytest.Mo
     assert collected(project, "-p", "no:agentv") == []
 
 
-def test_runs_under_xdist(project: pytest.Pytester) -> None:
+@pytest.mark.usefixtures("exports_removed")
+def test_runs_under_xdist(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """What pytest-xdist's workers report reaches the controller whole. One session (an inner
     ``-n 2`` costs two worker processes) runs, each in a folder of its own, the files of the
     features whose results cross from the workers, checked as their own modules' serial tests
     check them: a v4 target matrix, the results file's fields, text JSON or UTF-8 cannot hold,
-    a baseline comparison, and files nested too deep for YAML beside tests that must still
-    run (tests/test_hostile_yaml.py's test_deep_nesting_is_refused_before_anything_recursive
-    was such a session of its own)."""
+    a baseline comparison, files nested too deep for YAML beside tests that must still run
+    (tests/test_hostile_yaml.py's test_deep_nesting_is_refused_before_anything_recursive was
+    such a session of its own), and a project's before_session hook, run once by the
+    controller, whose exports reach the tests the workers run (tests/test_project_config.py's
+    test_before_session_runs_once_and_its_exports_reach_every_test[xdist] was another)."""
     write(project, "a.eval.yaml", CASES)
     write(project, "b.eval.yaml", CASES.replace("[30 days]", "[ninety days]"))
     write(project, "matrix/m.eval.yaml", MATRIX)  # tests/test_v4_matrix.py
@@ -165,6 +173,7 @@ def test_runs_under_xdist(project: pytest.Pytester) -> None:
     write_odd_outputs(project, "odd/")  # tests/test_integrity.py
     write_suite(project, "baseline/")  # tests/test_baseline.py
     write_deep_nesting(project, "deep/")  # tests/test_hostile_yaml.py
+    write_before_session(project, monkeypatch, "session/")  # tests/test_project_config.py
     result = project.runpytest(
         "-n",
         "2",
@@ -188,6 +197,7 @@ def test_runs_under_xdist(project: pytest.Pytester) -> None:
     assert_odd_outputs_kept(result, results, "odd/")
     assert_only_compared(result, "baseline/", new=18)  # and the 17 cases of the other folders
     assert_deep_nesting_refused(result, "deep/")
+    assert_before_session_ran(result, project.path, "session/")
     # The summary counts every worker's cases: those of a and b (3 pass, 1 fail), the matrix's
     # (2 pass, 1 fail), rows/ (1 pass, 2 fail, 1 not graded), odd/ (3 pass, 1 fail), baseline/
     # (5 pass, 1 borderline) and deep/ (1 not graded, 1 skipped).
@@ -211,21 +221,6 @@ def test_collection_is_cheap_and_does_not_run_cases(project: pytest.Pytester) ->
     result.stdout.fnmatch_lines(["slow.eval.yaml::would-hang"])
     assert not (project.path / "judged").exists()
     assert result.duration < 25  # well short of the judge's 30 s sleep
-
-
-def test_loading_the_plugin_imports_nothing_heavy() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, pytest, pytest_agentv.plugin\n"
-        "heavy = ('pydantic', 'yaml', 'litellm', 'openai', 'aiohttp')\n"
-        "print(sorted(m for m in heavy if m in sys.modules))"
-    )
-    shown = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert shown.strip() == "[]"
 
 
 def test_a_run_imports_only_the_evaluator_kinds_it_uses(project: pytest.Pytester) -> None:

@@ -206,8 +206,9 @@ def test_the_conversations_own_assertions_are_one_more_term(pytester: pytest.Pyt
     assert (conversation["name"], conversation["score"], row["score"]) == ("conversation", 0.5, 0.5)
 
 
-@pytest.mark.parametrize("policy", ["continue", "stop"])
-def test_on_turn_failure(pytester: pytest.Pytester, policy: str) -> None:
+def test_on_turn_failure(pytester: pytest.Pytester) -> None:
+    """Turn 2's answer fails: with ``continue`` turn 3 is still asked (borderline overall),
+    with ``stop`` it is not (failed). One case for each, in one session."""
     write(
         pytester,
         "conftest.py",
@@ -222,29 +223,34 @@ def test_on_turn_failure(pytester: pytest.Pytester, policy: str) -> None:
     write(
         pytester,
         "c.eval.yaml",
-        f"""
-        tests:
-          - id: chat
-            mode: conversation
-            on_turn_failure: {policy}
-            turns:
-              - {{input: one, assertions: [{{type: contains, value: fine}}]}}
-              - {{input: two, assertions: [{{type: contains, value: fine}}]}}
-              - {{input: three, assertions: [{{type: contains, value: fine}}]}}
-        """,
+        "tests:\n"
+        + "".join(
+            f"""\
+  - id: {policy}
+    mode: conversation
+    on_turn_failure: {policy}
+    turns:
+      - {{input: one, assertions: [{{type: contains, value: fine}}]}}
+      - {{input: two, assertions: [{{type: contains, value: fine}}]}}
+      - {{input: three, assertions: [{{type: contains, value: fine}}]}}
+"""
+            for policy in ("continue", "stop")
+        ),
     )
     result = pytester.runpytest("--agentv-results=r.jsonl")
-    [row] = rows(pytester)
-    turns = [(t["answer"], t["score"]) for t in row["turns"]]
-    if policy == "continue":
-        result.assert_outcomes(xfailed=1)
-        assert turns == [("fine", 1.0), ("broken", 0.0), ("fine", 1.0)]
-    else:
-        result.assert_outcomes(failed=1)
-        assert turns == [("fine", 1.0), ("broken", 0.0), (None, 0.0)]
-        assert row["turns"][2]["error"] == "not sent: turn 2 did not pass (on_turn_failure: stop)"
-        unsent = "not sent: turn 2 did not pass (on_turn_failure: stop)"
-        result.stdout.fnmatch_lines([f"*3  three  -        0.00  fail     {unsent}"])
+    assert outcomes(result.reprec) == {  # type: ignore[attr-defined]
+        "c.eval.yaml::continue": "xfailed",
+        "c.eval.yaml::stop": "failed",
+    }
+    found = {row["eval_id"]: row for row in rows(pytester)}
+    turns = {case: [(t["answer"], t["score"]) for t in row["turns"]] for case, row in found.items()}
+    assert turns == {
+        "continue": [("fine", 1.0), ("broken", 0.0), ("fine", 1.0)],
+        "stop": [("fine", 1.0), ("broken", 0.0), (None, 0.0)],
+    }
+    unsent = "not sent: turn 2 did not pass (on_turn_failure: stop)"
+    assert found["stop"]["turns"][2]["error"] == unsent
+    result.stdout.fnmatch_lines([f"*3  three  -        0.00  fail     {unsent}"])
 
 
 def test_a_failing_middle_turn_is_named_in_the_report(pytester: pytest.Pytester) -> None:
@@ -325,36 +331,47 @@ def grade_saw(request: Request) -> str:
     return checklist(**{i.replace("-", "_"): True for i in ids})
 
 
-@pytest.mark.parametrize("window", [None, 1])
 def test_window_size_limits_what_the_judge_sees(
-    project: pytest.Pytester, fake_llm: FakeOpenAI, window: int | None
+    project: pytest.Pytester, fake_llm: FakeOpenAI
 ) -> None:
+    """The judge of turn 3 sees the system prompt, that turn's question and reply, and the
+    earlier turns only without a window (case ``whole``), not with ``window_size: 1``. One case
+    for each, in one session; each system prompt names its case."""
     fake_llm.responder = grade_saw
     project.makeini(judge_ini(fake_llm))
     mock_turns(project, "reply one", "reply two", "reply three")
-    size = f"window_size: {window}" if window else ""
+    windows = {"whole": "", "windowed": "window_size: 1"}
     write(
         project,
         "c.eval.yaml",
-        f"""
-        tests:
-          - id: chat
-            mode: conversation
-            {size}
-            input: [{{role: system, content: SYSTEM PROMPT}}]
-            turns:
-              - {{input: first question, assertions: [Answers]}}
-              - {{input: second question, assertions: [Answers]}}
-              - {{input: third question, assertions: [Answers]}}
-        """,
+        "tests:\n"
+        + "".join(
+            f"""\
+  - id: {case}
+    mode: conversation
+    {size}
+    input: [{{role: system, content: SYSTEM PROMPT OF {case}}}]
+    turns:
+      - {{input: first question, assertions: [Answers]}}
+      - {{input: second question, assertions: [Answers]}}
+      - {{input: third question, assertions: [Answers]}}
+"""
+            for case, size in windows.items()
+        ),
     )
     result = project.runpytest()
-    result.assert_outcomes(passed=1)
-    assert len(fake_llm.requests) == 3
-    third = json.dumps(fake_llm.requests[2].body["messages"])
-    assert "SYSTEM PROMPT" in third and "third question" in third and "reply three" in third
-    for earlier in ("first question", "reply one", "second question", "reply two"):
-        assert (earlier in third) is (window is None)
+    result.assert_outcomes(passed=2)
+    assert len(fake_llm.requests) == 6
+    for case in windows:
+        [third] = [
+            text
+            for request in fake_llm.requests
+            if f"SYSTEM PROMPT OF {case}" in (text := json.dumps(request.body["messages"]))
+            and "third question" in text
+        ]
+        assert "reply three" in third
+        for earlier in ("first question", "reply one", "second question", "reply two"):
+            assert (earlier in third) is (case == "whole"), (case, earlier)
 
 
 def test_a_recorded_conversation_replays_with_zero_calls(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,18 @@ print(json.dumps({"score": config["score"], "hits": config.get("hits", []),
 
 
 def scored(case_id: str, score: float, **extra: object) -> str:
+    """A case whose code judge ``fixed`` answers what ``SCORE_JUDGE`` would for its config:
+    written out in a shell command (a process of ~2 ms, a Python one's ~20)."""
     config = {"score": score, **extra}
+    hits, misses, why = extra.get("hits", []), extra.get("misses", []), extra.get("why")
+    said = {"score": score, "hits": hits, "misses": misses, "reasoning": why}
+    script = ["sh", "-c", f"cat > /dev/null; echo {shlex.quote(json.dumps(said))}"]
+    evaluator = f"name: fixed, type: code_judge, script: {json.dumps(script)}"
     return f"""
   - id: {case_id}
     input: q
     evaluators:
-      - {{name: fixed, type: code_judge, script: [python, score.py], config: {json.dumps(config)}}}
+      - {{{evaluator}, config: {json.dumps(config)}}}
 """
 
 
@@ -309,8 +316,14 @@ OUTCOME_TAGS = {"skipped", "failure", "error"}
 
 
 RESULTS_CASES = (
-    "dataset: support\nevalcases:"
-    + scored("one", 1.0).replace("input: q", "input: q\n    conversation_id: c1")
+    """dataset: support
+evalcases:
+  - id: one
+    input: q
+    conversation_id: c1
+    evaluators:
+      - {name: fixed, type: code_judge, script: [python, score.py], config: {score: 1.0}}
+"""
     + scored("two", 0.3)
     + scored("three", 1.0).replace("input: q", "input: q\n    execution: {target: nowhere}")
     + """

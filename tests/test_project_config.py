@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import load_error, write
+from tests.helpers import load_error, outcome_counts, write
 
 #: v4.42.4's own ``.agentv/config.yaml`` (its repository's root), comments aside.
 V4_CONFIG = """\
@@ -91,30 +91,34 @@ def test_v4s_own_config_warns_only_about_what_it_asks_for_and_pytest_agentv_does
     ]
 
 
-@pytest.mark.parametrize(
-    ("setting", "said"),
-    [
-        ("execution: {verbose: true}", "execution.verbose: pytest-agentv's output is pytest's"),
-        (
-            "execution: {pool_workspaces: true, pool_slots: 4}",
-            "execution.pool_workspaces, execution.pool_slots: pytest-agentv pools no workspaces",
-        ),
-        (
-            "results: {repo_path: ., branch: results}",
-            "results: pytest-agentv keeps no git-backed results store: each run writes its "
-            "results file with --agentv-results, and python -m pytest_agentv report merges",
-        ),
-    ],
-    ids=["verbose", "pool", "results"],
-)
+#: Settings of v4's config that pytest-agentv does otherwise, and the start of what it says.
+DONE_OTHERWISE = {
+    "pool": (
+        "execution: {pool_workspaces: true, pool_slots: 4}",
+        "execution.pool_workspaces, execution.pool_slots: pytest-agentv pools no workspaces",
+    ),
+    "results": (
+        "results: {repo_path: ., branch: results}",
+        "results: pytest-agentv keeps no git-backed results store: each run writes its "
+        "results file with --agentv-results, and python -m pytest_agentv report merges",
+    ),
+    "verbose": (
+        "execution: {verbose: true}",
+        "execution.verbose: pytest-agentv's output is pytest's",
+    ),
+}
+
+
 def test_each_setting_pytest_agentv_does_otherwise_is_named_with_what_it_does(
-    project: pytest.Pytester, setting: str, said: str
+    project: pytest.Pytester,
 ) -> None:
-    write(project, ".agentv/config.yaml", f"# a comment\n{setting}\n")
-    write(project, "evals/eval.yaml", CASES)
-    (found,) = warned(project)
-    assert found.startswith(f".agentv/config.yaml:2: {said}")
-    assert found.endswith("; ignored")
+    """A project in a folder for each, in one session: one warning each."""
+    for name, (setting, _) in DONE_OTHERWISE.items():
+        write(project, f"{name}/.agentv/config.yaml", f"# a comment\n{setting}\n")
+        write(project, f"{name}/evals/eval.yaml", CASES)
+    for warning, (name, (_, said)) in zip(warned(project), DONE_OTHERWISE.items(), strict=True):
+        assert warning.startswith(f"{name}/.agentv/config.yaml:2: {said}"), warning
+        assert warning.endswith("; ignored")
 
 
 @pytest.mark.parametrize(
@@ -159,7 +163,8 @@ def test_a_project_without_eval_files_reads_no_yaml_and_looks_once_per_folder(
     pytester: pytest.Pytester,
 ) -> None:
     """YAML files everywhere and no ``.agentv/config.yaml``: each folder is looked at once
-    (two names each), and neither the YAML nor the schema machinery is imported."""
+    (two names each), and nothing heavy is imported, neither the YAML nor the schema machinery
+    nor a model or HTTP client (the session imported the plugin: loading it imports none)."""
     for name in ("a/b/x.yaml", "a/b/y.yml", "a/c/z.jsonl", "d.yaml", "a/b/test_t.py"):
         write(pytester, name, "def test_t(): pass\n" if name.endswith(".py") else "k: v\n")
     pytester.makeconftest(
@@ -172,7 +177,8 @@ def test_a_project_without_eval_files_reads_no_yaml_and_looks_once_per_folder(
         paths.present = lambda path: looked.append(path) or present(path)
 
         def pytest_sessionfinish(session):
-            heavy = ("yaml", "pydantic", "pytest_agentv.projectfiles")
+            heavy = ("yaml", "pydantic", "pytest_agentv.projectfiles", "litellm", "openai")
+            heavy += ("aiohttp",)
             print("IMPORTED", sorted(m for m in heavy if m in sys.modules))
             print("LOOKED", len(looked), len(set(looked)))
         """
@@ -246,10 +252,10 @@ def test_the_range_table_is_node_semvers() -> None:
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
         pytest.skip("node and npm are not installed (apt-get install nodejs npm)")
-    root = subprocess.run([npm, "root", "-g"], capture_output=True, text=True, check=True)
-    semver = f"{root.stdout.strip()}/npm/node_modules/semver"
+    # npm's own semver, found from where npm's script is (``npm root -g`` was a process more).
+    where = json.dumps(str(Path(npm).resolve().parent))
     script = (
-        f"const s = require({json.dumps(semver)});"
+        f"const s = require(require.resolve('semver', {{paths: [{where}]}}));"
         "const r = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
         "console.log(JSON.stringify(r.map(x => s.validRange(x) === null || !x.trim() ? null"
         " : s.satisfies('4.42.4', x))))"
@@ -261,31 +267,36 @@ def test_the_range_table_is_node_semvers() -> None:
     assert dict(zip(RANGES, json.loads(answers.stdout), strict=True)) == RANGES
 
 
-@pytest.mark.parametrize(
-    ("written", "said"),
-    [
-        (">=4.2.0", None),
-        ('"^4.0.0 || ^5.0.0"', None),
-        (
-            '">=5.0.0"',
-            "'>=5.0.0' excludes AgentV 4.42.4, the version whose semantics pytest-agentv "
-            "implements: files that rely on another version's behaviour may be read or graded "
-            "differently",
-        ),
-        ("latest", "'latest' is not a semver range (e.g. '>=4.0.0', '^4.2.0'); not checked"),
-    ],
-    ids=["within", "either", "excluded", "malformed"],
-)
-def test_required_version_is_checked_against_agentv_4_42_4_once(
-    project: pytest.Pytester, written: str, said: str | None
-) -> None:
-    write(
-        project, ".agentv/config.yaml", f"$schema: agentv-config-v2\nrequired_version: {written}\n"
-    )
-    write(project, "evals/eval.yaml", CASES)
-    write(project, "evals/more.eval.yaml", CASES)
-    expected = [] if said is None else [f".agentv/config.yaml:2: required_version: {said}"]
-    assert warned(project) == expected
+#: How each ``required_version`` written is said (None: it is not).
+REQUIRED_VERSIONS = {
+    "either": ('"^4.0.0 || ^5.0.0"', None),
+    "excluded": (
+        '">=5.0.0"',
+        "'>=5.0.0' excludes AgentV 4.42.4, the version whose semantics pytest-agentv "
+        "implements: files that rely on another version's behaviour may be read or graded "
+        "differently",
+    ),
+    "malformed": (
+        "latest",
+        "'latest' is not a semver range (e.g. '>=4.0.0', '^4.2.0'); not checked",
+    ),
+    "within": (">=4.2.0", None),
+}
+
+
+def test_required_version_is_checked_against_agentv_4_42_4_once(project: pytest.Pytester) -> None:
+    """A project of two eval files in a folder for each, in one session: each config said once,
+    or not at all."""
+    for name, (written, _) in REQUIRED_VERSIONS.items():
+        config = f"$schema: agentv-config-v2\nrequired_version: {written}\n"
+        write(project, f"{name}/.agentv/config.yaml", config)
+        write(project, f"{name}/evals/eval.yaml", CASES)
+        write(project, f"{name}/evals/more.eval.yaml", CASES)
+    assert warned(project) == [
+        f"{name}/.agentv/config.yaml:2: required_version: {said}"
+        for name, (_, said) in REQUIRED_VERSIONS.items()
+        if said is not None
+    ]
 
 
 #: A before_session hook as v4's docs write one: secrets fetched, printed as exports.
@@ -321,23 +332,37 @@ def exports_removed() -> Iterator[None]:
         os.environ.pop(name, None)
 
 
-@pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["serial", "xdist"])
 @pytest.mark.usefixtures("exports_removed")
 def test_before_session_runs_once_and_its_exports_reach_every_test(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str]
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Once per session, in the controller before its workers start; a variable the
-    environment already has keeps its value, as in AgentV v4."""
+    """Once per session; a variable the environment already has keeps its value, as in AgentV
+    v4. Under pytest-xdist (once, in the controller before its workers start): in
+    tests/test_collection.py's test_runs_under_xdist."""
+    write_before_session(pytester, monkeypatch)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert_before_session_ran(result, pytester.path)
+
+
+def write_before_session(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, folder: str = ""
+) -> None:
+    """The project's ``SESSION`` hook, and two test files in ``folder`` that read its exports
+    (``H40_KEPT`` set beforehand: the hook's value must not replace it)."""
     monkeypatch.setenv("H40_KEPT", "mine")
     write(pytester, ".agentv/config.yaml", SESSION)
-    write(pytester, "tests/test_env.py", ENV_TEST)
-    write(pytester, "tests/test_more.py", ENV_TEST.replace("test_env", "test_more"))
-    result = pytester.runpytest("-p", "no:cacheprovider", *args)
-    result.assert_outcomes(passed=2)
+    write(pytester, f"{folder}tests/test_env.py", ENV_TEST)
+    write(pytester, f"{folder}tests/test_more.py", ENV_TEST.replace("test_env", "test_more"))
+
+
+def assert_before_session_ran(result: pytest.RunResult, root: Path, folder: str = "") -> None:
+    """The hook ran once, in ``root``, and both tests of ``folder`` saw its exports (``result``
+    may have run other files too)."""
+    assert outcome_counts(result, folder) == {"passed": 2}
     result.stdout.fnmatch_lines(
         ["agentv: .agentv/config.yaml:3: before_session set H40_TOKEN, H40_REGION"]
     )
-    assert (pytester.path / "session.log").read_text() == "started\n"
+    assert (root / "session.log").read_text() == "started\n"
 
 
 @pytest.mark.usefixtures("exports_removed")

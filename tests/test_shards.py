@@ -14,6 +14,7 @@ from pytest_agentv.__main__ import main
 from pytest_agentv.collect import spec_of
 from pytest_agentv.shards import deal
 from tests.helpers import write
+from tests.test_v4_suite_settings import DEPENDENCIES, assert_dependents_held
 
 CASES = "tests:\n" + "".join(
     f"  - {{id: case-{n}, input: q, assertions: [{{type: contains, value: x}}]}}\n"
@@ -129,10 +130,21 @@ def test_a_bad_durations_file_is_a_usage_error_at_its_line(project: pytest.Pytes
 
 
 def test_xdist_workers_deal_the_same(suite: pytest.Pytester) -> None:
-    alone = selected(suite, "--agentv-shard=2/3")
-    suite.runpytest("-n", "2", "--agentv-shard=2/3", "-p", "no:cacheprovider", "--junitxml=j.xml")
+    """Each worker deals as a run alone does. The session (an inner ``-n 2`` costs two worker
+    processes) runs with ``--dist loadfile`` and also holds, in the shard it is dealt to (whole:
+    a case goes with the cases it depends on), tests/test_v4_suite_settings.py's
+    ``DEPENDENCIES``, checked as its serial test checks it: under loadfile a file's cases stay
+    in one worker, in their order (that test's [xdist] variant was a session of its own)."""
+    write(suite, "deps/d.eval.yaml", DEPENDENCIES)
+    [k] = [k for k, shard in enumerate(dealt(suite, 3), 1) if "deps/d.eval.yaml::parent" in shard]
+    alone = selected(suite, f"--agentv-shard={k}/3")
+    result = suite.runpytest(
+        "-n", "2", "--dist", "loadfile", f"--agentv-shard={k}/3", "-p", "no:cacheprovider",
+        "--junitxml=j.xml", "-rsf",
+    )  # fmt: skip
     ran = ElementTree.parse(suite.path / "j.xml").iter("testcase")
     assert sorted(case.get("name") for case in ran) == sorted(n.rpartition("::")[2] for n in alone)
+    assert_dependents_held(result, "deps/")
 
 
 @pytest.mark.parametrize("value", ["0/4", "5/4", "2", "a/b", "1/0"])
@@ -191,28 +203,25 @@ def assert_merged_is_whole(project: pytest.Pytester, files: list[str]) -> None:
     assert totals[0] == totals[1]
 
 
-def test_the_shards_merged_are_the_run(
+def test_the_shards_merged_are_the_run_and_a_missing_or_doubled_shard_is_refused(
     mixed: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """One run of the whole and of each of its four shards: merged without one of them, or with
+    one twice, ``report`` refuses and writes nothing; merged whole, they are the run."""
     mixed.inline_run("--agentv-results=whole.jsonl")
-    assert_merged_is_whole(mixed, shard_results(mixed, 4))
+    files = shard_results(mixed, 4)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(mixed.path)
+        assert main(["report", files[0], files[2], files[3], "--merge-to", "all.jsonl"]) == 2
+        assert "no rows of shard 2/4: give every shard's results file" in capsys.readouterr().err
+        assert main(["report", *files, files[1]]) == 2
+        assert "a case is in two files: 'm" in capsys.readouterr().err
+    assert not (mixed.path / "all.jsonl").exists()
+    assert_merged_is_whole(mixed, files)
     assert "3 failed: " in capsys.readouterr().out
     assert len(verdicts(mixed.path / "all.jsonl")) == 12
     totals = (mixed.path / "all.md").read_text().splitlines()[2]
     assert totals.startswith("12 evaluations: 9 pass, 0 borderline, 3 fail")
-
-
-def test_a_missing_or_doubled_shard_is_refused(
-    mixed: pytest.Pytester, capsys: pytest.CaptureFixture[str]
-) -> None:
-    files = shard_results(mixed, 3)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(mixed.path)
-        assert main(["report", files[0], files[2], "--merge-to", "all.jsonl"]) == 2
-        assert "no rows of shard 2/3: give every shard's results file" in capsys.readouterr().err
-        assert main(["report", *files, files[1]]) == 2
-        assert "a case is in two files: 'm" in capsys.readouterr().err
-    assert not (mixed.path / "all.jsonl").exists()
 
 
 def test_the_merged_run_has_the_gates_of_a_run(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from tests.helpers import (
     LOGGING_HOOK,
     hook_calls,
     junit_cases_in,
+    load_error,
     outcome_counts,
     rows_in,
     write,
@@ -88,10 +90,10 @@ def test_a_case_target_outside_the_files_matrix_is_a_load_error(project: pytest.
     )
 
 
-def test_a_target_listed_twice_is_refused(project: pytest.Pytester) -> None:
-    write(project, "m.eval.yaml", "execution: {targets: [a, a]}\ntests: [{id: a, input: q}]\n")
-    result = project.runpytest("--co", "-q")
-    result.stdout.fnmatch_lines(["*m.eval.yaml:1:*execution.targets*listed twice*"])
+def test_a_target_listed_twice_is_refused(tmp_path: Path) -> None:
+    text = "execution: {targets: [a, a]}\ntests: [{id: a, input: q}]\n"
+    error = load_error(tmp_path, "m.eval.yaml", text)
+    assert fnmatch(error, "m.eval.yaml:1:*execution.targets*listed twice*"), error
 
 
 def test_each_pair_reads_its_own_row_of_a_recorded_run(project: pytest.Pytester) -> None:
@@ -263,28 +265,27 @@ def test_a_failing_target_before_all_leaves_that_targets_cases_not_graded(
     ]
 
 
-@pytest.mark.parametrize(
-    ("entry", "problem"),
-    [
-        (
-            "{name: v, use_target: default, hooks: {before_each: {reset: fast}}}",
-            "*execution.targets.0.hooks: before_each: a target's hooks run commands; 'reset'"
-            " belongs to the workspace's (workspace.hooks.before_each.reset)*",
-        ),
-        ("{name: v, use_targte: default}", "*execution.targets.0*use_targte*"),
-        ("{use_target: default}", "*execution.targets.0.name*"),
-    ],
-    ids=["reset", "typo", "no-name"],
-)
-def test_bad_matrix_entries_are_load_errors(
-    project: pytest.Pytester, entry: str, problem: str
-) -> None:
-    write(
-        project, "m.eval.yaml", f"execution: {{targets: [{entry}]}}\ntests: [{{id: a, input: q}}]\n"
-    )
+#: Matrix entries that are no target, and what the collection error of each says.
+BAD_ENTRIES = {
+    "reset": (
+        "{name: v, use_target: default, hooks: {before_each: {reset: fast}}}",
+        "*execution.targets.0.hooks: before_each: a target's hooks run commands; 'reset'"
+        " belongs to the workspace's (workspace.hooks.before_each.reset)*",
+    ),
+    "typo": ("{name: v, use_targte: default}", "*execution.targets.0*use_targte*"),
+    "no-name": ("{use_target: default}", "*execution.targets.0.name*"),
+}
+
+
+def test_bad_matrix_entries_are_load_errors(project: pytest.Pytester) -> None:
+    """One file for each, in one session: each is its own collection error."""
+    for name, (entry, _) in BAD_ENTRIES.items():
+        text = f"execution: {{targets: [{entry}]}}\ntests: [{{id: a, input: q}}]\n"
+        write(project, f"{name}.eval.yaml", text)
     result = project.runpytest("--co", "-q")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([f"*m.eval.yaml:1:*{problem.lstrip('*')}"])
+    result.assert_outcomes(errors=len(BAD_ENTRIES))
+    for name, (_, problem) in BAD_ENTRIES.items():
+        result.stdout.fnmatch_lines([f"*{name}.eval.yaml:1:*{problem.lstrip('*')}"])
 
 
 TARGETS_WITH_PLAIN = """\

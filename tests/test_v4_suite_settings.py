@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import load_error, write
+from tests.helpers import load_error, outcome_counts, write
 
 #: Two checks, one met: a score of 0.5 for the mock answer ("... 30 days of purchase.").
 HALF = "[{type: contains, value: 30 days}, {type: contains, value: never}]"
@@ -93,20 +93,26 @@ tests:
 """
 
 
-@pytest.mark.parametrize("args", [[], ["-n", "2", "--dist", "loadfile"]], ids=["serial", "xdist"])
-def test_a_failed_dependency_skips_fails_or_runs_its_dependents(
-    project: pytest.Pytester, args: list[str]
-) -> None:
+def test_a_failed_dependency_skips_fails_or_runs_its_dependents(project: pytest.Pytester) -> None:
     """``parent`` cannot be graded (its target is unknown): ``child`` is skipped, ``failer``
     fails without running, ``runner`` runs; ``grandchild`` depends on the skipped ``child``, which
-    counts as failed; ``low`` scored low but was graded, so ``after-low`` runs."""
+    counts as failed; ``low`` scored low but was graded, so ``after-low`` runs. Under
+    pytest-xdist with ``--dist loadfile``: in tests/test_shards.py's
+    test_xdist_workers_deal_the_same."""
     write(project, "d.eval.yaml", DEPENDENCIES)
-    result = project.runpytest(*args, "-rsf")
-    result.assert_outcomes(passed=2, failed=3, skipped=1, errors=1)
+    assert_dependents_held(project.runpytest("-rsf"))
+
+
+def assert_dependents_held(result: pytest.RunResult, folder: str = "") -> None:
+    """``DEPENDENCIES`` in ``folder`` ran as its cases' dependencies say (``result`` may have
+    run other files too, with ``-rsf``)."""
+    assert outcome_counts(result, folder) == {"passed": 2, "failed": 3, "skipped": 1, "error": 1}
     for line in (
-        "SKIPPED *d.eval.yaml:3: eval 'child': dependency failed (parent); skipped*",
-        "d.eval.yaml:11: eval 'failer': dependency failed (parent) (on_dependency_failure: fail)",
-        "d.eval.yaml:21: eval 'grandchild': dependency failed (child) (on_dependency_failure: *",
+        f"SKIPPED *{folder}d.eval.yaml:3: eval 'child': dependency failed (parent); skipped*",
+        f"{folder}d.eval.yaml:11: eval 'failer': dependency failed (parent) "
+        "(on_dependency_failure: fail)",
+        f"{folder}d.eval.yaml:21: eval 'grandchild': dependency failed (child) "
+        "(on_dependency_failure: *",
     ):
         result.stdout.fnmatch_lines([line])
 
